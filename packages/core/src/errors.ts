@@ -1,0 +1,98 @@
+/**
+ * Every failure the batcher reports has one of these codes.
+ *
+ * @example
+ * ```ts
+ * if (error instanceof BatchError && error.code === ErrorCode.QUEUE_FULL) retryLater();
+ * ```
+ */
+export const ErrorCode = {
+  /** The input was rejected before it joined a batch (adapter validation, `batchKey`/`cost` threw). */
+  INVALID_INPUT: 'INVALID_INPUT',
+  /** The request body is not of a media type the route accepts. */
+  UNSUPPORTED_MEDIA_TYPE: 'UNSUPPORTED_MEDIA_TYPE',
+  /** The item (or request body) is larger than any batch may hold (`maxBatchCost`, body limit). */
+  ITEM_TOO_LARGE: 'ITEM_TOO_LARGE',
+  /** The queue already holds `maxQueueSize` items. */
+  QUEUE_FULL: 'QUEUE_FULL',
+  /** The item's deadline (`timeoutMs`) passed before its batch was dispatched. */
+  DEADLINE_EXCEEDED: 'DEADLINE_EXCEEDED',
+  /** The item's batch ran longer than `executionTimeoutMs`. */
+  EXECUTION_TIMEOUT: 'EXECUTION_TIMEOUT',
+  /** The handler returned something other than one result per input. */
+  BAD_HANDLER_RESULT: 'BAD_HANDLER_RESULT',
+  /** The handler threw, or returned an `Error` for this item. */
+  HANDLER_ERROR: 'HANDLER_ERROR',
+  /** The batcher is closed (or closing) and accepts no new work. */
+  CLOSED: 'CLOSED',
+  /** The model or its worker is not available (still loading, crashed, failed to load). */
+  UNAVAILABLE: 'UNAVAILABLE',
+} as const;
+
+/** One of the {@link ErrorCode} values. */
+export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
+
+/** Options accepted by the {@link BatchError} constructor. */
+export interface BatchErrorOptions {
+  /** The underlying error, kept for logs; never sent to HTTP clients. */
+  readonly cause?: unknown;
+  /**
+   * Whether `message` may be shown to HTTP clients.
+   * @default true for every code but `HANDLER_ERROR` and `BAD_HANDLER_RESULT`
+   */
+  readonly expose?: boolean;
+  /** Seconds a client should wait before retrying (sent as `Retry-After` with 503). */
+  readonly retryAfterSeconds?: number;
+  /** Extra machine-readable facts (for example the offending `field`); sent to clients when exposed. */
+  readonly details?: Readonly<Record<string, unknown>>;
+}
+
+const INTERNAL_CODES: ReadonlySet<ErrorCode> = new Set([ErrorCode.HANDLER_ERROR, ErrorCode.BAD_HANDLER_RESULT]);
+
+/**
+ * The one error class of microbatch: a `code` from {@link ErrorCode} and a message that says what went wrong.
+ *
+ * @example
+ * ```ts
+ * throw new BatchError('INVALID_INPUT', '`prompt` must be a non-empty string', { details: { field: 'prompt' } });
+ * ```
+ */
+export class BatchError extends Error {
+  override readonly name = 'BatchError';
+  readonly code: ErrorCode;
+  readonly expose: boolean;
+  readonly retryAfterSeconds: number | undefined;
+  readonly details: Readonly<Record<string, unknown>> | undefined;
+
+  constructor(code: ErrorCode, message: string, options: BatchErrorOptions = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.code = code;
+    this.expose = options.expose ?? !INTERNAL_CODES.has(code);
+    this.retryAfterSeconds = options.retryAfterSeconds;
+    this.details = options.details;
+  }
+}
+
+/**
+ * Whether `value` is a {@link BatchError}, optionally with the given code.
+ *
+ * @example
+ * ```ts
+ * if (isBatchError(error, 'DEADLINE_EXCEEDED')) metrics.timeouts.inc();
+ * ```
+ */
+export function isBatchError(value: unknown, code?: ErrorCode): value is BatchError {
+  return value instanceof BatchError && (code === undefined || value.code === code);
+}
+
+/**
+ * Marks an error thrown by a handler or validator as safe to show to clients (like `http-errors`' `expose`).
+ *
+ * @example
+ * ```ts
+ * return inputs.map((x) => (x.length > 512 ? exposeError(new Error('prompt is longer than 512 tokens')) : run(x)));
+ * ```
+ */
+export function exposeError<E extends Error>(error: E): E & { expose: true } {
+  return Object.assign(error, { expose: true as const });
+}

@@ -1,0 +1,34 @@
+export { createBatcher, createStreamingBatcher } from './batcher.js';
+export { BatchError, ErrorCode, exposeError, isBatchError } from './errors.js';
+export type { BatchErrorOptions } from './errors.js';
+export {
+  SSE_DONE,
+  SSE_HEADERS,
+  batchHeaders,
+  httpStatusFor,
+  sseError,
+  sseEvent,
+  toBatchError,
+  toHttpError,
+} from './http.js';
+export type { HttpErrorBody, HttpErrorResponse } from './http.js';
+export { END, SKIP } from './types.js';
+export type {
+  BatchContext,
+  BatchHandler,
+  Batcher,
+  BatcherBase,
+  BatcherEvents,
+  BatcherOptions,
+  BatcherStats,
+  CallOptions,
+  Clock,
+  CloseOptions,
+  DispatchInfo,
+  OnBatchError,
+  RejectReason,
+  StreamSlot,
+  StreamingBatchHandler,
+  StreamingBatcher,
+  Summary,
+} from './types.js';
