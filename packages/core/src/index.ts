@@ -27,6 +27,8 @@ export type {
   DispatchInfo,
   OnBatchError,
   RejectReason,
+  StreamEnd,
+  StreamSkip,
   StreamSlot,
   StreamingBatchHandler,
   StreamingBatcher,

@@ -8,8 +8,8 @@ export type ItemState = (typeof ItemState)[keyof typeof ItemState];
 /** One call's bookkeeping from enqueue until it settles. */
 export interface Item {
   readonly input: unknown;
-  readonly key: unknown;
-  readonly cost: number;
+  key: unknown;
+  cost: number;
   readonly priority: number;
   readonly seq: number;
   readonly enqueuedAt: number;
@@ -29,7 +29,8 @@ export interface RunningBatch {
   readonly id: number;
   readonly key: unknown;
   readonly items: Item[];
-  readonly controller: AbortController;
+  /** Created on first use (see `controllerOf`). */
+  controller: AbortController | undefined;
   readonly startedAt: number;
   /** Items not yet settled; when it reaches 0 early, the handler's signal aborts. */
   open: number;
@@ -45,7 +46,7 @@ export interface RunningBatch {
  */
 export class KeyQueue {
   readonly key: unknown;
-  readonly items: Item[] = [];
+  items: Item[] = [];
   cost = 0;
   windowStart: number;
 
@@ -97,11 +98,18 @@ export class KeyQueue {
       cost += next;
       count += 1;
     }
-    const batch = count === items.length ? items.splice(0) : items.splice(0, count);
+    let batch: Item[];
+    if (count === items.length) {
+      // Hand the whole array over instead of copying it: the common case when batches fill up.
+      batch = items;
+      this.items = [];
+    } else {
+      batch = items.splice(0, count);
+    }
     this.cost -= cost;
-    if (items.length > 0) {
-      let oldest = (items[0] as Item).enqueuedAt;
-      for (const item of items) if (item.enqueuedAt < oldest) oldest = item.enqueuedAt;
+    if (this.items.length > 0) {
+      let oldest = (this.items[0] as Item).enqueuedAt;
+      for (const item of this.items) if (item.enqueuedAt < oldest) oldest = item.enqueuedAt;
       this.windowStart = oldest;
     }
     return batch;

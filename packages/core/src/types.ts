@@ -22,13 +22,38 @@ export type BatchHandler<I, O> = (
   context: BatchContext,
 ) => ReadonlyArray<O | Error> | PromiseLike<ReadonlyArray<O | Error>>;
 
-/** A slot of a streaming step that ends its item's stream. */
-export const END: unique symbol = Symbol.for('microbatch.end');
-/** A slot of a streaming step that carries nothing for its item this step. */
-export const SKIP: unique symbol = Symbol.for('microbatch.skip');
+/** The type of {@link END}. */
+export interface StreamEnd {
+  readonly microbatch: 'end';
+}
+/** The type of {@link SKIP}. */
+export interface StreamSkip {
+  readonly microbatch: 'skip';
+}
+
+// Markers are frozen objects rather than symbols: a `unique symbol` widens to `symbol` inside `inputs.map(...)`,
+// which would spoil the inference of the handler's value type.
+/**
+ * A slot of a streaming step that ends its item's stream.
+ *
+ * @example
+ * ```ts
+ * yield prompts.map((prompt, i) => (finished[i] ? END : nextToken[i]));
+ * ```
+ */
+export const END: StreamEnd = Object.freeze({ microbatch: 'end' });
+/**
+ * A slot of a streaming step that carries nothing for its item this step.
+ *
+ * @example
+ * ```ts
+ * yield prompts.map((prompt, i) => (produced[i] ? piece[i] : SKIP));
+ * ```
+ */
+export const SKIP: StreamSkip = Object.freeze({ microbatch: 'skip' });
 
 /** One slot of a streaming step: a value, an `Error` (fails that item's stream), {@link END} or {@link SKIP}. */
-export type StreamSlot<O> = O | Error | typeof END | typeof SKIP;
+export type StreamSlot<O> = O | Error | StreamEnd | StreamSkip;
 
 /**
  * A streaming batch handler: yields steps, each an array with one slot per input. When it returns, every stream

@@ -31,7 +31,7 @@ function recorder() {
 /** A handler whose every call stays running until the test releases it. */
 function gated<I>() {
   const batches: I[][] = [];
-  const gates: Array<ReturnType<typeof deferred>> = [];
+  const gates: Array<ReturnType<typeof deferred<void>>> = [];
   const signals: AbortSignal[] = [];
   const handler = async (inputs: I[], { signal }: { signal: AbortSignal }) => {
     batches.push([...inputs]);
@@ -485,7 +485,7 @@ describe('streaming', () => {
   });
 
   it('cancels a caller that stops iterating without disturbing the others', async () => {
-    const steps = [deferred(), deferred(), deferred()];
+    const steps = [deferred<void>(), deferred<void>(), deferred<void>()];
     let finalized = false;
     let handlerSignal: AbortSignal | undefined;
     const batcher = createBatcher(
