@@ -340,6 +340,7 @@ class BatchEngine {
     this.#timer = this.#options.clock.setTimeout(() => {
       this.#timer = undefined;
       this.#timerAt = Number.POSITIVE_INFINITY;
+      this.#now = undefined;
       this.#pump();
     }, delay);
   }
@@ -394,9 +395,12 @@ class BatchEngine {
 
   async #run(batch: RunningBatch): Promise<void> {
     const context = new Context(batch);
+    // An item can already be settled here (its `onDispatch` threw); its input must not reach the handler.
+    const items = batch.open === batch.items.length ? batch.items : batch.items.filter((item) => item.state === ItemState.Running);
     try {
-      if (this.#streaming) await this.#runStream(batch.items, context);
-      else await this.#runItems(batch.items, context);
+      if (items.length === 0) return;
+      if (this.#streaming) await this.#runStream(items, context);
+      else await this.#runItems(items, context);
     } catch (error) {
       // Defensive: #runItems/#runStream settle every item themselves; this keeps the invariant if they ever throw.
       for (const item of batch.items) this.#fail(item, error);
@@ -673,6 +677,10 @@ function expose<B>(engine: BatchEngine, callable: object): B {
  */
 export function createBatcher<I, O>(handler: StreamingBatchHandler<I, O>, options?: BatcherOptions<I>): StreamingBatcher<I, O>;
 export function createBatcher<I, O>(handler: BatchHandler<I, O>, options?: BatcherOptions<I>): Batcher<I, O>;
+export function createBatcher<I, O>(
+  handler: BatchHandler<I, O> | StreamingBatchHandler<I, O>,
+  options?: BatcherOptions<I>,
+): Batcher<I, O> | StreamingBatcher<I, O>;
 export function createBatcher<I, O>(
   handler: BatchHandler<I, O> | StreamingBatchHandler<I, O>,
   options?: BatcherOptions<I>,

@@ -1,3 +1,5 @@
+export { checkOptionalFunction, routeBatcher, toInputError, watchDisconnect, writeSse } from './adapter-kit.js';
+export type { DisconnectWatch, RequestCallOptions, RouteBatcherOptions } from './adapter-kit.js';
 export { createBatcher, createStreamingBatcher } from './batcher.js';
 export { BatchError, ErrorCode, exposeError, isBatchError } from './errors.js';
 export type { BatchErrorOptions } from './errors.js';
@@ -12,6 +14,7 @@ export {
   toHttpError,
 } from './http.js';
 export type { HttpErrorBody, HttpErrorResponse } from './http.js';
+export { describe as describeValue } from './options.js';
 export { END, SKIP } from './types.js';
 export type {
   BatchContext,

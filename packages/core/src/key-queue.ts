@@ -79,6 +79,8 @@ export class KeyQueue {
     if (index === -1) return false;
     this.items.splice(index, 1);
     this.cost -= item.cost;
+    // The batch's window opened with its oldest item; if that one left, the window starts with the next oldest.
+    if (item.enqueuedAt === this.windowStart && this.items.length > 0) this.windowStart = oldestArrival(this.items);
     return true;
   }
 
@@ -107,11 +109,13 @@ export class KeyQueue {
       batch = items.splice(0, count);
     }
     this.cost -= cost;
-    if (this.items.length > 0) {
-      let oldest = (this.items[0] as Item).enqueuedAt;
-      for (const item of this.items) if (item.enqueuedAt < oldest) oldest = item.enqueuedAt;
-      this.windowStart = oldest;
-    }
+    if (this.items.length > 0) this.windowStart = oldestArrival(this.items);
     return batch;
   }
+}
+
+function oldestArrival(items: readonly Item[]): number {
+  let oldest = Number.POSITIVE_INFINITY;
+  for (const item of items) if (item.enqueuedAt < oldest) oldest = item.enqueuedAt;
+  return oldest;
 }

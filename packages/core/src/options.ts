@@ -6,12 +6,9 @@ export type ResolvedOptions<I> = Required<BatcherOptions<I>>;
 // `performance.now()` and the timers are looked up at call time, so fake timers installed after import still apply.
 const systemClock: Clock = {
   now: () => performance.now(),
-  setTimeout: (callback, ms) => {
-    const handle = setTimeout(callback, ms);
-    // A pending batch window must not keep a process alive that has nothing else to do.
-    (handle as { unref?: () => void }).unref?.();
-    return handle;
-  },
+  // Not unref'd: a timer exists only while an item waits for its result, and a script awaiting that result
+  // must not exit before it comes.
+  setTimeout: (callback, ms) => setTimeout(callback, ms),
   clearTimeout: (handle) => clearTimeout(handle as Parameters<typeof clearTimeout>[0]),
 };
 
@@ -34,7 +31,14 @@ export const DEFAULT_OPTIONS = {
 
 const ON_BATCH_ERROR: readonly OnBatchError[] = ['fail-batch', 'isolate'];
 
-/** Renders a value for a misuse message: `` `0` (number)``. */
+/**
+ * Renders a value for a misuse message, as every microbatch `TypeError` does.
+ *
+ * @example
+ * ```ts
+ * describeValue(0); // '`0` (number)'
+ * ```
+ */
 export function describe(value: unknown): string {
   const shown = typeof value === 'string' ? JSON.stringify(value) : typeof value === 'function' ? 'function' : String(value);
   return `\`${shown}\` (${value === null ? 'null' : typeof value})`;

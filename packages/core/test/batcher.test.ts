@@ -685,3 +685,49 @@ describe('misuse', () => {
     await expect(batcher.call(1, { priority: Number.NaN })).rejects.toThrow(TypeError);
   });
 });
+
+describe('edge cases', () => {
+  it('keeps the process alive while an item waits: a script can await a batcher directly', async () => {
+    const { execFileSync } = await import('node:child_process');
+    const source = new URL('../src/index.ts', import.meta.url).pathname;
+    const script = `import { createBatcher } from ${JSON.stringify(source)};
+      const double = createBatcher(async (xs) => xs.map((x) => x * 2));
+      console.log(await double(21));`;
+    const tsx = new URL('../../../node_modules/.bin/tsx', import.meta.url).pathname;
+    expect(execFileSync(tsx, ['--input-type=module', '-e', script], { encoding: 'utf8' }).trim()).toBe('42');
+  });
+
+  it('never sends the handler an item whose onDispatch threw', async () => {
+    const { batches, handler } = recorder();
+    const batcher = createBatcher(handler, opts({ maxBatchSize: 2 }));
+    const bad = settleOf(
+      batcher.call(1, {
+        onDispatch: () => {
+          throw new Error('header write failed');
+        },
+      }),
+    );
+    const good = batcher(2);
+    await flush();
+    expect(batches).toEqual([[2]]);
+    expect(await good).toBe(20);
+    expect((bad.error as Error).message).toBe('header write failed');
+  });
+
+  it('restarts the wait window when the item that opened it is cancelled', async () => {
+    const { batches, handler } = recorder();
+    const batcher = createBatcher(handler, opts({ batchWaitTimeoutMs: 100 }));
+    const controller = new AbortController();
+    const opener = settleOf(batcher.call(1, { signal: controller.signal }));
+    await clock.advance(90);
+    void batcher(2);
+    controller.abort();
+    await clock.advance(10);
+    expect(batches).toEqual([]);
+    await clock.advance(89);
+    expect(batches).toEqual([]);
+    await clock.advance(1);
+    expect(batches).toEqual([[2]]);
+    expect(opener.state).toBe('rejected');
+  });
+});

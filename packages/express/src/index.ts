@@ -1,1 +1,4 @@
-export const placeholder = 1;
+export { batchRoute } from './batch-route.js';
+export type { BatchRouteHandler, BatchRouteOptions } from './batch-route.js';
+export { batchErrorHandler } from './error-handler.js';
+export type { RequestCallOptions, RouteBatcherOptions } from '@microbatch/core';

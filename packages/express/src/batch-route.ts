@@ -1,0 +1,141 @@
+import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import {
+  batchHeaders,
+  checkOptionalFunction,
+  describeValue as describe,
+  routeBatcher,
+  toInputError,
+  watchDisconnect,
+  writeSse,
+} from '@microbatch/core';
+import type {
+  Batcher,
+  CallOptions,
+  DispatchInfo,
+  RequestCallOptions,
+  RouteBatcherOptions,
+  StreamingBatcher,
+} from '@microbatch/core';
+import { sendError } from './error-handler.js';
+
+/**
+ * Options of {@link batchRoute}: the route's own, plus `handler` and every core batcher option, or `batcher`.
+ *
+ * @example
+ * ```ts
+ * const options: BatchRouteOptions<string, string> = { input: (req) => String(req.body.prompt), handler: generate };
+ * ```
+ */
+export interface BatchRouteOptions<I, O> extends RouteBatcherOptions<I, O> {
+  /**
+   * Turns a request into one handler input. Validate here: a throw answers 400 `INVALID_INPUT` with the error's
+   * message (a `BatchError` or an `http-errors` error keeps its own code and status).
+   * @default (req) => req.body
+   */
+  readonly input?: (req: Request) => I | PromiseLike<I>;
+  /**
+   * Sends one result. Not used when the batcher streams: each value is sent as one Server-Sent Event.
+   * @default (result, req, res) => res.json(result ?? null), so a string result is sent as a JSON string
+   */
+  readonly output?: (result: O, req: Request, res: Response) => unknown;
+  /**
+   * Per-request `priority` and `timeoutMs` (a timeout may only lower the batcher's `timeoutMs`).
+   * @default () => ({})
+   */
+  readonly callOptions?: (req: Request) => RequestCallOptions;
+}
+
+/**
+ * An Express middleware that batches its requests, with the batcher it uses (for stats, events and `close()`).
+ *
+ * @example
+ * ```ts
+ * const route: BatchRouteHandler<string, string> = batchRoute({ handler: generate });
+ * app.get('/stats', (_req, res) => res.json(route.batcher.stats()));
+ * ```
+ */
+export interface BatchRouteHandler<I, O> extends RequestHandler {
+  readonly batcher: Batcher<I, O> | StreamingBatcher<I, O>;
+}
+
+const ROUTE_NAME = 'batchRoute';
+
+/**
+ * Creates Express middleware that coalesces concurrent requests into batched handler calls and answers each with
+ * its own result, with `X-Batch-Size`, `X-Batch-Id` and `X-Queue-Time-Ms` headers. Errors are answered as
+ * `{"error":{"code","message"}}` with the status from `toHttpError`; a client that disconnects cancels its item.
+ *
+ * @example
+ * ```ts
+ * app.post('/generate', express.json(), batchRoute({
+ *   input: (req) => parsePrompt(req.body),
+ *   handler: async (prompts: string[], { signal }) => model(prompts, { signal }),
+ *   maxBatchSize: 4,
+ *   batchWaitTimeoutMs: 5,
+ * }));
+ * ```
+ */
+export function batchRoute<I, O>(options: BatchRouteOptions<I, O>): BatchRouteHandler<I, O> {
+  if (typeof options !== 'object' || options === null) {
+    throw new TypeError(`Expected \`${ROUTE_NAME}\` options to be an object, got ${describe(options)}`);
+  }
+  const { input = defaultInput as (req: Request) => I, output, callOptions, handler, batcher: given, ...rest } = options;
+  checkOptionalFunction('input', input);
+  checkOptionalFunction('output', output);
+  checkOptionalFunction('callOptions', callOptions);
+  const batcher = routeBatcher<I, O>(ROUTE_NAME, { handler, batcher: given }, rest);
+  if (batcher.streaming && output !== undefined) {
+    throw new TypeError(`\`${ROUTE_NAME}\` got \`output\` for a streaming batcher: each streamed value is sent as one Server-Sent Event`);
+  }
+  const send = output ?? defaultOutput;
+
+  async function serve(req: Request, res: Response): Promise<void> {
+    const disconnect = watchDisconnect(res);
+    const { signal } = disconnect;
+    try {
+      let item: I;
+      try {
+        item = await input(req);
+      } catch (error) {
+        throw toInputError(error);
+      }
+      const extra = callOptions?.(req);
+      const call: CallOptions = {
+        priority: extra?.priority,
+        timeoutMs: extra?.timeoutMs,
+        signal,
+        onDispatch: (info: DispatchInfo) => {
+          if (!res.headersSent) res.set(batchHeaders(info));
+        },
+      };
+      if (batcher.streaming) {
+        const values = batcher.stream(item, call);
+        // Pulled before any header goes out, so a failure before the first value is a plain JSON error.
+        const first = await values.next();
+        await writeSse(res, first, values, signal);
+        return;
+      }
+      const result = await batcher.call(item, call);
+      await send(result, req, res);
+    } catch (error) {
+      // A client that went away gets nothing: its response is already closed.
+      if (!signal.aborted) sendError(res, error);
+    } finally {
+      disconnect.dispose();
+    }
+  }
+
+  // Never returns a rejected promise: Express 4 would not catch it, and every failure is answered here anyway.
+  const route = (req: Request, res: Response, _next: NextFunction): void => {
+    void serve(req, res);
+  };
+  return Object.defineProperty(route, 'batcher', { value: batcher, enumerable: true }) as BatchRouteHandler<I, O>;
+}
+
+function defaultInput(req: Request): unknown {
+  return req.body;
+}
+
+function defaultOutput(result: unknown, _req: Request, res: Response): void {
+  res.json(result ?? null);
+}

@@ -1,0 +1,148 @@
+import type { Next, ParameterizedContext } from 'koa';
+import {
+  batchHeaders,
+  checkOptionalFunction,
+  describeValue as describe,
+  routeBatcher,
+  toInputError,
+  watchDisconnect,
+  writeSse,
+} from '@microbatch/core';
+import type {
+  Batcher,
+  CallOptions,
+  DispatchInfo,
+  RequestCallOptions,
+  RouteBatcherOptions,
+  StreamingBatcher,
+} from '@microbatch/core';
+import { renderError } from './error-handler.js';
+
+/**
+ * Options of {@link batchRoute}: the route's own, plus `handler` and every core batcher option, or `batcher`.
+ * `C` is the context type, for example `RouterContext` from `@koa/router`.
+ *
+ * @example
+ * ```ts
+ * const options: BatchRouteOptions<string, string, RouterContext> = { input: (ctx) => ctx.params.prompt, handler: generate };
+ * ```
+ */
+export interface BatchRouteOptions<I, O, C extends ParameterizedContext = ParameterizedContext> extends RouteBatcherOptions<I, O> {
+  /**
+   * Turns a request into one handler input. Validate here: a throw answers 400 `INVALID_INPUT` with the error's
+   * message (a `BatchError` or an `http-errors` error, such as `ctx.throw(415)`, keeps its own code and status).
+   * @default (ctx) => ctx.request.body
+   */
+  readonly input?: (ctx: C) => I | PromiseLike<I>;
+  /**
+   * Sends one result. Not used when the batcher streams: each value is sent as one Server-Sent Event.
+   * @default (result, ctx) => { ctx.type = 'application/json'; ctx.body = JSON.stringify(result ?? null) },
+   * so a string result is sent as a JSON string
+   */
+  readonly output?: (result: O, ctx: C) => unknown;
+  /**
+   * Per-request `priority` and `timeoutMs` (a timeout may only lower the batcher's `timeoutMs`).
+   * @default () => ({})
+   */
+  readonly callOptions?: (ctx: C) => RequestCallOptions;
+}
+
+/**
+ * A Koa middleware that batches its requests, with the batcher it uses (for stats, events and `close()`).
+ *
+ * @example
+ * ```ts
+ * const route: BatchRouteMiddleware<string, string> = batchRoute({ handler: generate });
+ * router.get('/stats', (ctx) => { ctx.body = route.batcher.stats(); });
+ * ```
+ */
+export interface BatchRouteMiddleware<I, O, C extends ParameterizedContext = ParameterizedContext> {
+  (ctx: C, next: Next): Promise<void>;
+  readonly batcher: Batcher<I, O> | StreamingBatcher<I, O>;
+}
+
+const ROUTE_NAME = 'batchRoute';
+
+/**
+ * Creates Koa middleware that coalesces concurrent requests into batched handler calls and answers each with its
+ * own result, with `X-Batch-Size`, `X-Batch-Id` and `X-Queue-Time-Ms` headers. Errors are answered as
+ * `{"error":{"code","message"}}` with the status from `toHttpError`; a client that disconnects cancels its item.
+ * It ends the request: it never calls `next`. Works with `app.use` and with `@koa/router`.
+ *
+ * @example
+ * ```ts
+ * router.post('/generate', bodyParser(), batchRoute({
+ *   input: (ctx) => parsePrompt(ctx.request.body),
+ *   handler: async (prompts: string[], { signal }) => model(prompts, { signal }),
+ *   maxBatchSize: 4,
+ *   batchWaitTimeoutMs: 5,
+ * }));
+ * ```
+ */
+export function batchRoute<I, O, C extends ParameterizedContext = ParameterizedContext>(
+  options: BatchRouteOptions<I, O, C>,
+): BatchRouteMiddleware<I, O, C> {
+  if (typeof options !== 'object' || options === null) {
+    throw new TypeError(`Expected \`${ROUTE_NAME}\` options to be an object, got ${describe(options)}`);
+  }
+  const { input = defaultInput as (ctx: C) => I, output, callOptions, handler, batcher: given, ...rest } = options;
+  checkOptionalFunction('input', input);
+  checkOptionalFunction('output', output);
+  checkOptionalFunction('callOptions', callOptions);
+  const batcher = routeBatcher<I, O>(ROUTE_NAME, { handler, batcher: given }, rest);
+  if (batcher.streaming && output !== undefined) {
+    throw new TypeError(`\`${ROUTE_NAME}\` got \`output\` for a streaming batcher: each streamed value is sent as one Server-Sent Event`);
+  }
+  const send = output ?? defaultOutput;
+
+  async function batchRouteMiddleware(ctx: C, _next: Next): Promise<void> {
+    const disconnect = watchDisconnect(ctx.res);
+    const { signal } = disconnect;
+    try {
+      let item: I;
+      try {
+        item = await input(ctx);
+      } catch (error) {
+        throw toInputError(error);
+      }
+      const extra = callOptions?.(ctx);
+      const call: CallOptions = {
+        priority: extra?.priority,
+        timeoutMs: extra?.timeoutMs,
+        signal,
+        onDispatch: (info: DispatchInfo) => {
+          if (!ctx.headerSent) ctx.set(batchHeaders(info));
+        },
+      };
+      if (batcher.streaming) {
+        const values = batcher.stream(item, call);
+        // Pulled before any header goes out, so a failure before the first value is a plain JSON error.
+        const first = await values.next();
+        ctx.status = 200;
+        // Koa would pipe a body stream and log every client disconnect as an error; the adapter writes itself.
+        ctx.respond = false;
+        await writeSse(ctx.res, first, values, signal);
+        return;
+      }
+      const result = await batcher.call(item, call);
+      await send(result, ctx);
+    } catch (error) {
+      // A client that went away gets nothing: Koa sees an unwritable response and only ends it.
+      if (!signal.aborted) renderError(ctx, error);
+    } finally {
+      disconnect.dispose();
+    }
+  }
+
+  return Object.defineProperty(batchRouteMiddleware, 'batcher', { value: batcher, enumerable: true }) as BatchRouteMiddleware<I, O, C>;
+}
+
+function defaultInput(ctx: ParameterizedContext): unknown {
+  return (ctx.request as { body?: unknown }).body;
+}
+
+function defaultOutput(result: unknown, ctx: ParameterizedContext): void {
+  // `ctx.body = string` would be sent as text/plain; a result is always JSON.
+  ctx.type = 'application/json';
+  ctx.body = JSON.stringify(result ?? null);
+}
