@@ -1,0 +1,110 @@
+import type { BatchHandler, StreamSlot, StreamingBatchHandler } from '@microbatch/core';
+import type { RunnerSpec } from './runner-types.js';
+
+/**
+ * Options of `createWorkerPool`; every one is validated once, when the pool is created.
+ *
+ * @example
+ * ```ts
+ * const options: WorkerPoolOptions<OnnxRunnerSpec> = { runner: { task: 'onnx', model: 'model.onnx' }, size: 2 };
+ * ```
+ */
+export interface WorkerPoolOptions<S extends RunnerSpec = RunnerSpec> {
+  /** What each worker loads and runs. */
+  readonly runner: S;
+  /**
+   * How many workers (model copies) run batches at once. Give the batcher the same number as
+   * `maxConcurrentBatches`: more batchers slots than workers only queue inside the pool.
+   * @default 1
+   */
+  readonly size?: number;
+  /**
+   * The onnxruntime execution provider. Only `'cpu'` is available on a machine without GPU runtimes; others
+   * (`'cuda'`, `'webgpu'`) make the model load fail, which rejects `ready`.
+   * @default 'cpu'
+   */
+  readonly executionProvider?: string;
+  /**
+   * Intra-op threads per worker. Each worker already has its own thread, so 1 is usually best; raise it only
+   * when cores outnumber workers.
+   * @default 1
+   */
+  readonly threads?: number;
+  /**
+   * How long a worker may take to load its model before the load counts as failed.
+   * @default 60000
+   */
+  readonly startTimeoutMs?: number;
+  /**
+   * A name for error messages.
+   * @default 'inference'
+   */
+  readonly name?: string;
+}
+
+/**
+ * Options of one {@link WorkerPool.run} or {@link WorkerPool.stream} call.
+ *
+ * @example
+ * ```ts
+ * await pool.run(inputs, { signal: AbortSignal.timeout(5000) });
+ * ```
+ */
+export interface RunOptions {
+  /** Aborting it while the batch runs terminates the worker (its result is no longer wanted) and replaces it. */
+  readonly signal?: AbortSignal;
+}
+
+/**
+ * A snapshot of a pool's workers and queue.
+ *
+ * @example
+ * ```ts
+ * const { readyWorkers, crashes } = pool.stats();
+ * ```
+ */
+export interface WorkerPoolStats {
+  readonly size: number;
+  /** Workers with a loaded model (idle or busy). */
+  readonly readyWorkers: number;
+  readonly busyWorkers: number;
+  /** Batches waiting for a free worker. */
+  readonly queueLength: number;
+  /** Workers that died unexpectedly. */
+  readonly crashes: number;
+  /** Workers started to replace a crashed or aborted one. */
+  readonly restarts: number;
+}
+
+/**
+ * Worker threads that each hold one copy of a model and run whole batches off the main event loop.
+ * `handler` / `streamingHandler` plug straight into `createBatcher` / `createStreamingBatcher`.
+ *
+ * @example
+ * ```ts
+ * app.get('/healthz', (req, res) => res.status(pool.isReady ? 200 : 503).end());
+ * ```
+ */
+export interface WorkerPool<I, O, C = never> {
+  readonly name: string;
+  readonly size: number;
+  /** Resolves once every worker has loaded the model; rejects (naming the model path) if one fails to. */
+  readonly ready: Promise<void>;
+  /** Whether at least one worker can run a batch now: for health checks. */
+  readonly isReady: boolean;
+  /** True once `close()` was called. */
+  readonly closed: boolean;
+  /** Whether the runner streams (then `stream()` and `streamingHandler` work). */
+  readonly streams: boolean;
+  /** Runs one batch on a free worker (waiting for one if all are busy or loading). */
+  run(inputs: readonly I[], options?: RunOptions): Promise<Array<O | Error>>;
+  /** Runs one batch on a free worker and yields its steps: one slot per input each. */
+  stream(inputs: readonly I[], options?: RunOptions): AsyncIterable<StreamSlot<C>[]>;
+  /** `run` as a batch handler. */
+  readonly handler: BatchHandler<I, O>;
+  /** `stream` as a streaming batch handler. */
+  readonly streamingHandler: StreamingBatchHandler<I, C>;
+  stats(): WorkerPoolStats;
+  /** Rejects queued and running batches with `CLOSED` and terminates every worker. */
+  close(): Promise<void>;
+}

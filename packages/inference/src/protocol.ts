@@ -1,0 +1,82 @@
+// The messages between the pool (main thread) and a worker. Everything here crosses `postMessage`, so it is
+// plain data: errors travel as `SerializedError` and become `BatchError`s again on the main thread.
+import type { ResolvedRunnerSpec } from './runner-spec.js';
+
+/** Test-only behaviour injected through `createWorkerPoolForTesting`; never set by the public API. */
+export interface TestHooks {
+  /** `process.exit(70)` in the worker when an input's JSON contains this text. */
+  readonly exitOn?: string;
+  /** Throw an uncaught exception in the worker when an input's JSON contains this text. */
+  readonly throwOn?: string;
+  /** Block the worker's thread in a busy loop when an input's JSON contains this text. */
+  readonly hangOn?: string;
+}
+
+/** The `workerData` each worker starts with. */
+export interface WorkerInit {
+  readonly index: number;
+  readonly spec: ResolvedRunnerSpec;
+  readonly executionProvider: string;
+  readonly threads: number;
+  readonly hooks: TestHooks | undefined;
+}
+
+/** The error codes a worker may report for one item or a whole batch. */
+export type WorkerErrorCode = 'INVALID_INPUT' | 'HANDLER_ERROR';
+
+/** An error as plain data. */
+export interface SerializedError {
+  readonly code: WorkerErrorCode;
+  readonly message: string;
+  /** The offending input field, for `INVALID_INPUT`. */
+  readonly field?: string;
+  readonly stack?: string;
+}
+
+/** One item's outcome. */
+export type ItemResult = { readonly ok: true; readonly value: unknown } | { readonly ok: false; readonly error: SerializedError };
+
+/** One item's slot in a streamed step: a chunk, nothing new (`null`), or a failure. */
+export type StepSlot = { readonly chunk: unknown } | { readonly error: SerializedError } | null;
+
+/** Main thread to worker. */
+export interface RunMessage {
+  readonly type: 'run';
+  readonly id: number;
+  readonly inputs: readonly unknown[];
+  readonly stream: boolean;
+}
+
+/** Worker to main thread. */
+export type WorkerMessage =
+  | { readonly type: 'ready' }
+  | { readonly type: 'load-error'; readonly message: string; readonly stack?: string }
+  | { readonly type: 'step'; readonly id: number; readonly slots: readonly StepSlot[] }
+  | { readonly type: 'result'; readonly id: number; readonly results: readonly ItemResult[] }
+  | { readonly type: 'failed'; readonly id: number; readonly error: SerializedError };
+
+/** Thrown by runners for a bad item; becomes an `INVALID_INPUT` result for that item only. */
+export class InputError extends Error {
+  override readonly name = 'InputError';
+  readonly field: string | undefined;
+
+  constructor(field: string | undefined, message: string) {
+    super(message);
+    this.field = field;
+  }
+}
+
+/** Turns anything thrown in the worker into plain data. */
+export function serializeError(error: unknown): SerializedError {
+  if (error instanceof InputError) {
+    return error.field === undefined
+      ? { code: 'INVALID_INPUT', message: error.message }
+      : { code: 'INVALID_INPUT', message: error.message, field: error.field };
+  }
+  if (error instanceof Error) {
+    return error.stack === undefined
+      ? { code: 'HANDLER_ERROR', message: error.message }
+      : { code: 'HANDLER_ERROR', message: error.message, stack: error.stack };
+  }
+  return { code: 'HANDLER_ERROR', message: String(error) };
+}

@@ -1,0 +1,168 @@
+import { resolve } from 'node:path';
+import {
+  checkBoolean,
+  checkInteger,
+  checkNumber,
+  checkOneOf,
+  checkString,
+  checkStringArray,
+  definedEntries,
+  fail,
+} from './options.js';
+import type {
+  FeatureExtractionRunnerSpec,
+  TextGenerationInput,
+  OnnxRunnerSpec,
+  RunnerSpec,
+  TextClassificationRunnerSpec,
+  TextGenerationRunnerSpec,
+} from './runner-types.js';
+
+/**
+ * The stop string the bundled TinyStories model family spells out at the end of every story.
+ *
+ * @example
+ * ```ts
+ * createWorkerPool({ runner: { task: 'text-generation', model, stop: [END_OF_STORY, '\n\n'] } });
+ * ```
+ */
+export const END_OF_STORY = '<|end_story|>';
+
+/**
+ * Library defaults of the text-generation runner; documented on {@link TextGenerationRunnerSpec}.
+ *
+ * @example
+ * ```ts
+ * TEXT_GENERATION_DEFAULTS.maxNewTokens; // 64
+ * ```
+ */
+export const TEXT_GENERATION_DEFAULTS = {
+  task: 'text-generation',
+  model: '',
+  stop: [END_OF_STORY],
+  maxNewTokens: 64,
+  temperature: 1,
+  topP: 1,
+  contextLength: 0,
+  seed: -1,
+} as const satisfies Required<TextGenerationRunnerSpec>;
+
+const FEATURE_EXTRACTION_DEFAULTS = {
+  task: 'feature-extraction',
+  model: '',
+  pooling: 'mean',
+  normalize: true,
+} as const satisfies Required<FeatureExtractionRunnerSpec>;
+
+const TEXT_CLASSIFICATION_DEFAULTS = {
+  task: 'text-classification',
+  model: '',
+  topK: 1,
+} as const satisfies Required<TextClassificationRunnerSpec>;
+
+const ONNX_DEFAULTS = {
+  task: 'onnx',
+  model: '',
+  outputs: [],
+  paddingSide: 'right',
+  padValues: {},
+  attentionMaskInput: 'attention_mask',
+  trimOutputs: 'auto',
+} as const satisfies Required<OnnxRunnerSpec>;
+
+/** A runner spec with every default applied and the model path made absolute. */
+export type ResolvedRunnerSpec =
+  | Required<TextGenerationRunnerSpec>
+  | Required<FeatureExtractionRunnerSpec>
+  | Required<TextClassificationRunnerSpec>
+  | Required<OnnxRunnerSpec>;
+
+const TASKS = ['text-generation', 'feature-extraction', 'text-classification', 'onnx'] as const;
+
+/** Whether a task's runner can stream per-step output. */
+export function taskStreams(task: RunnerSpec['task']): boolean {
+  return task === 'text-generation';
+}
+
+/**
+ * Applies the defaults to a runner spec and validates it once, throwing `TypeError` on misuse.
+ *
+ * @example
+ * ```ts
+ * resolveRunnerSpec({ task: 'onnx', model: 'model.onnx' }).paddingSide; // 'right'
+ * ```
+ */
+export function resolveRunnerSpec(spec: RunnerSpec): ResolvedRunnerSpec {
+  if (typeof spec !== 'object' || spec === null) fail('runner', 'an object', spec);
+  const task = checkOneOf('runner.task', spec.task, TASKS);
+  const model = resolve(checkString('runner.model', spec.model));
+  const given = definedEntries('runner', spec);
+  switch (task) {
+    case 'text-generation': {
+      const resolved = { ...TEXT_GENERATION_DEFAULTS, ...given, model } as Required<TextGenerationRunnerSpec>;
+      checkStringArray('runner.stop', resolved.stop);
+      checkInteger('runner.maxNewTokens', resolved.maxNewTokens, 1);
+      checkNumber('runner.temperature', resolved.temperature, 0, 2);
+      checkNumber('runner.topP', resolved.topP, 0, 1, true);
+      checkInteger('runner.contextLength', resolved.contextLength, 0);
+      checkInteger('runner.seed', resolved.seed, -1);
+      return { ...resolved, stop: [...resolved.stop] };
+    }
+    case 'feature-extraction': {
+      const resolved = { ...FEATURE_EXTRACTION_DEFAULTS, ...given, model } as Required<FeatureExtractionRunnerSpec>;
+      checkOneOf('runner.pooling', resolved.pooling, ['mean', 'cls', 'last_token']);
+      checkBoolean('runner.normalize', resolved.normalize);
+      return resolved;
+    }
+    case 'text-classification': {
+      const resolved = { ...TEXT_CLASSIFICATION_DEFAULTS, ...given, model } as Required<TextClassificationRunnerSpec>;
+      checkInteger('runner.topK', resolved.topK, 1);
+      return resolved;
+    }
+    case 'onnx': {
+      const resolved = { ...ONNX_DEFAULTS, ...given, model } as Required<OnnxRunnerSpec>;
+      checkStringArray('runner.outputs', resolved.outputs);
+      checkOneOf('runner.paddingSide', resolved.paddingSide, ['left', 'right']);
+      const { padValues, trimOutputs } = resolved;
+      if (
+        typeof padValues !== 'object' ||
+        padValues === null ||
+        Object.values(padValues).some((value) => typeof value !== 'number' || !Number.isFinite(value))
+      ) {
+        fail('runner.padValues', 'an object of finite numbers', padValues);
+      }
+      checkString('runner.attentionMaskInput', resolved.attentionMaskInput);
+      if (trimOutputs !== 'auto') checkStringArray('runner.trimOutputs', trimOutputs);
+      return {
+        ...resolved,
+        outputs: [...resolved.outputs],
+        padValues: { ...padValues },
+        trimOutputs: trimOutputs === 'auto' ? 'auto' : [...trimOutputs],
+      };
+    }
+  }
+}
+
+/**
+ * The sampling partition of a text-generation input: requests share one `generate()` call only when their
+ * temperature and top_p agree, because transformers.js applies one generation config to the whole batch.
+ * `max_new_tokens` and `stop` are per row and do not partition. Greedy requests (temperature 0) ignore top_p.
+ *
+ * Pass it as the batcher's `batchKey`; the runner also partitions by it, so a batcher without it is still correct,
+ * only slower (the partitions of one batch run one after the other).
+ *
+ * @example
+ * ```ts
+ * const batcher = createBatcher(pool.handler, { batchKey: textGenerationBatchKey, maxConcurrentBatches: pool.size });
+ * textGenerationBatchKey({ prompt: 'Once ', temperature: 0, top_p: 0.5 }); // 'greedy'
+ * ```
+ */
+export function textGenerationBatchKey(input: TextGenerationInput): string {
+  return samplingKey(input.temperature, input.top_p);
+}
+
+/** The partition key of a temperature / top_p pair; `undefined` stands for the runner's default. */
+export function samplingKey(temperature: number | undefined, topP: number | undefined): string {
+  if (temperature === 0) return 'greedy';
+  return `sample:t=${temperature ?? 'default'}:p=${topP ?? 'default'}`;
+}

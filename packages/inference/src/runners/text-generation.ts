@@ -1,0 +1,246 @@
+import { AutoModelForCausalLM, AutoTokenizer, LogitsProcessor, StoppingCriteria, Tensor, random } from '@huggingface/transformers';
+import { InputError } from '../protocol.js';
+import type { ItemResult, StepSlot, WorkerInit } from '../protocol.js';
+import { samplingKey } from '../runner-spec.js';
+import type { TextGenerationRunnerSpec } from '../runner-types.js';
+import { GenerationRow } from './generation-row.js';
+import { localModel } from './transformers-pipelines.js';
+import { partitionValid } from './runner.js';
+import type { EmitStep, Runner } from './runner.js';
+
+type Spec = Required<TextGenerationRunnerSpec>;
+type Tokenizer = Awaited<ReturnType<typeof AutoTokenizer.from_pretrained>>;
+type Model = Awaited<ReturnType<typeof AutoModelForCausalLM.from_pretrained>>;
+
+/** One checked request with the runner's defaults applied. */
+interface Request {
+  /** The prompt's token ids (BOS included), tokenized once for both the context check and the batch. */
+  readonly ids: readonly number[];
+  readonly maxNewTokens: number;
+  readonly temperature: number;
+  readonly topP: number;
+  readonly stop: readonly string[];
+}
+
+/** Feeds every step's tokens to the rows and tells `generate()` which rows are done. */
+class RowStoppingCriteria extends StoppingCriteria {
+  readonly #rows: readonly GenerationRow[];
+  readonly #onStep: () => void;
+
+  constructor(rows: readonly GenerationRow[], onStep: () => void) {
+    super();
+    this.#rows = rows;
+    this.#onStep = onStep;
+  }
+
+  override _call(inputIds: number[][]): boolean[] {
+    this.#rows.forEach((row, index) => row.push(Number(inputIds[index]?.at(-1))));
+    this.#onStep();
+    return this.#rows.map((row) => row.finished);
+  }
+}
+
+/** What the runner reads from the model's config once, at load. */
+interface ModelFacts {
+  readonly contextLength: number;
+  readonly eosTokenIds: ReadonlySet<number>;
+  readonly padTokenId: number;
+}
+
+/** Loads the tokenizer and causal LM of a transformers.js model folder. */
+export async function loadTextGenerationRunner(spec: Spec, init: WorkerInit): Promise<Runner> {
+  const { id, options } = localModel(spec.model, init);
+  const tokenizer = await AutoTokenizer.from_pretrained(id);
+  const model = await AutoModelForCausalLM.from_pretrained(id, options);
+  if (spec.seed >= 0) random.seed(spec.seed);
+  const config = model.config as { max_position_embeddings?: number; eos_token_id?: number | number[]; pad_token_id?: number };
+  const eos = model.generation_config?.eos_token_id ?? config.eos_token_id ?? tokenizer.eos_token_id;
+  return new TextGenerationRunner(spec, tokenizer, model, {
+    contextLength: spec.contextLength > 0 ? spec.contextLength : (config.max_position_embeddings ?? 512),
+    eosTokenIds: new Set<number>([eos ?? []].flat().map(Number)),
+    // Padded positions are masked out, so any id works; the tokenizer's own pad id keeps logs readable.
+    padTokenId: tokenizer.pad_token_id ?? config.pad_token_id ?? 0,
+  });
+}
+
+class TextGenerationRunner implements Runner {
+  readonly #spec: Spec;
+  readonly #tokenizer: Tokenizer;
+  readonly #model: Model;
+  readonly #facts: ModelFacts;
+
+  constructor(spec: Spec, tokenizer: Tokenizer, model: Model, facts: ModelFacts) {
+    this.#spec = spec;
+    this.#tokenizer = tokenizer;
+    this.#model = model;
+    this.#facts = facts;
+  }
+
+  async run(inputs: readonly unknown[], emit: EmitStep | undefined): Promise<ItemResult[]> {
+    const results: ItemResult[] = new Array(inputs.length);
+    const valid = partitionValid(inputs, (input) => this.#check(input), results);
+    if (emit !== undefined && valid.length < inputs.length) {
+      emit(results.map((result): StepSlot => (result !== undefined && !result.ok ? { error: result.error } : null)));
+    }
+    // The runner partitions too, so a batcher without `textGenerationBatchKey` never mixes sampling parameters.
+    const groups = new Map<string, typeof valid>();
+    for (const item of valid) {
+      const key = samplingKey(item.value.temperature, item.value.topP);
+      groups.set(key, [...(groups.get(key) ?? []), item]);
+    }
+    for (const group of groups.values()) {
+      const rows = await this.#generate(
+        group.map((item) => item.value),
+        (chunks) => emit?.(spread(inputs.length, group, chunks)),
+        emit !== undefined,
+      );
+      group.forEach((item, position) => {
+        results[item.index] = { ok: true, value: (rows[position] as GenerationRow).output() };
+      });
+    }
+    return results;
+  }
+
+  async #generate(
+    requests: readonly Request[],
+    onChunks: (chunks: readonly StepSlot[]) => void,
+    streaming: boolean,
+  ): Promise<GenerationRow[]> {
+    const decode = (ids: readonly number[]) => this.#tokenizer.decode([...ids], { skip_special_tokens: true });
+    const rows = requests.map(
+      (request) =>
+        new GenerationRow({
+          promptTokens: request.ids.length,
+          maxNewTokens: request.maxNewTokens,
+          stop: request.stop,
+          eosTokenIds: this.#facts.eosTokenIds,
+          decode,
+        }),
+    );
+    const sendChunks = () => {
+      const chunks = rows.map((row): StepSlot => {
+        const chunk = row.takeChunk();
+        return chunk === null ? null : { chunk };
+      });
+      if (chunks.some((chunk) => chunk !== null)) onChunks(chunks);
+    };
+    const { temperature, topP } = requests[0] as Request;
+    const doSample = temperature > 0;
+    await this.#model.generate({
+      ...this.#leftPadded(requests),
+      max_new_tokens: Math.max(...requests.map((request) => request.maxNewTokens)),
+      do_sample: doSample,
+      temperature: doSample ? temperature : 1,
+      // 0 disables transformers.js' default top-k of 50, so only temperature and top_p shape the distribution.
+      top_k: 0,
+      stopping_criteria: [new RowStoppingCriteria(rows, streaming ? sendChunks : () => undefined)],
+      logits_processor: doSample && topP < 1 ? [new TopPLogitsProcessor(topP)] : null,
+    } as unknown as Parameters<Model['generate']>[0]);
+    for (const row of rows) row.forceFinish();
+    if (streaming) sendChunks();
+    return rows;
+  }
+
+  /** `input_ids` and `attention_mask` with padding on the left: decoder-only models continue from the last position. */
+  #leftPadded(requests: readonly Request[]): { input_ids: Tensor; attention_mask: Tensor } {
+    const length = Math.max(...requests.map((request) => request.ids.length));
+    const ids = new BigInt64Array(requests.length * length).fill(BigInt(this.#facts.padTokenId));
+    const mask = new BigInt64Array(requests.length * length);
+    requests.forEach((request, row) => {
+      const start = row * length + length - request.ids.length;
+      request.ids.forEach((id, k) => {
+        ids[start + k] = BigInt(id);
+        mask[start + k] = 1n;
+      });
+    });
+    const dims = [requests.length, length];
+    return { input_ids: new Tensor('int64', ids, dims), attention_mask: new Tensor('int64', mask, dims) };
+  }
+
+  #check(input: unknown): Request {
+    if (typeof input !== 'object' || input === null) {
+      throw new InputError(undefined, 'Expected a text-generation input object with a `prompt`');
+    }
+    const { prompt, max_new_tokens, temperature, top_p, stop } = input as Record<string, unknown>;
+    if (typeof prompt !== 'string' || prompt.length === 0) {
+      throw new InputError('prompt', '`prompt` must be a non-empty string');
+    }
+    const maxNewTokens = max_new_tokens ?? this.#spec.maxNewTokens;
+    if (typeof maxNewTokens !== 'number' || !Number.isInteger(maxNewTokens) || maxNewTokens < 1) {
+      throw new InputError('max_new_tokens', '`max_new_tokens` must be an integer >= 1');
+    }
+    const resolvedTemperature = temperature ?? this.#spec.temperature;
+    if (typeof resolvedTemperature !== 'number' || !Number.isFinite(resolvedTemperature) || resolvedTemperature < 0) {
+      throw new InputError('temperature', '`temperature` must be a finite number >= 0');
+    }
+    const resolvedTopP = top_p ?? this.#spec.topP;
+    if (typeof resolvedTopP !== 'number' || !(resolvedTopP > 0 && resolvedTopP <= 1)) {
+      throw new InputError('top_p', '`top_p` must be a number > 0 and <= 1');
+    }
+    if (stop !== undefined && (!Array.isArray(stop) || stop.some((s) => typeof s !== 'string' || s.length === 0))) {
+      throw new InputError('stop', '`stop` must be an array of non-empty strings');
+    }
+    const ids = this.#tokenizer.encode(prompt);
+    if (ids.length + maxNewTokens > this.#facts.contextLength) {
+      throw new InputError(
+        ids.length >= this.#facts.contextLength ? 'prompt' : 'max_new_tokens',
+        `\`prompt\` is ${ids.length} tokens; with \`max_new_tokens\` ${maxNewTokens} it exceeds the model context of ${this.#facts.contextLength} tokens`,
+      );
+    }
+    return {
+      ids,
+      maxNewTokens,
+      temperature: resolvedTemperature,
+      topP: resolvedTopP,
+      stop: [...this.#spec.stop, ...((stop as string[] | undefined) ?? [])],
+    };
+  }
+}
+
+/** Places a group's slots at its items' positions in the whole batch. */
+function spread(size: number, group: readonly { readonly index: number }[], slots: readonly StepSlot[]): StepSlot[] {
+  const all: StepSlot[] = new Array<StepSlot>(size).fill(null);
+  group.forEach((item, position) => {
+    all[item.index] = slots[position] ?? null;
+  });
+  return all;
+}
+
+/**
+ * Nucleus (top-p) filtering. transformers.js 4.3 reads `top_p` from the generation config but never applies it
+ * (its `TopPLogitsWarper` has no `_call`), so the runner adds this processor itself. It runs after the built-in
+ * temperature warper, as in Python transformers.
+ */
+class TopPLogitsProcessor extends LogitsProcessor {
+  readonly #topP: number;
+
+  constructor(topP: number) {
+    super();
+    this.#topP = topP;
+  }
+
+  override _call(_inputIds: bigint[][], logits: Tensor): Tensor {
+    const data = logits.data as Float32Array;
+    const vocab = logits.dims.at(-1) ?? data.length;
+    for (let offset = 0; offset < data.length; offset += vocab) {
+      filterRow(data.subarray(offset, offset + vocab), this.#topP);
+    }
+    return logits;
+  }
+}
+
+/** Keeps the smallest set of most likely tokens whose probabilities reach `topP`; the rest become -Infinity. */
+function filterRow(row: Float32Array, topP: number): void {
+  let max = Number.NEGATIVE_INFINITY;
+  for (const value of row) if (value > max) max = value;
+  const weights = Array.from(row, (value) => Math.exp(value - max));
+  const total = weights.reduce((sum, weight) => sum + weight, 0);
+  const order = weights.map((_, index) => index).sort((a, b) => (weights[b] as number) - (weights[a] as number));
+  let mass = 0;
+  let kept = 0;
+  while (kept < order.length && mass < topP * total) {
+    mass += weights[order[kept] as number] as number;
+    kept += 1;
+  }
+  for (let rank = Math.max(kept, 1); rank < order.length; rank += 1) row[order[rank] as number] = Number.NEGATIVE_INFINITY;
+}

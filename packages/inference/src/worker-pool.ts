@@ -1,0 +1,302 @@
+import { BatchError, END, ErrorCode, SKIP } from '@microbatch/core';
+import type { BatchHandler, StreamSlot, StreamingBatchHandler } from '@microbatch/core';
+import { checkInteger, checkNumber, checkString, definedEntries } from './options.js';
+import { PoolWorker, workerScript } from './pool-worker.js';
+import type { PoolWorkerEvents, Task } from './pool-worker.js';
+import type { RunOptions, WorkerPool, WorkerPoolOptions, WorkerPoolStats } from './pool-types.js';
+import type { ItemResult, SerializedError, StepSlot, TestHooks, WorkerInit } from './protocol.js';
+import { resolveRunnerSpec, taskStreams } from './runner-spec.js';
+import type { ChunkOf, InputOf, OutputOf, RunnerSpec } from './runner-types.js';
+import { StepChannel } from './step-channel.js';
+
+/** Library defaults of the pool; documented on {@link WorkerPoolOptions}. */
+const POOL_DEFAULTS = {
+  size: 1,
+  executionProvider: 'cpu',
+  threads: 1,
+  startTimeoutMs: 60_000,
+  name: 'inference',
+} as const satisfies Required<Omit<WorkerPoolOptions, 'runner'>>;
+
+type Resolved = Required<Omit<WorkerPoolOptions, 'runner'>>;
+
+function resolvePoolOptions(options: WorkerPoolOptions): Resolved {
+  const resolved = { ...POOL_DEFAULTS, ...definedEntries('options', options) } as Resolved;
+  checkInteger('size', resolved.size, 1);
+  checkString('executionProvider', resolved.executionProvider);
+  checkInteger('threads', resolved.threads, 1);
+  checkNumber('startTimeoutMs', resolved.startTimeoutMs, 0, 2_147_483_647, true);
+  checkString('name', resolved.name);
+  return resolved;
+}
+
+function itemError(error: SerializedError): BatchError {
+  return new BatchError(error.code, error.message, error.field === undefined ? {} : { details: { field: error.field } });
+}
+
+/** The pool behind {@link createWorkerPool}; `hooks` is only ever set by `createWorkerPoolForTesting`. */
+export class InferenceWorkerPool<I, O, C> implements WorkerPool<I, O, C> {
+  readonly name: string;
+  readonly size: number;
+  readonly streams: boolean;
+  readonly ready: Promise<void>;
+  readonly handler: BatchHandler<I, O> = (inputs, context) => this.run(inputs, { signal: context.signal });
+  readonly streamingHandler: StreamingBatchHandler<I, C> = (inputs, context) => this.stream(inputs, { signal: context.signal });
+  readonly #options: Resolved;
+  readonly #init: Omit<WorkerInit, 'index'>;
+  readonly #workers: (PoolWorker | undefined)[];
+  readonly #loadTimers = new Map<PoolWorker, NodeJS.Timeout>();
+  #queue: Task[] = [];
+  #nextTaskId = 1;
+  #startup: { pending: number; resolve: () => void; reject: (error: unknown) => void } | undefined;
+  #unavailable: BatchError | undefined;
+  #lastLoadFailure: BatchError | undefined;
+  #closed = false;
+  #crashes = 0;
+  #restarts = 0;
+  readonly #events: PoolWorkerEvents = {
+    ready: (worker) => {
+      this.#clearLoadTimer(worker);
+      if (this.#startup !== undefined && --this.#startup.pending === 0) {
+        this.#startup.resolve();
+        this.#startup = undefined;
+      }
+      this.#dispatch();
+    },
+    loadFailed: (worker, error) => this.#onLoadFailed(worker, error),
+    crashed: (worker, error, task) => {
+      this.#crashes += 1;
+      this.#workers[worker.index] = undefined;
+      task?.reject(error);
+      this.#replace(worker.index);
+    },
+    idle: () => this.#dispatch(),
+  };
+
+  constructor(options: WorkerPoolOptions, hooks: TestHooks | undefined) {
+    const spec = resolveRunnerSpec(options?.runner);
+    this.#options = resolvePoolOptions(options);
+    workerScript();
+    this.name = this.#options.name;
+    this.size = this.#options.size;
+    this.streams = taskStreams(spec.task);
+    this.#init = { spec, executionProvider: this.#options.executionProvider, threads: this.#options.threads, hooks };
+    this.ready = new Promise<void>((resolve, reject) => {
+      this.#startup = { pending: this.size, resolve, reject };
+    });
+    // A pool created only for its handler must not crash the process with an unhandled rejection.
+    this.ready.catch(() => undefined);
+    this.#workers = Array.from({ length: this.size }, () => undefined);
+    for (let index = 0; index < this.size; index += 1) this.#spawn(index);
+  }
+
+  get isReady(): boolean {
+    return !this.#closed && this.#workers.some((worker) => worker?.state === 'idle' || worker?.state === 'busy');
+  }
+
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  run(inputs: readonly I[], options: RunOptions = {}): Promise<Array<O | Error>> {
+    return this.#submit(inputs, options.signal, undefined).then((results) =>
+      results.map((result) => (result.ok ? (result.value as O) : itemError(result.error))),
+    );
+  }
+
+  stream(inputs: readonly I[], options: RunOptions = {}): AsyncIterable<StreamSlot<C>[]> {
+    if (!this.streams) {
+      throw new TypeError(`The ${this.#init.spec.task} runner does not stream; use \`run()\` / \`handler\``);
+    }
+    return this.#steps(inputs, options.signal);
+  }
+
+  stats(): WorkerPoolStats {
+    const states = this.#workers.map((worker) => worker?.state);
+    return {
+      size: this.size,
+      readyWorkers: states.filter((state) => state === 'idle' || state === 'busy').length,
+      busyWorkers: states.filter((state) => state === 'busy').length,
+      queueLength: this.#queue.length,
+      crashes: this.#crashes,
+      restarts: this.#restarts,
+    };
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    const error = new BatchError(ErrorCode.CLOSED, `Worker pool "${this.name}" is closed`);
+    this.#startup?.reject(error);
+    this.#startup = undefined;
+    for (const task of this.#queue.splice(0)) task.reject(error);
+    const exits: Promise<number>[] = [];
+    for (const worker of this.#workers) {
+      if (worker === undefined) continue;
+      this.#clearLoadTimer(worker);
+      const { task, exited } = worker.terminate();
+      task?.reject(error);
+      exits.push(exited);
+    }
+    this.#workers.fill(undefined);
+    await Promise.all(exits);
+  }
+
+  async *#steps(inputs: readonly I[], signal: AbortSignal | undefined): AsyncGenerator<StreamSlot<C>[]> {
+    const channel = new StepChannel<readonly StepSlot[]>();
+    this.#submit(inputs, signal, (slots) => channel.push(slots)).then(
+      () => channel.end(),
+      (error: unknown) => channel.fail(error),
+    );
+    try {
+      for await (const slots of channel) {
+        const finished = new Set<number>();
+        yield slots.map((slot, index): StreamSlot<C> => {
+          if (slot === null) return SKIP;
+          if ('error' in slot) return itemError(slot.error);
+          if ((slot.chunk as { finish_reason?: unknown }).finish_reason != null) finished.add(index);
+          return slot.chunk as C;
+        });
+        // A final chunk ends its item's stream at once instead of when the slowest item of the batch is done.
+        if (finished.size > 0) yield slots.map((_, index) => (finished.has(index) ? END : SKIP));
+      }
+    } finally {
+      void channel.return();
+    }
+  }
+
+  #submit(
+    inputs: readonly I[],
+    signal: AbortSignal | undefined,
+    onStep: ((slots: readonly StepSlot[]) => void) | undefined,
+  ): Promise<readonly ItemResult[]> {
+    if (!Array.isArray(inputs)) return Promise.reject(new TypeError('Expected `inputs` to be an array'));
+    if (this.#closed) return Promise.reject(new BatchError(ErrorCode.CLOSED, `Worker pool "${this.name}" is closed`));
+    if (this.#unavailable !== undefined) return Promise.reject(this.#unavailable);
+    if (signal?.aborted === true) return Promise.reject(signal.reason);
+    if (inputs.length === 0) return Promise.resolve([]);
+    return new Promise((resolve, reject) => {
+      let settled = false;
+      const settle = (): boolean => {
+        if (settled) return false;
+        settled = true;
+        signal?.removeEventListener('abort', onAbort);
+        return true;
+      };
+      const task: Task = {
+        id: this.#nextTaskId++,
+        inputs,
+        stream: onStep !== undefined,
+        signal,
+        onStep,
+        resolve: (results) => {
+          if (!settle()) return;
+          if (results.length !== inputs.length || results.includes(undefined as never)) {
+            reject(new BatchError(ErrorCode.HANDLER_ERROR, `The runner returned ${results.length} results for ${inputs.length} inputs`));
+          } else resolve(results);
+        },
+        reject: (error) => {
+          if (settle()) reject(error);
+        },
+      };
+      const onAbort = () => this.#abort(task);
+      signal?.addEventListener('abort', onAbort, { once: true });
+      this.#queue.push(task);
+      this.#dispatch();
+    });
+  }
+
+  #dispatch(): void {
+    while (this.#queue.length > 0) {
+      const worker = this.#workers.find((candidate) => candidate?.state === 'idle');
+      if (worker === undefined) break;
+      worker.run(this.#queue.shift() as Task);
+    }
+    const alive = this.#workers.some((worker) => worker !== undefined);
+    if (!alive && this.#queue.length > 0) {
+      const error =
+        this.#unavailable ??
+        new BatchError(ErrorCode.UNAVAILABLE, `Worker pool "${this.name}" has no worker left: ${this.#lastLoadFailure?.message}`, {
+          cause: this.#lastLoadFailure,
+          retryAfterSeconds: 1,
+        });
+      for (const task of this.#queue.splice(0)) task.reject(error);
+    }
+  }
+
+  /** The batch's result is no longer wanted: drop it from the queue, or stop the worker that runs it. */
+  #abort(task: Task): void {
+    const reason: unknown = task.signal?.reason;
+    const queued = this.#queue.indexOf(task);
+    if (queued >= 0) this.#queue.splice(queued, 1);
+    const worker = this.#workers.find((candidate) => candidate?.current === task);
+    task.reject(reason);
+    if (worker === undefined) return;
+    // onnxruntime cannot be interrupted mid-run: terminating the thread is the only way to free it now.
+    void worker.terminate().exited;
+    this.#workers[worker.index] = undefined;
+    this.#replace(worker.index);
+  }
+
+  #spawn(index: number): void {
+    const worker = new PoolWorker(index, { ...this.#init, index }, this.#events);
+    this.#workers[index] = worker;
+    const timer = setTimeout(() => {
+      const { exited } = worker.terminate();
+      void exited;
+      const message = `Inference worker ${index} did not load the model from "${this.#init.spec.model}" within ${this.#options.startTimeoutMs} ms`;
+      this.#onLoadFailed(worker, new BatchError(ErrorCode.UNAVAILABLE, message));
+    }, this.#options.startTimeoutMs);
+    timer.unref();
+    this.#loadTimers.set(worker, timer);
+  }
+
+  #replace(index: number): void {
+    if (this.#closed || this.#unavailable !== undefined) return;
+    this.#restarts += 1;
+    this.#spawn(index);
+  }
+
+  #onLoadFailed(worker: PoolWorker, error: BatchError): void {
+    this.#clearLoadTimer(worker);
+    this.#lastLoadFailure = error;
+    if (this.#workers[worker.index] === worker) this.#workers[worker.index] = undefined;
+    if (this.#startup !== undefined) {
+      // A model that cannot load at startup is a configuration error: fail fast instead of retrying forever.
+      this.#unavailable = error;
+      this.#startup.reject(error);
+      this.#startup = undefined;
+      for (const other of this.#workers) {
+        if (other === undefined) continue;
+        this.#clearLoadTimer(other);
+        void other.terminate().exited;
+      }
+      this.#workers.fill(undefined);
+    }
+    // A replacement that cannot load stays down (no crash loop); the queue fails once no worker is left.
+    this.#dispatch();
+  }
+
+  #clearLoadTimer(worker: PoolWorker): void {
+    clearTimeout(this.#loadTimers.get(worker));
+    this.#loadTimers.delete(worker);
+  }
+}
+
+/**
+ * Starts a pool of worker threads that each load the runner's model; batches run there, off the main event loop.
+ * Give the batcher `maxConcurrentBatches: pool.size`, so every concurrent batch has a worker of its own.
+ *
+ * @example
+ * ```ts
+ * const pool = createWorkerPool({ runner: { task: 'text-generation', model: 'models/tinystories-656k' }, size: 2 });
+ * await pool.ready;
+ * const generate = createBatcher(pool.handler, { maxConcurrentBatches: pool.size, batchKey: textGenerationBatchKey });
+ * const { text } = await generate({ prompt: 'Once upon a time, ', max_new_tokens: 32, temperature: 0 });
+ * ```
+ */
+export function createWorkerPool<S extends RunnerSpec>(
+  options: WorkerPoolOptions<S>,
+): WorkerPool<InputOf<S>, OutputOf<S>, ChunkOf<S>> {
+  return new InferenceWorkerPool<InputOf<S>, OutputOf<S>, ChunkOf<S>>(options, undefined);
+}

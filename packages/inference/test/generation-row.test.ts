@@ -1,0 +1,73 @@
+import { describe, expect, it } from 'vitest';
+import { GenerationRow, firstStop } from '../src/runners/generation-row.js';
+import type { GenerationRowOptions } from '../src/runners/generation-row.js';
+
+// A fake tokenizer: each id is a fixed piece of text; ids 100+ are the two halves of a 4-byte emoji, which
+// decodes to U+FFFD until both halves are present (as a byte-fallback tokenizer does).
+const PIECES: Record<number, string> = { 1: 'Once ', 2: 'upon ', 3: 'a ', 4: 'time', 5: '<|', 6: 'end', 7: '_story', 8: '|>', 9: 'x' };
+function decode(ids: readonly number[]): string {
+  let text = '';
+  for (let i = 0; i < ids.length; i += 1) {
+    const id = ids[i] as number;
+    if (id === 100) text += ids[i + 1] === 101 ? '🙂' : '\ufffd';
+    else if (id !== 101) text += PIECES[id] ?? '';
+  }
+  return text;
+}
+
+function row(overrides: Partial<GenerationRowOptions> = {}): GenerationRow {
+  return new GenerationRow({ promptTokens: 3, maxNewTokens: 10, stop: ['<|end_story|>'], eosTokenIds: new Set([0]), decode, ...overrides });
+}
+
+function drive(generation: GenerationRow, ids: readonly number[]): (string | null)[] {
+  return ids.map((id) => {
+    generation.push(id);
+    const chunk = generation.takeChunk();
+    return chunk === null ? null : chunk.text + (chunk.finish_reason === null ? '' : `|${chunk.finish_reason}`);
+  });
+}
+
+describe('GenerationRow', () => {
+  it('holds back text that may grow into a stop string, then drops the stop string', () => {
+    const generation = row();
+    expect(drive(generation, [1, 2, 5, 6, 7, 8, 9])).toEqual(['Once ', 'upon ', null, null, null, '|stop', null]);
+    expect(generation.output()).toEqual({
+      text: 'Once upon ',
+      finish_reason: 'stop',
+      usage: { prompt_tokens: 3, completion_tokens: 6, total_tokens: 9 },
+    });
+  });
+
+  it('releases held-back text once it can no longer be a stop string', () => {
+    const generation = row({ maxNewTokens: 3 });
+    expect(drive(generation, [1, 5, 9])).toEqual(['Once ', null, '<|x|length']);
+    expect(generation.output().text).toBe('Once <|x');
+  });
+
+  it('holds back an unfinished multi-byte character', () => {
+    const generation = row();
+    expect(drive(generation, [1, 100, 101, 0])).toEqual(['Once ', null, '🙂', '|stop']);
+    expect(generation.output()).toMatchObject({ text: 'Once 🙂', finish_reason: 'stop', usage: { completion_tokens: 4 } });
+  });
+
+  it('ends at its own max_new_tokens and ignores the tokens the batch generates after', () => {
+    const generation = row({ maxNewTokens: 2 });
+    expect(drive(generation, [1, 2, 3, 4])).toEqual(['Once ', 'upon |length', null, null]);
+    expect(generation.output()).toMatchObject({ text: 'Once upon ', finish_reason: 'length', usage: { completion_tokens: 2 } });
+  });
+
+  it('stops at the earliest of several stop strings', () => {
+    expect(firstStop('a time upon', ['upon', 'time'])).toBe(2);
+    expect(firstStop('nothing', ['upon'])).toBe(-1);
+    const generation = row({ stop: ['upon', 'a '] });
+    expect(drive(generation, [1, 3, 2])).toEqual(['Once ', '|stop', null]);
+  });
+
+  it('forceFinish ends an unfinished row as length without changing its text', () => {
+    const generation = row();
+    drive(generation, [1]);
+    generation.forceFinish();
+    expect(generation.takeChunk()).toEqual({ text: '', finish_reason: 'length', usage: { prompt_tokens: 3, completion_tokens: 1, total_tokens: 4 } });
+    expect(generation.takeChunk()).toBeNull();
+  });
+});

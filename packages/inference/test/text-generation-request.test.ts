@@ -1,0 +1,113 @@
+import { BatchError } from '@microbatch/core';
+import {
+  createTextGenerationParser,
+  createTextGenerationValidator,
+  textGenerationBatchKey,
+} from '@microbatch/inference';
+import type { TextGenerationValidator } from '@microbatch/inference';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { TINYSTORIES_DIR } from './helpers/paths.js';
+
+const parse = createTextGenerationParser();
+
+/** The INVALID_INPUT error `fn` throws, as `{ field, message }`. */
+function invalid(fn: () => unknown): { field: unknown; message: string } {
+  try {
+    fn();
+  } catch (error) {
+    expect(error).toBeInstanceOf(BatchError);
+    expect((error as BatchError).code).toBe('INVALID_INPUT');
+    return { field: (error as BatchError).details?.field, message: (error as BatchError).message };
+  }
+  return expect.unreachable('expected INVALID_INPUT');
+}
+
+describe('createTextGenerationParser', () => {
+  it('keeps only validated fields and applies the default max_tokens', () => {
+    expect(parse({ prompt: 'Once ', evil: { __proto__: 1 }, stream: true })).toEqual({ prompt: 'Once ', max_new_tokens: 64 });
+    expect(parse({ prompt: 'Once ', max_tokens: 5, temperature: 0, top_p: 0.5, stop: '.' })).toEqual({
+      prompt: 'Once ',
+      max_new_tokens: 5,
+      temperature: 0,
+      top_p: 0.5,
+      stop: ['.'],
+    });
+    expect(parse({ prompt: 'Once ', temperature: null, top_p: null, stop: null })).toEqual({ prompt: 'Once ', max_new_tokens: 64 });
+  });
+
+  it('names the offending field', () => {
+    expect(invalid(() => parse('Once '))).toEqual({ field: 'body', message: 'Expected the request body to be a JSON object, got `"Once "` (string)' });
+    expect(invalid(() => parse({ prompt: '   ' }))).toEqual({ field: 'prompt', message: '`prompt` must be a non-empty string, got `"   "` (string)' });
+    expect(invalid(() => parse({ prompt: 42 }))).toEqual({ field: 'prompt', message: '`prompt` must be a non-empty string, got `42` (number)' });
+    expect(invalid(() => parse({ prompt: 'x'.repeat(4001) }))).toEqual({ field: 'prompt', message: '`prompt` must be at most 4000 characters, got 4001' });
+    expect(invalid(() => parse({ prompt: 'x', max_tokens: 0 }))).toEqual({
+      field: 'max_tokens',
+      message: '`max_tokens` must be an integer from 1 to 256, got `0` (number)',
+    });
+    expect(invalid(() => parse({ prompt: 'x', max_tokens: 2.5 })).field).toBe('max_tokens');
+    expect(invalid(() => parse({ prompt: 'x', max_tokens: '5' })).field).toBe('max_tokens');
+    expect(invalid(() => parse({ prompt: 'x', temperature: 2.5 }))).toEqual({
+      field: 'temperature',
+      message: '`temperature` must be a number from 0 to 2, got `2.5` (number)',
+    });
+    expect(invalid(() => parse({ prompt: 'x', temperature: Number.NaN })).field).toBe('temperature');
+    expect(invalid(() => parse({ prompt: 'x', top_p: 0 }))).toEqual({
+      field: 'top_p',
+      message: '`top_p` must be a number greater than 0 and at most 1, got `0` (number)',
+    });
+    expect(invalid(() => parse({ prompt: 'x', stop: ['a', 'b', 'c', 'd', 'e'] }))).toEqual({
+      field: 'stop',
+      message: '`stop` must be a string or an array of at most 4 strings of 1 to 64 characters, got `[array of 5]` (array)',
+    });
+    expect(invalid(() => parse({ prompt: 'x', stop: [''] })).field).toBe('stop');
+    expect(invalid(() => parse({ prompt: 'x', stop: 'y'.repeat(65) })).field).toBe('stop');
+    expect(invalid(() => parse({ prompt: 'x', stop: [1] })).field).toBe('stop');
+  });
+
+  it('honours custom limits and validates them once', () => {
+    const strict = createTextGenerationParser({ maxTokens: 8, defaultMaxTokens: 4, maxPromptChars: 3 });
+    expect(strict({ prompt: 'abc' })).toEqual({ prompt: 'abc', max_new_tokens: 4 });
+    expect(invalid(() => strict({ prompt: 'abc', max_tokens: 9 })).field).toBe('max_tokens');
+    expect(() => createTextGenerationParser({ maxTokens: 0 })).toThrow(new TypeError('Expected `maxTokens` to be an integer >= 1, got `0` (number)'));
+    expect(() => createTextGenerationParser({ maxTokens: 8, defaultMaxTokens: 9 })).toThrow(
+      new TypeError('Expected `defaultMaxTokens` to be an integer from 1 to 8, got `9` (number)'),
+    );
+  });
+});
+
+describe('createTextGenerationValidator', () => {
+  let validate: TextGenerationValidator;
+
+  beforeAll(async () => {
+    validate = await createTextGenerationValidator({ model: TINYSTORIES_DIR, contextLength: 10 });
+  });
+
+  it('counts prompt tokens as the model sees them (BOS included)', () => {
+    expect(validate.countTokens('Once upon a time, ')).toBe(6);
+    expect(validate({ prompt: 'Once upon a time, ', max_tokens: 4 })).toEqual({ prompt: 'Once upon a time, ', max_new_tokens: 4 });
+  });
+
+  it('rejects a prompt whose tokens plus max_tokens exceed the context', () => {
+    expect(invalid(() => validate({ prompt: 'Once upon a time, ', max_tokens: 5 }))).toEqual({
+      field: 'max_tokens',
+      message: '`prompt` is 6 tokens; with `max_tokens` 5 it exceeds the model context of 10 tokens',
+    });
+    expect(invalid(() => validate({ prompt: 'Once upon a time, there was a big red ball. ', max_tokens: 1 })).field).toBe('prompt');
+  });
+
+  it('fails to load with a message naming the path', async () => {
+    await expect(createTextGenerationValidator({ model: '/nonexistent/model' })).rejects.toThrow(
+      /^Failed to load the tokenizer from "\/nonexistent\/model": /,
+    );
+  });
+});
+
+describe('textGenerationBatchKey', () => {
+  it('partitions by sampling parameters only', () => {
+    expect(textGenerationBatchKey({ prompt: 'a', temperature: 0, top_p: 0.3, max_new_tokens: 5 })).toBe('greedy');
+    expect(textGenerationBatchKey({ prompt: 'b', temperature: 0, stop: ['x'] })).toBe('greedy');
+    expect(textGenerationBatchKey({ prompt: 'a', temperature: 0.7, top_p: 0.9 })).toBe('sample:t=0.7:p=0.9');
+    expect(textGenerationBatchKey({ prompt: 'a', temperature: 0.7 })).toBe('sample:t=0.7:p=default');
+    expect(textGenerationBatchKey({ prompt: 'a' })).toBe('sample:t=default:p=default');
+  });
+});
