@@ -1,0 +1,107 @@
+import type { BatcherBase } from '@microbatch/core';
+import type { HttpResult } from './node-handler.js';
+import { fail, isObjectLike } from './options.js';
+
+/** Options of {@link createHealth}; checked once, when the health checks are created. */
+export interface HealthOptions {
+  /**
+   * Batchers whose closing makes the process unready, so a load balancer stops sending work before it is refused.
+   * @default []
+   */
+  readonly batchers?: readonly BatcherBase[];
+  /**
+   * Whether the model can serve, for example a worker pool's readiness. Only `true` means ready: `false`, another
+   * value, a throw, a rejection or no answer within `readyTimeoutMs` all mean not ready.
+   * @default () => true
+   */
+  readonly ready?: () => boolean | PromiseLike<boolean>;
+  /**
+   * How long `readiness()` waits for `ready()`. Below the probe's own timeout (Kubernetes: 1 s), so the probe gets a
+   * 503 with a reason instead of a timeout.
+   * @default 500
+   */
+  readonly readyTimeoutMs?: number;
+}
+
+const DEFAULTS = {
+  batchers: [],
+  ready: () => true,
+  readyTimeoutMs: 500,
+} as const satisfies Required<HealthOptions>;
+
+/** The JSON body of a health answer. */
+export type HealthBody =
+  | { readonly status: 'ok' }
+  | { readonly status: 'unavailable'; readonly reasons: readonly string[] };
+
+/** The checks made by {@link createHealth}; both are plain functions, safe to pass unbound. */
+export interface Health {
+  /** Always 200 `{ status: 'ok' }`: the process answers, so restarting it would not help. */
+  liveness(): HttpResult<HealthBody>;
+  /** 200 `{ status: 'ok' }`, or 503 `{ status: 'unavailable', reasons }` while the model is not ready or a batcher closed. */
+  readiness(): Promise<HttpResult<HealthBody>>;
+}
+
+/**
+ * Creates liveness and readiness checks returning framework-free `{ status, body }` answers.
+ *
+ * @example
+ * ```ts
+ * const health = createHealth({ batchers: [route.batcher], ready: () => pool.ready.then(() => true) });
+ * app.get('/healthz', toNodeHandler(health.liveness));
+ * app.get('/readyz', toNodeHandler(health.readiness)); // 503 while the model loads and once close() was called
+ * ```
+ */
+export function createHealth(options: HealthOptions = {}): Health {
+  if (typeof options !== 'object' || options === null) fail('options', 'an object', options);
+  const batchers = options.batchers ?? DEFAULTS.batchers;
+  if (!Array.isArray(batchers)) fail('batchers', 'an array of batchers', batchers);
+  batchers.forEach((batcher: unknown, index) => {
+    const ok = isObjectLike(batcher) && typeof batcher.name === 'string' && typeof batcher.closed === 'boolean';
+    if (!ok) fail(`batchers[${index}]`, 'a batcher from `createBatcher`', batcher);
+  });
+  const ready: () => boolean | PromiseLike<boolean> = options.ready ?? DEFAULTS.ready;
+  if (typeof ready !== 'function') fail('ready', 'a function', ready);
+  const readyTimeoutMs = options.readyTimeoutMs ?? DEFAULTS.readyTimeoutMs;
+  if (typeof readyTimeoutMs !== 'number' || !(readyTimeoutMs > 0) || !Number.isFinite(readyTimeoutMs)) {
+    fail('readyTimeoutMs', 'a finite number > 0', readyTimeoutMs);
+  }
+  // A copy: the array the caller keeps must not change what was checked above.
+  const watched = [...batchers];
+
+  return {
+    liveness: () => ({ status: 200, body: { status: 'ok' } }),
+    readiness: async () => {
+      const reasons: string[] = [];
+      const model = await checkReady(ready, readyTimeoutMs);
+      if (model !== undefined) reasons.push(model);
+      for (const batcher of watched) if (batcher.closed) reasons.push(`batcher ${JSON.stringify(batcher.name)} is closed`);
+      if (reasons.length === 0) return { status: 200, body: { status: 'ok' } };
+      return { status: 503, body: { status: 'unavailable', reasons } };
+    },
+  };
+}
+
+/** Runs `ready()`, bounded by `timeoutMs`; returns why the model is not ready, or `undefined` when it is. */
+async function checkReady(ready: () => boolean | PromiseLike<boolean>, timeoutMs: number): Promise<string | undefined> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timedOut = Symbol('timed out');
+  try {
+    const answer = await Promise.race([
+      Promise.resolve().then(ready),
+      new Promise<typeof timedOut>((resolve) => {
+        timer = setTimeout(resolve, timeoutMs, timedOut);
+        // A probe waiting on a model must not keep a process alive that is otherwise done.
+        timer.unref();
+      }),
+    ]);
+    if (answer === timedOut) return `model readiness check timed out after ${timeoutMs} ms`;
+    // Strictly `true`: a check that returns something else has not said the model is ready.
+    return answer === true ? undefined : 'model is not ready';
+  } catch {
+    // Not the error's message: readiness bodies are often visible beyond the operators, and messages carry internals.
+    return 'model readiness check failed';
+  } finally {
+    clearTimeout(timer);
+  }
+}
