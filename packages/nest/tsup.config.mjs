@@ -7,4 +7,7 @@ export default {
   clean: true,
   sourcemap: true,
   target: 'node20',
+  // esbuild compiles the legacy decorators but cannot emit decorator metadata; the library does not need it (every
+  // constructor parameter names its token with `@Inject()`), so the build reads a tsconfig that does not ask for it.
+  tsconfig: 'tsconfig.build.json',
 };

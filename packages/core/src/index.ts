@@ -14,7 +14,7 @@ export {
   toHttpError,
 } from './http.js';
 export type { HttpErrorBody, HttpErrorResponse } from './http.js';
-export { describe as describeValue } from './options.js';
+export { describe as describeValue, validateBatcherOptions } from './options.js';
 export { END, SKIP } from './types.js';
 export type {
   BatchContext,

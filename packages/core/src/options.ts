@@ -109,6 +109,19 @@ export function resolveOptions<I>(options: BatcherOptions<I> | undefined): Resol
   return resolved;
 }
 
+/**
+ * Validates batcher options as `createBatcher` does, throwing the same `TypeError`; for integrations that take
+ * options long before they create a batcher (decorators, modules) and must fail at startup.
+ *
+ * @example
+ * ```ts
+ * validateBatcherOptions({ maxBatchSize: 0 }); // TypeError: Expected `maxBatchSize` to be an integer >= 1, got `0` (number)
+ * ```
+ */
+export function validateBatcherOptions(options: unknown): void {
+  resolveOptions(options as BatcherOptions<unknown>);
+}
+
 /** Validates per-call options, throwing `TypeError` on misuse. */
 export function checkCallOptions(options: CallOptions): void {
   if (typeof options !== 'object' || options === null) fail('options', 'an object', options);

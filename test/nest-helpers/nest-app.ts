@@ -1,0 +1,40 @@
+import 'reflect-metadata';
+import type { INestApplication, Type } from '@nestjs/common';
+import { ExpressAdapter } from '@nestjs/platform-express';
+import { FastifyAdapter } from '@nestjs/platform-fastify';
+import { Test } from '@nestjs/testing';
+
+/** Every e2e test runs on both HTTP platforms. */
+export const PLATFORMS = ['express', 'fastify'] as const;
+export type Platform = (typeof PLATFORMS)[number];
+
+/** Compiles `module` with `@nestjs/testing` and listens on a free port of 127.0.0.1. */
+export async function startApp(
+  platform: Platform,
+  module: Type,
+  configure?: (app: INestApplication) => void,
+): Promise<INestApplication> {
+  const testing = await Test.createTestingModule({ imports: [module] }).compile();
+  const adapter = platform === 'express' ? new ExpressAdapter() : new FastifyAdapter();
+  const app = testing.createNestApplication(adapter, { logger: false });
+  configure?.(app);
+  await app.listen(0, '127.0.0.1');
+  return app;
+}
+
+/** A promise resolved from the outside, to hold a batch handler until the test lets it go. */
+export interface Deferred<T> {
+  readonly promise: Promise<T>;
+  resolve(value: T): void;
+  reject(error: unknown): void;
+}
+
+export function deferred<T = void>(): Deferred<T> {
+  let resolve!: (value: T) => void;
+  let reject!: (error: unknown) => void;
+  const promise = new Promise<T>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  return { promise, resolve, reject };
+}
