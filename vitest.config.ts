@@ -1,7 +1,7 @@
 import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
 
-const packages = ['core', 'express', 'koa', 'nest', 'inference', 'prometheus'];
+const packages = ['core', 'express', 'koa', 'nest', 'inference', 'prometheus', 'serving'];
 
 export default defineConfig({
   // Nest's dependency injection reads constructor parameter types from decorator metadata.

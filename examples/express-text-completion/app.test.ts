@@ -1,0 +1,8 @@
+import { fileURLToPath } from 'node:url';
+import { serveInProcess } from '../testing/child-server.js';
+import { describeTextCompletionApp } from '../testing/text-completion-contract.js';
+import { createApp } from './src/app.js';
+
+describeTextCompletionApp('Express', fileURLToPath(new URL('.', import.meta.url)), (model) =>
+  serveInProcess(createApp(model), () => model.close()),
+);

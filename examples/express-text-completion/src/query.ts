@@ -1,0 +1,61 @@
+// The tutorial's 9 parallel queries: `pnpm query` (root) or `pnpm --filter express-text-completion query [URL]`
+// against a running server (default http://127.0.0.1:8000). Prints each story and the batch sizes the server used.
+import { pathToFileURL } from 'node:url';
+
+/** The tutorial's prompts. */
+export const TUTORIAL_TEXTS = [
+  'Once upon a time,',
+  'Hi my name is Lewis and I like to',
+  'In a galaxy far far away',
+  'My name is Mary, and my favorite',
+  'My name is Clara and I am',
+  'My name is Julien and I like to',
+  'Today I accidentally',
+  'My greatest wish is to',
+  'In a galaxy far far away',
+] as const;
+
+/** One query's answer and the batch it rode in (from the `X-Batch-Id` / `X-Batch-Size` headers). */
+export interface QueryResult {
+  readonly text: string;
+  readonly status: number;
+  readonly body: string;
+  readonly batchId: number;
+  readonly batchSize: number;
+}
+
+/** Sends every text at once to `GET /?text=` and waits for all answers. Only localhost is queried. */
+export async function queryInParallel(baseUrl: string, texts: readonly string[] = TUTORIAL_TEXTS): Promise<QueryResult[]> {
+  const base = new URL(baseUrl);
+  if (!['127.0.0.1', 'localhost', '[::1]'].includes(base.hostname)) {
+    throw new TypeError(`Expected a localhost URL, got ${JSON.stringify(baseUrl)}`);
+  }
+  return Promise.all(
+    texts.map(async (text) => {
+      const response = await fetch(new URL(`/?text=${encodeURIComponent(text)}`, base));
+      return {
+        text,
+        status: response.status,
+        body: await response.text(),
+        batchId: Number(response.headers.get('x-batch-id')),
+        batchSize: Number(response.headers.get('x-batch-size')),
+      };
+    }),
+  );
+}
+
+/** `batch #1: size 1, batch #2: size 8`: each batch once, in id order. */
+export function describeBatches(results: readonly QueryResult[]): string {
+  const sizes = new Map(results.map((result) => [result.batchId, result.batchSize]));
+  return [...sizes].sort(([a], [b]) => a - b).map(([id, size]) => `batch #${id}: size ${size}`).join(', ');
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  // `pnpm query -- URL` passes the `--` on.
+  const url = process.argv.slice(2).find((arg) => arg !== '--');
+  const results = await queryInParallel(url ?? process.env.URL ?? 'http://127.0.0.1:8000');
+  for (const { status, body, batchId, batchSize } of results) {
+    console.log(`[${status}, batch #${batchId} of ${batchSize}] ${body.replaceAll('\n', ' ')}`);
+  }
+  console.log(`Batches seen: ${describeBatches(results)}`);
+}

@@ -1,0 +1,5 @@
+export { resolveModelDir } from './model-dir.js';
+export type { ModelDirOptions } from './model-dir.js';
+export { FRAMEWORKS, createProgram } from './program.js';
+export type { ServeFlags } from './program.js';
+export { serveCommand } from './serve-command.js';

@@ -1,0 +1,9 @@
+// The `microbatch` executable's entry (run through bin/microbatch.js, which compiles TypeScript with tsx).
+import { createProgram } from './program.js';
+import { serveCommand } from './serve-command.js';
+
+const fail = (message: string): never => {
+  console.error(`error: ${message}`);
+  process.exit(1);
+};
+await createProgram((flags) => serveCommand(flags, fail)).parseAsync(process.argv);

@@ -1,0 +1,93 @@
+import { execFile } from 'node:child_process';
+import { cp, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { bundledModelDir } from '@microbatch/serving';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startChild } from '../../../examples/testing/child-server.js';
+
+const BIN = fileURLToPath(new URL('../bin/microbatch.js', import.meta.url));
+const MODEL = bundledModelDir();
+const QUERY_SCRIPT = fileURLToPath(new URL('../../../examples/express-text-completion/src/query.ts', import.meta.url));
+
+/** Runs `microbatch <args>` to completion. */
+function run(args: readonly string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [BIN, ...args], { timeout: 30_000 }, (error, stdout, stderr) => {
+      resolve({ code: error === null ? 0 : typeof error.code === 'number' ? error.code : null, stdout, stderr });
+    });
+  });
+}
+
+describe('microbatch serve', () => {
+  let scratch: string;
+  beforeAll(async () => {
+    scratch = await mkdtemp(join(tmpdir(), 'microbatch-cli-'));
+  });
+  afterAll(() => rm(scratch, { recursive: true, force: true }));
+
+  it.each([
+    [['serve', '--model', MODEL, '--max-batch-size', 'x'], "error: option '--max-batch-size <n>' argument 'x' is invalid. Expected an integer from 1 up."],
+    [['serve', '--model', MODEL, '--port', '70000'], "error: option '--port <n>' argument '70000' is invalid. Expected an integer from 0 to 65535."],
+    [['serve', '--model', MODEL, '--framework', 'fastify'], "error: option '--framework <name>' argument 'fastify' is invalid. Allowed choices are express, koa, nest."],
+    [['serve', '--model', MODEL, '--task', 'summarization'], "error: option '--task <task>' argument 'summarization' is invalid. Allowed choices are text-generation."],
+    [['serve'], "error: required option '--model <dir>' not specified"],
+    [['serve', '--model', MODEL, '--bogus'], "error: unknown option '--bogus'"],
+  ])('refuses %j with commander’s message and exit code 1', async (args, message) => {
+    const { code, stderr } = await run(args);
+    expect(code).toBe(1);
+    expect(stderr).toContain(message);
+  });
+
+  it('refuses a missing model directory at once, naming the path', async () => {
+    const missing = join(scratch, 'no-such-model');
+    const { code, stdout, stderr } = await run(['serve', '--model', missing]);
+    expect(code).toBe(1);
+    expect(stderr.trim()).toBe(`error: Model directory not found: ${missing}`);
+    expect(stdout).toBe(''); // nothing was started
+  });
+
+  it('accepts a hub id only where it is already on disk, and never downloads', async () => {
+    const { code, stderr } = await run(['serve', '--model', 'raincandy-u/TinyStories-656K', '--models-dir', scratch]);
+    expect(code).toBe(1);
+    expect(stderr).toContain(`is looked up as ${join(scratch, 'raincandy-u/TinyStories-656K')}; models are never downloaded`);
+  });
+
+  it('prints why a model fails to load and exits 1 instead of hanging', async () => {
+    const broken = join(scratch, 'broken-model');
+    await cp(MODEL, broken, { recursive: true });
+    await writeFile(join(broken, 'onnx', 'model.onnx'), 'not an onnx graph');
+    const { code, stderr } = await run(['serve', '--model', broken, '--port', '0']);
+    expect(code).toBe(1);
+    expect(stderr).toContain(`Failed to load the text-generation model from "${broken}"`);
+  });
+
+  it('serves the Koa example on a free port, answers the query script in batches, and exits 0 on SIGTERM', async () => {
+    const args = [BIN, 'serve', '--model', MODEL, '--framework', 'koa', '--port', '0', '--max-batch-size', '4', '--batch-wait-ms', '2'];
+    const server = await startChild(process.cwd(), args);
+    const story = await fetch(`${server.url}/?text=Once+upon+a+time`);
+    expect(story.status).toBe(200);
+    expect(await story.text()).toMatch(/^Once upon a time \S/);
+    const completion = await fetch(`${server.url}/v1/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ prompt: 'The cat ', max_tokens: 4 }),
+    });
+    expect(((await completion.json()) as { object: string }).object).toBe('text_completion');
+    // The tutorial's 9 parallel queries, with the repository's query script (`pnpm query`).
+    const query = await new Promise<string>((resolve, reject) => {
+      execFile(process.execPath, ['--import', 'tsx', QUERY_SCRIPT, server.url], (error, stdout) => (error ? reject(error) : resolve(stdout)));
+    });
+    const answers = [...query.matchAll(/^\[200, batch #(\d+) of (\d+)\] \S/gm)];
+    expect(answers).toHaveLength(9);
+    const sizes = new Map(answers.map((match) => [match[1], Number(match[2])]));
+    expect([...sizes.values()].every((size) => size <= 4)).toBe(true);
+    expect([...sizes.values()].reduce((sum, size) => sum + size, 0)).toBe(9);
+    expect(query).toMatch(/^Batches seen: batch #\d+: size \d(, batch #\d+: size \d)+$/m);
+    server.child.kill('SIGTERM');
+    expect(await server.exited).toBe(0);
+    expect(server.output()).toContain('microbatch serve: tinystories-656k (text-generation) on koa, max batch size 4, batch wait 2 ms');
+    expect(server.output()).toMatch(/\[generate\] batch \d+: size 1, queue wait/);
+  });
+});

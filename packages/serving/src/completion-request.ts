@@ -1,0 +1,143 @@
+import { BatchError, ErrorCode, describeValue as describe, isBatchError } from '@microbatch/core';
+import type { TextGenerationInput } from '@microbatch/inference';
+
+/**
+ * `max_tokens` of a request that gives none: OpenAI's own default for completions.
+ *
+ * @example
+ * ```ts
+ * parseCompletionRequest({ prompt: 'Hi ' }, validate).inputs[0].max_new_tokens; // 16
+ * ```
+ */
+export const OPENAI_DEFAULT_MAX_TOKENS = 16;
+
+/**
+ * Bounds of {@link parseCompletionRequest} on top of the validator's own.
+ *
+ * @example
+ * ```ts
+ * parseCompletionRequest(body, validate, { maxPrompts: 4 });
+ * ```
+ */
+export interface CompletionRequestLimits {
+  /**
+   * The most prompts one request may send as an array (each becomes one batched item).
+   * @default 16
+   */
+  readonly maxPrompts?: number;
+}
+
+/**
+ * A checked `POST /v1/completions` request: one generation input per prompt.
+ *
+ * @example
+ * ```ts
+ * const { inputs, stream } = parseCompletionRequest(req.body, model.validate);
+ * ```
+ */
+export interface CompletionRequest {
+  /** One input per prompt, in order: choice `index` i answers `inputs[i]`. */
+  readonly inputs: readonly TextGenerationInput[];
+  /** Answer with Server-Sent Events chunks instead of one JSON object. */
+  readonly stream: boolean;
+  /** `stream_options.include_usage`: end the stream with a chunk carrying the token usage. */
+  readonly includeUsage: boolean;
+}
+
+/** Fields OpenAI defines that this server cannot honour, with the only value each may take. */
+const UNSUPPORTED: ReadonlyArray<readonly [field: string, allowed: unknown, what: string]> = [
+  ['n', 1, 'only `n: 1` is supported'],
+  ['best_of', 1, 'only `best_of: 1` is supported'],
+  ['echo', false, '`echo: true` is not supported'],
+  ['logprobs', 0, '`logprobs` is not supported'],
+  ['suffix', '', '`suffix` is not supported'],
+];
+
+function invalid(field: string, message: string, extra: Record<string, unknown> = {}): BatchError {
+  return new BatchError(ErrorCode.INVALID_INPUT, message, { details: { field, ...extra } });
+}
+
+function isAbsent(value: unknown): boolean {
+  return value === undefined || value === null;
+}
+
+/**
+ * Checks an untrusted OpenAI `POST /v1/completions` body: `prompt` (a string or an array of strings), `model`,
+ * `max_tokens` (default 16, as OpenAI's), `temperature`, `top_p`, `stop`, `stream` and `stream_options`. Each
+ * prompt is checked by `validate` (a text-completion model's: length, tokens against the context). Every problem
+ * throws `BatchError('INVALID_INPUT')` whose `details.field` names the field (and `details.index` the prompt), so
+ * nothing invalid reaches the model. Other OpenAI fields are ignored.
+ *
+ * @example
+ * ```ts
+ * const request = parseCompletionRequest({ prompt: ['Once upon a time ', 'The cat '], max_tokens: 20 }, model.validate);
+ * request.inputs.length; // 2
+ * ```
+ */
+export function parseCompletionRequest(
+  body: unknown,
+  validate: (body: unknown) => TextGenerationInput,
+  limits: CompletionRequestLimits = {},
+): CompletionRequest {
+  const maxPrompts = limits.maxPrompts ?? 16;
+  if (!Number.isInteger(maxPrompts) || maxPrompts < 1) {
+    throw new TypeError(`Expected \`maxPrompts\` to be an integer >= 1, got ${describe(maxPrompts)}`);
+  }
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+    throw invalid('body', `Expected the request body to be a JSON object, got ${describe(body)}`);
+  }
+  const fields = body as Record<string, unknown>;
+  const { model, prompt, stream, stream_options: streamOptions, max_tokens: maxTokens, temperature, top_p, stop } = fields;
+  if (!isAbsent(model) && typeof model !== 'string') {
+    throw invalid('model', `\`model\` must be a string, got ${describe(model)}`);
+  }
+  if (!isAbsent(stream) && typeof stream !== 'boolean') {
+    throw invalid('stream', `\`stream\` must be a boolean, got ${describe(stream)}`);
+  }
+  const includeUsage = readIncludeUsage(streamOptions);
+  for (const [field, allowed, what] of UNSUPPORTED) {
+    const value = fields[field];
+    if (!isAbsent(value) && value !== allowed) throw invalid(field, `${what}, got ${describe(value)}`);
+  }
+  const prompts = readPrompts(prompt, maxPrompts);
+  const common = { max_tokens: maxTokens ?? OPENAI_DEFAULT_MAX_TOKENS, temperature, top_p, stop };
+  const inputs = prompts.map((text, index) => {
+    try {
+      return validate({ ...common, prompt: text });
+    } catch (error) {
+      throw Array.isArray(prompt) ? withIndex(error, index) : error;
+    }
+  });
+  return { inputs, stream: stream === true, includeUsage };
+}
+
+function readPrompts(prompt: unknown, maxPrompts: number): readonly string[] {
+  if (typeof prompt === 'string') return [prompt];
+  const shape = `\`prompt\` must be a string or an array of 1 to ${maxPrompts} strings`;
+  if (!Array.isArray(prompt)) throw invalid('prompt', `${shape}, got ${describe(prompt)}`);
+  if (prompt.length === 0 || prompt.length > maxPrompts) {
+    throw invalid('prompt', `${shape}, got an array of ${prompt.length}`);
+  }
+  const index = prompt.findIndex((item) => typeof item !== 'string');
+  // Token-id prompts (arrays of numbers) are OpenAI's too, but the tokenizer here is the server's business.
+  if (index !== -1) throw invalid('prompt', `${shape}, got ${describe(prompt[index])} at index ${index}`, { index });
+  return prompt as string[];
+}
+
+function readIncludeUsage(streamOptions: unknown): boolean {
+  if (isAbsent(streamOptions)) return false;
+  const includeUsage = (streamOptions as { include_usage?: unknown }).include_usage;
+  if (typeof streamOptions !== 'object' || Array.isArray(streamOptions) || !(isAbsent(includeUsage) || typeof includeUsage === 'boolean')) {
+    throw invalid('stream_options', `\`stream_options\` must be an object like {"include_usage": true}, got ${describe(streamOptions)}`);
+  }
+  return includeUsage === true;
+}
+
+/** Says which prompt of an array failed: `prompt[2]` in the message, `index: 2` in the details. */
+function withIndex(error: unknown, index: number): unknown {
+  if (!isBatchError(error) || error.details?.field !== 'prompt') return error;
+  return new BatchError(error.code, error.message.replaceAll('`prompt`', `\`prompt[${index}]\``), {
+    cause: error,
+    details: { ...error.details, index },
+  });
+}

@@ -1,0 +1,47 @@
+import type { RequestListener } from 'node:http';
+import { fileURLToPath } from 'node:url';
+import { type ListenOptions, type RunningServer, startServer } from './serve.js';
+import { type TextCompletionModel, type TextCompletionModelOptions, createTextCompletionModel } from './text-completion-model.js';
+
+/**
+ * Where to listen and which model to serve, with its batching options.
+ *
+ * @example
+ * ```ts
+ * const options: TextCompletionServerOptions = { port: 8000, host: '127.0.0.1', model: bundledModelDir(), maxBatchSize: 8 };
+ * ```
+ */
+export type TextCompletionServerOptions = ListenOptions & TextCompletionModelOptions;
+
+/**
+ * Starts a text-completion model and an HTTP server for the app `createListener` builds on it (an Express app, a
+ * Koa `app.callback()`). It listens at once, while the model loads; its `shutdown` stops accepting, drains the
+ * model's batchers, waits for the responses, then stops the workers.
+ *
+ * @example
+ * ```ts
+ * const running = await startTextCompletionServer({ port: 0, host: '127.0.0.1', model }, (model) => createApp(model));
+ * ```
+ */
+export async function startTextCompletionServer(
+  options: TextCompletionServerOptions,
+  createListener: (model: TextCompletionModel) => RequestListener,
+): Promise<RunningServer> {
+  const { port, host, ...modelOptions } = options;
+  const model = createTextCompletionModel(modelOptions);
+  return startServer(createListener(model), { port, host }, { ready: model.ready, drain: model.drain, close: model.close });
+}
+
+/**
+ * The model `pnpm install` places in this repository's `models/` folder (`models/tinystories-656k`), which the
+ * examples and `pnpm start` serve unless `MODEL_DIR` says otherwise.
+ *
+ * @example
+ * ```ts
+ * const model = process.env.MODEL_DIR ?? bundledModelDir();
+ * ```
+ */
+export function bundledModelDir(): string {
+  // From packages/serving/src/ and packages/serving/dist/ alike.
+  return fileURLToPath(new URL('../../../models/tinystories-656k', import.meta.url));
+}

@@ -1,0 +1,101 @@
+import { createServer, request } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { createBatcher } from '@microbatch/core';
+import { describe, expect, it, vi } from 'vitest';
+import { exitOnSignals, logBatches, shutdownServer } from '../src/index.js';
+
+function deferred<T = void>(): { promise: Promise<T>; resolve: (value: T) => void } {
+  let resolve!: (value: T) => void;
+  const promise = new Promise<T>((settle) => (resolve = settle));
+  return { promise, resolve };
+}
+
+function get(port: number): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request({ host: '127.0.0.1', port, path: '/' }, (res) => {
+      let body = '';
+      res.on('data', (chunk: Buffer) => (body += chunk.toString()));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+describe('shutdownServer', () => {
+  it('stops accepting at once, lets the running request finish, then closes; once', async () => {
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const started = deferred();
+    const batcher = createBatcher(async (inputs: number[]) => {
+      started.resolve();
+      await held;
+      return inputs.map((n) => n + 1);
+    });
+    const server = createServer((_req, res) => {
+      void batcher(1).then((value) => res.end(String(value)));
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as AddressInfo;
+    const steps: string[] = [];
+    const shutdown = shutdownServer(server, {
+      drain: async () => {
+        await batcher.close();
+        steps.push('drained');
+      },
+      close: async () => {
+        steps.push('closed');
+      },
+    });
+
+    const inFlight = get(port);
+    await started.promise;
+    const stopped = shutdown();
+    expect(shutdown()).toBe(stopped);
+    await expect(get(port)).rejects.toThrow(/ECONNREFUSED/);
+    await expect(batcher(2)).rejects.toMatchObject({ code: 'CLOSED' });
+    expect(steps).toEqual([]);
+    release();
+    expect(await inFlight).toEqual({ status: 200, body: '2' });
+    await stopped;
+    expect(steps).toEqual(['drained', 'closed']);
+    expect(server.listening).toBe(false);
+  });
+
+  it('throws a TypeError without a drain step', () => {
+    expect(() => shutdownServer(createServer(), {} as never)).toThrow(new TypeError('Expected `steps.drain` to be a function, got undefined'));
+  });
+});
+
+describe('exitOnSignals', () => {
+  it('shuts down once on the first signal, ignores repeats, and exits 0 (1 if the shutdown fails)', async () => {
+    for (const code of [0, 1]) {
+      const shutdown = vi.fn(() => (code === 0 ? Promise.resolve() : Promise.reject(new Error('stuck'))));
+      const exited = deferred<number>();
+      const log = vi.fn();
+      const off = exitOnSignals(shutdown, { signals: ['SIGUSR2'], log, exit: exited.resolve });
+      process.emit('SIGUSR2', 'SIGUSR2');
+      process.emit('SIGUSR2', 'SIGUSR2');
+      expect(await exited.promise).toBe(code);
+      off();
+      expect(shutdown).toHaveBeenCalledTimes(1);
+      expect(log.mock.calls.map(([line]) => line)).toEqual([
+        'SIGUSR2: no longer accepting requests; finishing the queued and running ones',
+        'SIGUSR2: already draining',
+        code === 0 ? 'drained and closed; exiting' : 'shutdown failed: stuck',
+      ]);
+    }
+  });
+});
+
+describe('logBatches', () => {
+  it('logs one line per batch with its size, queue wait and execution time, until stopped', async () => {
+    const lines: string[] = [];
+    const batcher = createBatcher(async (inputs: string[]) => inputs, { name: 'echo', batchWaitTimeoutMs: 1 });
+    const stop = logBatches(batcher, (line) => lines.push(line));
+    await Promise.all([batcher('a'), batcher('b')]);
+    stop();
+    await batcher('c');
+    expect(lines).toEqual([expect.stringMatching(/^\[echo\] batch 1: size 2, queue wait \d+\.\d ms \(max \d+\.\d ms\), execution \d+\.\d ms$/)]);
+  });
+});
