@@ -3,13 +3,14 @@
 import type { ServerResponse } from 'node:http';
 import { createBatcher } from './batcher.js';
 import { BatchError, ErrorCode, isBatchError } from './errors.js';
-import { SSE_DONE, SSE_HEADERS, sseError, sseEvent, toBatchError } from './http.js';
+import { SSE_DONE, SSE_HEADERS, batchHeaders, sseError, sseEvent, toBatchError, toHttpError } from './http.js';
 import { describe } from './options.js';
 import type {
   BatchHandler,
   Batcher,
   BatcherOptions,
   CallOptions,
+  DispatchInfo,
   StreamingBatchHandler,
   StreamingBatcher,
 } from './types.js';
@@ -213,4 +214,101 @@ function onceDrained(res: ServerResponse, signal: AbortSignal): Promise<void> {
     res.on('drain', settle);
     signal.addEventListener('abort', settle);
   });
+}
+
+/**
+ * Answers `error` on a Node response as `{"error":{"code","message"}}` with the status and headers of
+ * {@link toHttpError}, or cuts the response short if part of it was already sent (a half-sent body must not look
+ * complete to the client).
+ *
+ * @example
+ * ```ts
+ * writeHttpError(res, new BatchError('INVALID_INPUT', '`prompt` must be a string')); // 400
+ * ```
+ */
+export function writeHttpError(res: ServerResponse, error: unknown): void {
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  const { status, headers, body } = toHttpError(error);
+  res.statusCode = status;
+  for (const [name, value] of Object.entries(headers)) res.setHeader(name, value);
+  res.setHeader('Content-Type', 'application/json; charset=utf-8');
+  res.end(JSON.stringify(body));
+}
+
+/** What {@link serveBatched} needs from a framework for one request. */
+export interface BatchedExchange<I, O> {
+  /** The Node response underneath the framework's (for disconnects and SSE). */
+  readonly res: ServerResponse;
+  /** Turns the request into the batch input; a throw answers 400 (see {@link toInputError}). */
+  readInput(): I | PromiseLike<I>;
+  /** This request's priority and deadline, if the route sets them. */
+  callOptions?(): RequestCallOptions | undefined;
+  /** Sets headers on the framework's response, before the body. */
+  setHeaders(headers: Record<string, string>): void;
+  /** Sends the item's result. */
+  send(result: O): unknown;
+  /** Answers an error. */
+  sendError(error: unknown): void;
+  /** Runs before Server-Sent Events are written to `res` directly (Koa hands the response over here). */
+  beforeStream?(): void;
+}
+
+/**
+ * Serves one request through a batcher: reads the input, joins a batch with the client's disconnect as the
+ * signal, sets the `X-Batch-*` headers at dispatch, and answers with the result, a Server-Sent Events stream
+ * (streaming batchers) or the mapped error. Never throws; a client that went away gets nothing.
+ *
+ * @example
+ * ```ts
+ * await serveBatched(batcher, {
+ *   res,
+ *   readInput: () => req.body,
+ *   setHeaders: (headers) => res.set(headers),
+ *   send: (result) => res.json(result),
+ *   sendError: (error) => writeHttpError(res, error),
+ * });
+ * ```
+ */
+export async function serveBatched<I, O>(
+  batcher: Batcher<I, O> | StreamingBatcher<I, O>,
+  exchange: BatchedExchange<I, O>,
+): Promise<void> {
+  const { res } = exchange;
+  const disconnect = watchDisconnect(res);
+  const { signal } = disconnect;
+  try {
+    let item: I;
+    try {
+      item = await exchange.readInput();
+    } catch (error) {
+      throw toInputError(error);
+    }
+    const extra = exchange.callOptions?.();
+    const call: CallOptions = {
+      priority: extra?.priority,
+      timeoutMs: extra?.timeoutMs,
+      signal,
+      onDispatch: (info: DispatchInfo) => {
+        if (!res.headersSent) exchange.setHeaders(batchHeaders(info));
+      },
+    };
+    if (batcher.streaming) {
+      const values = batcher.stream(item, call);
+      // Pulled before any header goes out, so a failure before the first value is a plain JSON error.
+      const first = await values.next();
+      exchange.beforeStream?.();
+      await writeSse(res, first, values, signal);
+      return;
+    }
+    const result = await batcher.call(item, call);
+    await exchange.send(result);
+  } catch (error) {
+    // A client that went away gets nothing: its response is already closed.
+    if (!signal.aborted) exchange.sendError(error);
+  } finally {
+    disconnect.dispose();
+  }
 }

@@ -1,5 +1,13 @@
-export { checkOptionalFunction, routeBatcher, toInputError, watchDisconnect, writeSse } from './adapter-kit.js';
-export type { DisconnectWatch, RequestCallOptions, RouteBatcherOptions } from './adapter-kit.js';
+export {
+  checkOptionalFunction,
+  routeBatcher,
+  serveBatched,
+  toInputError,
+  watchDisconnect,
+  writeHttpError,
+  writeSse,
+} from './adapter-kit.js';
+export type { BatchedExchange, DisconnectWatch, RequestCallOptions, RouteBatcherOptions } from './adapter-kit.js';
 export { createBatcher, createStreamingBatcher } from './batcher.js';
 export { BatchError, ErrorCode, exposeError, isBatchError } from './errors.js';
 export type { BatchErrorOptions } from './errors.js';

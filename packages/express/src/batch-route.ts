@@ -1,21 +1,6 @@
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
-import {
-  batchHeaders,
-  checkOptionalFunction,
-  describeValue as describe,
-  routeBatcher,
-  toInputError,
-  watchDisconnect,
-  writeSse,
-} from '@microbatch/core';
-import type {
-  Batcher,
-  CallOptions,
-  DispatchInfo,
-  RequestCallOptions,
-  RouteBatcherOptions,
-  StreamingBatcher,
-} from '@microbatch/core';
+import { checkOptionalFunction, describeValue as describe, routeBatcher, serveBatched } from '@microbatch/core';
+import type { Batcher, RequestCallOptions, RouteBatcherOptions, StreamingBatcher } from '@microbatch/core';
 import { sendError } from './error-handler.js';
 
 /**
@@ -89,40 +74,15 @@ export function batchRoute<I, O>(options: BatchRouteOptions<I, O>): BatchRouteHa
   }
   const send = output ?? defaultOutput;
 
-  async function serve(req: Request, res: Response): Promise<void> {
-    const disconnect = watchDisconnect(res);
-    const { signal } = disconnect;
-    try {
-      let item: I;
-      try {
-        item = await input(req);
-      } catch (error) {
-        throw toInputError(error);
-      }
-      const extra = callOptions?.(req);
-      const call: CallOptions = {
-        priority: extra?.priority,
-        timeoutMs: extra?.timeoutMs,
-        signal,
-        onDispatch: (info: DispatchInfo) => {
-          if (!res.headersSent) res.set(batchHeaders(info));
-        },
-      };
-      if (batcher.streaming) {
-        const values = batcher.stream(item, call);
-        // Pulled before any header goes out, so a failure before the first value is a plain JSON error.
-        const first = await values.next();
-        await writeSse(res, first, values, signal);
-        return;
-      }
-      const result = await batcher.call(item, call);
-      await send(result, req, res);
-    } catch (error) {
-      // A client that went away gets nothing: its response is already closed.
-      if (!signal.aborted) sendError(res, error);
-    } finally {
-      disconnect.dispose();
-    }
+  function serve(req: Request, res: Response): Promise<void> {
+    return serveBatched<I, O>(batcher, {
+      res,
+      readInput: () => input(req),
+      callOptions: () => callOptions?.(req),
+      setHeaders: (headers) => res.set(headers),
+      send: (result) => send(result, req, res),
+      sendError: (error) => sendError(res, error),
+    });
   }
 
   // Never returns a rejected promise: Express 4 would not catch it, and every failure is answered here anyway.

@@ -1,5 +1,5 @@
 import type { ErrorRequestHandler, NextFunction, Request, Response } from 'express';
-import { toHttpError } from '@microbatch/core';
+import { writeHttpError } from '@microbatch/core';
 
 /**
  * Creates Express error middleware that answers any error as `{"error":{"code","message"}}` with the status from
@@ -26,11 +26,5 @@ export function batchErrorHandler(): ErrorRequestHandler {
 
 /** Answers `error` as the JSON error shape, or cuts the response short if part of it was already sent. */
 export function sendError(res: Response, error: unknown): void {
-  if (res.headersSent) {
-    // A half-sent body must not look complete to the client.
-    res.destroy();
-    return;
-  }
-  const { status, headers, body } = toHttpError(error);
-  res.status(status).set(headers).json(body);
+  writeHttpError(res, error);
 }

@@ -1,21 +1,6 @@
 import type { Next, ParameterizedContext } from 'koa';
-import {
-  batchHeaders,
-  checkOptionalFunction,
-  describeValue as describe,
-  routeBatcher,
-  toInputError,
-  watchDisconnect,
-  writeSse,
-} from '@microbatch/core';
-import type {
-  Batcher,
-  CallOptions,
-  DispatchInfo,
-  RequestCallOptions,
-  RouteBatcherOptions,
-  StreamingBatcher,
-} from '@microbatch/core';
+import { checkOptionalFunction, describeValue as describe, routeBatcher, serveBatched } from '@microbatch/core';
+import type { Batcher, RequestCallOptions, RouteBatcherOptions, StreamingBatcher } from '@microbatch/core';
 import { renderError } from './error-handler.js';
 
 /**
@@ -95,43 +80,20 @@ export function batchRoute<I, O, C extends ParameterizedContext = ParameterizedC
   }
   const send = output ?? defaultOutput;
 
-  async function batchRouteMiddleware(ctx: C, _next: Next): Promise<void> {
-    const disconnect = watchDisconnect(ctx.res);
-    const { signal } = disconnect;
-    try {
-      let item: I;
-      try {
-        item = await input(ctx);
-      } catch (error) {
-        throw toInputError(error);
-      }
-      const extra = callOptions?.(ctx);
-      const call: CallOptions = {
-        priority: extra?.priority,
-        timeoutMs: extra?.timeoutMs,
-        signal,
-        onDispatch: (info: DispatchInfo) => {
-          if (!ctx.headerSent) ctx.set(batchHeaders(info));
-        },
-      };
-      if (batcher.streaming) {
-        const values = batcher.stream(item, call);
-        // Pulled before any header goes out, so a failure before the first value is a plain JSON error.
-        const first = await values.next();
+  function batchRouteMiddleware(ctx: C, _next: Next): Promise<void> {
+    return serveBatched<I, O>(batcher, {
+      res: ctx.res,
+      readInput: () => input(ctx),
+      callOptions: () => callOptions?.(ctx),
+      setHeaders: (headers) => ctx.set(headers),
+      send: (result) => send(result, ctx),
+      sendError: (error) => renderError(ctx, error),
+      beforeStream: () => {
         ctx.status = 200;
         // Koa would pipe a body stream and log every client disconnect as an error; the adapter writes itself.
         ctx.respond = false;
-        await writeSse(ctx.res, first, values, signal);
-        return;
-      }
-      const result = await batcher.call(item, call);
-      await send(result, ctx);
-    } catch (error) {
-      // A client that went away gets nothing: Koa sees an unwritable response and only ends it.
-      if (!signal.aborted) renderError(ctx, error);
-    } finally {
-      disconnect.dispose();
-    }
+      },
+    });
   }
 
   return Object.defineProperty(batchRouteMiddleware, 'batcher', { value: batcher, enumerable: true }) as BatchRouteMiddleware<I, O, C>;

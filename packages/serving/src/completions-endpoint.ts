@@ -1,5 +1,5 @@
 import type { ServerResponse } from 'node:http';
-import { batchHeaders, watchDisconnect, writeSse } from '@microbatch/core';
+import { batchHeaders, watchDisconnect, writeHttpError, writeSse } from '@microbatch/core';
 import type { CallOptions, DispatchInfo } from '@microbatch/core';
 import type { TokenUsage } from '@microbatch/inference';
 import { type CompletionRequest, type CompletionRequestLimits, parseCompletionRequest } from './completion-request.js';
@@ -11,7 +11,7 @@ import {
   toCompletionChunk,
   toUsageChunk,
 } from './completion-response.js';
-import { sendError, sendJson } from './http-response.js';
+import { sendJson } from './http-response.js';
 import { mergeStreams } from './merge-streams.js';
 import type { TextCompletionModel } from './text-completion-model.js';
 
@@ -73,7 +73,7 @@ export function createCompletionsEndpoint(model: CompletionsModel, limits: Compl
       sendJson(res, 200, toCompletion(meta, outputs));
     } catch (error) {
       // A client that went away gets nothing: its response is already closed.
-      if (!disconnect.signal.aborted) sendError(res, error);
+      if (!disconnect.signal.aborted) writeHttpError(res, error);
     } finally {
       done.abort();
       disconnect.dispose();

@@ -8,7 +8,7 @@ export { createCompletionsEndpoint } from './completions-endpoint.js';
 export type { CompletionsEndpoint, CompletionsModel } from './completions-endpoint.js';
 export { exitOnSignals, shutdownServer } from './graceful-shutdown.js';
 export type { ExitOnSignalsOptions, ShutdownSteps } from './graceful-shutdown.js';
-export { sendError, sendJson } from './http-response.js';
+export { sendJson } from './http-response.js';
 export { mergeStreams } from './merge-streams.js';
 export { listen, listenOptionsFromEnv, serveUntilSignal, serverUrl, startServer } from './serve.js';
 export type { ListenOptions, RunningServer, ServerLifecycle } from './serve.js';
