@@ -40,8 +40,21 @@ const ON_BATCH_ERROR: readonly OnBatchError[] = ['fail-batch', 'isolate'];
  * ```
  */
 export function describe(value: unknown): string {
-  const shown = typeof value === 'string' ? JSON.stringify(value) : typeof value === 'function' ? 'function' : String(value);
-  return `\`${shown}\` (${value === null ? 'null' : typeof value})`;
+  return `\`${show(value)}\` (${value === null ? 'null' : typeof value})`;
+}
+
+/** `String(value)`, except that it never throws and never runs long: request bodies reach here too. */
+function show(value: unknown): string {
+  if (typeof value === 'function') return 'function';
+  let shown: string;
+  try {
+    shown = typeof value === 'string' ? JSON.stringify(value) : String(value);
+  } catch {
+    // JSON such as {"toString": 1} has no callable toString/valueOf, and arrays nested thousands deep overflow
+    // the stack in Array.prototype.join: both throw, and a message about a bad value must not.
+    return Array.isArray(value) ? `[array of ${value.length}]` : '[object]';
+  }
+  return shown.length > 200 ? `${shown.slice(0, 197)}...` : shown;
 }
 
 /** Throws the house-style `TypeError` for an option that fails its check. */

@@ -88,3 +88,16 @@ describe('headers and SSE framing', () => {
     );
   });
 });
+
+describe('describeValue', () => {
+  it('never throws or runs long on values from request bodies', async () => {
+    const { describeValue } = await import('../src/index.js');
+    let deep: unknown[] = [];
+    for (let i = 0; i < 20_000; i += 1) deep = [deep];
+    expect(describeValue({ toString: 1 })).toBe('`[object]` (object)');
+    expect(describeValue(deep)).toBe('`[array of 1]` (object)');
+    expect(describeValue('x'.repeat(500))).toBe(`\`"${'x'.repeat(196)}...\` (string)`);
+    expect(describeValue(Array.from({ length: 300 }, () => 1))).toBe(`\`${'1,'.repeat(98)}1...\` (object)`);
+    expect(describeValue(0)).toBe('`0` (number)');
+  });
+});

@@ -39,7 +39,7 @@ export interface PoolWorkerEvents {
   idle(worker: PoolWorker): void;
 }
 
-type State = 'loading' | 'idle' | 'busy' | 'gone';
+type State = 'loading' | 'idle' | 'busy' | 'retiring' | 'gone';
 
 /** One worker thread: loads the model once, then runs one batch at a time. */
 export class PoolWorker {
@@ -47,15 +47,19 @@ export class PoolWorker {
   readonly #worker: Worker;
   readonly #events: PoolWorkerEvents;
   readonly #model: string;
+  readonly #cancel = new Int32Array(new SharedArrayBuffer(4));
   #state: State = 'loading';
   #task: Task | undefined;
   #uncaught: unknown;
+  #onIdle: (() => void)[] = [];
+  #retired: Promise<void> | undefined;
 
-  constructor(index: number, init: WorkerInit, events: PoolWorkerEvents) {
+  constructor(index: number, init: Omit<WorkerInit, 'cancel'>, events: PoolWorkerEvents) {
     this.index = index;
     this.#events = events;
     this.#model = init.spec.model;
-    this.#worker = new Worker(workerScript(), { workerData: init });
+    const data: WorkerInit = { ...init, cancel: this.#cancel.buffer as SharedArrayBuffer };
+    this.#worker = new Worker(workerScript(), { workerData: data });
     this.#worker.on('message', (message: WorkerMessage) => this.#onMessage(message));
     this.#worker.on('error', (error) => {
       this.#uncaught = error;
@@ -75,6 +79,7 @@ export class PoolWorker {
   /** Sends a batch; the worker must be idle. A batch that cannot be cloned rejects without touching the worker. */
   run(task: Task): void {
     const message: RunMessage = { type: 'run', id: task.id, inputs: task.inputs, stream: task.stream };
+    Atomics.store(this.#cancel, 0, 0);
     try {
       this.#worker.postMessage(message);
     } catch (error) {
@@ -87,6 +92,59 @@ export class PoolWorker {
     this.#worker.ref();
   }
 
+  /**
+   * Asks the worker to stop its batch at the next step (the batch's result is no longer wanted). It stays busy until
+   * it reports back, then takes the next batch; one that never does must be terminated.
+   */
+  cancel(): void {
+    Atomics.store(this.#cancel, 0, 1);
+  }
+
+  /**
+   * Takes the worker out of service: it is asked to stop its batch and terminated once it reports back (between two
+   * native calls, where terminating is safe) or after `graceMs`. No event is reported for it any more. Resolves
+   * once it has exited.
+   */
+  retire(graceMs: number): Promise<void> {
+    if (this.#retired === undefined) {
+      this.cancel();
+      const wasBusy = this.#state === 'busy';
+      this.#task = undefined;
+      this.#state = 'retiring';
+      this.#retired = new Promise<void>((resolve) => {
+        this.#worker.once('exit', () => resolve());
+      });
+      if (wasBusy) {
+        const timer = setTimeout(() => this.#stop(), graceMs);
+        timer.unref();
+        void this.#retired.then(() => clearTimeout(timer));
+      } else this.#stop();
+    }
+    return this.#retired;
+  }
+
+  #stop(): void {
+    this.#state = 'gone';
+    void this.#worker.terminate();
+  }
+
+  /** Resolves once the worker is not running a batch (it reported back or exited), or after `timeoutMs`. */
+  idle(timeoutMs: number): Promise<void> {
+    if (this.#state !== 'busy') return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = (): void => {
+        clearTimeout(timer);
+        resolve();
+      };
+      const timer = setTimeout(done, timeoutMs);
+      this.#onIdle.push(done);
+    });
+  }
+
+  #wake(): void {
+    for (const done of this.#onIdle.splice(0)) done();
+  }
+
   /** Stops the worker; its batch (if any) is handed back, unsettled, for the caller to settle. */
   terminate(): { readonly task: Task | undefined; readonly exited: Promise<number> } {
     const task = this.#task;
@@ -97,6 +155,11 @@ export class PoolWorker {
 
   #onMessage(message: WorkerMessage): void {
     if (this.#state === 'gone') return;
+    if (this.#state === 'retiring') {
+      // Its batch is over: terminating now cannot interrupt a native call.
+      if (message.type === 'result' || message.type === 'failed') this.#stop();
+      return;
+    }
     switch (message.type) {
       case 'ready':
         this.#state = 'idle';
@@ -118,6 +181,7 @@ export class PoolWorker {
         this.#task = undefined;
         this.#state = 'idle';
         this.#worker.unref();
+        this.#wake();
         if (message.type === 'result') task.resolve(message.results);
         else task.reject(toBatchError(message.error.message, message.error));
         this.#events.idle(this);
@@ -126,7 +190,11 @@ export class PoolWorker {
   }
 
   #onExit(code: number): void {
-    if (this.#state === 'gone') return;
+    this.#wake();
+    if (this.#state === 'gone' || this.#state === 'retiring') {
+      this.#state = 'gone';
+      return;
+    }
     const loading = this.#state === 'loading';
     const task = this.#task;
     this.#state = 'gone';

@@ -19,6 +19,11 @@ export interface WorkerInit {
   readonly executionProvider: string;
   readonly threads: number;
   readonly hooks: TestHooks | undefined;
+  /**
+   * One Int32 the pool sets to 1 when the running batch is no longer wanted: runners that can stop between steps
+   * (text generation, between tokens) check it, so the worker need not be terminated in the middle of a native call.
+   */
+  readonly cancel: SharedArrayBuffer;
 }
 
 /** The error codes a worker may report for one item or a whole batch. */

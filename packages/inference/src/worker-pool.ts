@@ -20,6 +20,9 @@ const POOL_DEFAULTS = {
 
 type Resolved = Required<Omit<WorkerPoolOptions, 'runner'>>;
 
+/** How long a worker asked to stop its batch may take before it is terminated. */
+const CANCEL_GRACE_MS = 2_000;
+
 function resolvePoolOptions(options: WorkerPoolOptions): Resolved {
   const resolved = { ...POOL_DEFAULTS, ...definedEntries('options', options) } as Resolved;
   checkInteger('size', resolved.size, 1);
@@ -43,9 +46,11 @@ export class InferenceWorkerPool<I, O, C> implements WorkerPool<I, O, C> {
   readonly handler: BatchHandler<I, O> = (inputs, context) => this.run(inputs, { signal: context.signal });
   readonly streamingHandler: StreamingBatchHandler<I, C> = (inputs, context) => this.stream(inputs, { signal: context.signal });
   readonly #options: Resolved;
-  readonly #init: Omit<WorkerInit, 'index'>;
+  readonly #init: Omit<WorkerInit, 'index' | 'cancel'>;
   readonly #workers: (PoolWorker | undefined)[];
   readonly #loadTimers = new Map<PoolWorker, NodeJS.Timeout>();
+  /** Workers whose batch was abandoned, finishing their current step before they are terminated. */
+  readonly #retiring = new Set<PoolWorker>();
   #queue: Task[] = [];
   #nextTaskId = 1;
   #startup: { pending: number; resolve: () => void; reject: (error: unknown) => void } | undefined;
@@ -130,6 +135,16 @@ export class InferenceWorkerPool<I, O, C> implements WorkerPool<I, O, C> {
     this.#startup?.reject(error);
     this.#startup = undefined;
     for (const task of this.#queue.splice(0)) task.reject(error);
+    // Busy workers are asked to stop first: terminating one inside onnxruntime's native run aborts the process.
+    const busy = this.#workers.filter((worker): worker is PoolWorker => worker?.current !== undefined);
+    for (const worker of busy) {
+      worker.current?.reject(error);
+      worker.cancel();
+    }
+    await Promise.all([
+      ...busy.map((worker) => worker.idle(CANCEL_GRACE_MS)),
+      ...[...this.#retiring].map((worker) => worker.retire(CANCEL_GRACE_MS)),
+    ]);
     const exits: Promise<number>[] = [];
     for (const worker of this.#workers) {
       if (worker === undefined) continue;
@@ -224,7 +239,13 @@ export class InferenceWorkerPool<I, O, C> implements WorkerPool<I, O, C> {
     }
   }
 
-  /** The batch's result is no longer wanted: drop it from the queue, or stop the worker that runs it. */
+  /**
+   * The batch's result is no longer wanted: drop it from the queue, or retire the worker that runs it and start a
+   * replacement at once. The retired worker is asked to stop (text generation stops at its next token) and is
+   * terminated once it reports back, between two native calls, or after CANCEL_GRACE_MS if it never does (a hang).
+   * Terminating it at once is not safe: a worker terminated inside onnxruntime's native run aborts the whole
+   * process (`terminate called after throwing an instance of 'Napi::Error'`).
+   */
   #abort(task: Task): void {
     const reason: unknown = task.signal?.reason;
     const queued = this.#queue.indexOf(task);
@@ -232,9 +253,9 @@ export class InferenceWorkerPool<I, O, C> implements WorkerPool<I, O, C> {
     const worker = this.#workers.find((candidate) => candidate?.current === task);
     task.reject(reason);
     if (worker === undefined) return;
-    // onnxruntime cannot be interrupted mid-run: terminating the thread is the only way to free it now.
-    void worker.terminate().exited;
     this.#workers[worker.index] = undefined;
+    this.#retiring.add(worker);
+    void worker.retire(CANCEL_GRACE_MS).then(() => this.#retiring.delete(worker));
     this.#replace(worker.index);
   }
 

@@ -7,6 +7,9 @@ import { loadRunner } from './runners/runner.js';
 import type { Runner } from './runners/runner.js';
 
 const init = workerData as WorkerInit;
+const cancel = new Int32Array(init.cancel);
+/** Whether the pool no longer wants the running batch. */
+const cancelled = (): boolean => Atomics.load(cancel, 0) === 1;
 if (parentPort === null) throw new Error('@microbatch/inference: worker.js must be started as a worker thread');
 const port = parentPort;
 
@@ -29,7 +32,7 @@ async function handle(runner: Runner, message: RunMessage): Promise<void> {
   try {
     if (init.hooks !== undefined) misbehave(init.hooks, inputs);
     const emit = stream ? (slots: readonly StepSlot[]) => send({ type: 'step', id, slots }) : undefined;
-    const results = await runner.run(inputs, emit);
+    const results = await runner.run(inputs, emit, cancelled);
     send({ type: 'result', id, results });
   } catch (error) {
     send({ type: 'failed', id, error: serializeError(error) });

@@ -8,8 +8,11 @@ export type EmitStep = (slots: readonly StepSlot[]) => void;
 
 /** A loaded model that runs whole batches. */
 export interface Runner {
-  /** Runs one batch; `emit` is given only for streaming calls (and only runners that stream use it). */
-  run(inputs: readonly unknown[], emit: EmitStep | undefined): Promise<ItemResult[]>;
+  /**
+   * Runs one batch; `emit` is given only for streaming calls (and only runners that stream use it). A runner that
+   * works in steps stops early once `cancelled()` is true (its results are then discarded).
+   */
+  run(inputs: readonly unknown[], emit: EmitStep | undefined, cancelled?: () => boolean): Promise<ItemResult[]>;
 }
 
 /** Loads the runner a worker was started for; each task's module is imported only when that task is used. */

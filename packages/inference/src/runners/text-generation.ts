@@ -26,14 +26,18 @@ interface Request {
 class RowStoppingCriteria extends StoppingCriteria {
   readonly #rows: readonly GenerationRow[];
   readonly #onStep: () => void;
+  readonly #cancelled: () => boolean;
 
-  constructor(rows: readonly GenerationRow[], onStep: () => void) {
+  constructor(rows: readonly GenerationRow[], onStep: () => void, cancelled: () => boolean) {
     super();
     this.#rows = rows;
     this.#onStep = onStep;
+    this.#cancelled = cancelled;
   }
 
   override _call(inputIds: number[][]): boolean[] {
+    // A cancelled batch stops after this token: its results are discarded anyway.
+    if (this.#cancelled()) return this.#rows.map(() => true);
     this.#rows.forEach((row, index) => row.push(Number(inputIds[index]?.at(-1))));
     this.#onStep();
     return this.#rows.map((row) => row.finished);
@@ -76,7 +80,7 @@ class TextGenerationRunner implements Runner {
     this.#facts = facts;
   }
 
-  async run(inputs: readonly unknown[], emit: EmitStep | undefined): Promise<ItemResult[]> {
+  async run(inputs: readonly unknown[], emit: EmitStep | undefined, cancelled: () => boolean = () => false): Promise<ItemResult[]> {
     const results: ItemResult[] = new Array(inputs.length);
     const valid = partitionValid(inputs, (input) => this.#check(input), results);
     if (emit !== undefined && valid.length < inputs.length) {
@@ -93,6 +97,7 @@ class TextGenerationRunner implements Runner {
         group.map((item) => item.value),
         (chunks) => emit?.(spread(inputs.length, group, chunks)),
         emit !== undefined,
+        cancelled,
       );
       group.forEach((item, position) => {
         results[item.index] = { ok: true, value: (rows[position] as GenerationRow).output() };
@@ -105,6 +110,7 @@ class TextGenerationRunner implements Runner {
     requests: readonly Request[],
     onChunks: (chunks: readonly StepSlot[]) => void,
     streaming: boolean,
+    cancelled: () => boolean,
   ): Promise<GenerationRow[]> {
     const decode = (ids: readonly number[]) => this.#tokenizer.decode([...ids], { skip_special_tokens: true });
     const rows = requests.map(
@@ -133,7 +139,7 @@ class TextGenerationRunner implements Runner {
       temperature: doSample ? temperature : 1,
       // 0 disables transformers.js' default top-k of 50, so only temperature and top_p shape the distribution.
       top_k: 0,
-      stopping_criteria: [new RowStoppingCriteria(rows, streaming ? sendChunks : () => undefined)],
+      stopping_criteria: [new RowStoppingCriteria(rows, streaming ? sendChunks : () => undefined, cancelled)],
       logits_processor: doSample && topP < 1 ? [new TopPLogitsProcessor(topP)] : null,
     } as unknown as Parameters<Model['generate']>[0]);
     for (const row of rows) row.forceFinish();
