@@ -31,6 +31,12 @@ const STATUS_BY_CODE = {
 } as const satisfies Record<ErrorCode, number>;
 
 const GENERIC_MESSAGE = 'Internal Server Error';
+// What a client reads when the real message is not exposed (it may hold paths or a model's internals).
+const GENERIC_BY_STATUS: Readonly<Record<number, string>> = {
+  500: GENERIC_MESSAGE,
+  503: 'Service Unavailable',
+  504: 'Gateway Timeout',
+};
 
 /**
  * The HTTP status for an error code: the single place where codes become statuses.
@@ -91,7 +97,7 @@ export function toHttpError(error: unknown): HttpErrorResponse {
   const status = httpStatusFor(batchError.code);
   const headers: Record<string, string> = {};
   if (status === 503) headers['Retry-After'] = String(Math.max(1, Math.ceil(batchError.retryAfterSeconds ?? 1)));
-  const message = batchError.expose ? batchError.message : GENERIC_MESSAGE;
+  const message = batchError.expose ? batchError.message : (GENERIC_BY_STATUS[status] ?? GENERIC_MESSAGE);
   const details = batchError.expose ? batchError.details : undefined;
   return {
     status,

@@ -53,6 +53,12 @@ describe('toHttpError', () => {
       error: { code: 'HANDLER_ERROR', message: 'model says no' },
     });
     expect(toHttpError('a string was thrown').status).toBe(500);
+    const hidden = new BatchError('UNAVAILABLE', 'cannot read /srv/models/x/onnx/model.onnx', { expose: false });
+    expect(toHttpError(hidden)).toEqual({
+      status: 503,
+      headers: { 'Retry-After': '1' },
+      body: { error: { code: 'UNAVAILABLE', message: 'Service Unavailable' } },
+    });
   });
 
   it('maps body-parser style errors by their status', () => {

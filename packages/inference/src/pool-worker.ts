@@ -169,7 +169,7 @@ export class PoolWorker {
       case 'load-error':
         this.#state = 'gone';
         void this.#worker.terminate();
-        this.#events.loadFailed(this, new BatchError(ErrorCode.UNAVAILABLE, message.message, { cause: message }));
+        this.#events.loadFailed(this, new BatchError(ErrorCode.UNAVAILABLE, message.message, { cause: message, expose: false }));
         return;
       case 'step':
         if (this.#task?.id === message.id) this.#task.onStep?.(message.slots);
@@ -203,12 +203,12 @@ export class PoolWorker {
     const reason = cause instanceof Error ? `threw ${cause.name}: ${cause.message}` : `exited with code ${code}`;
     if (loading) {
       const message = `Inference worker ${this.index} ${reason} while loading the model from "${this.#model}"`;
-      this.#events.loadFailed(this, new BatchError(ErrorCode.UNAVAILABLE, message, { cause }));
+      this.#events.loadFailed(this, new BatchError(ErrorCode.UNAVAILABLE, message, { cause, expose: false }));
       return;
     }
     const during = task === undefined ? 'while idle' : `while running a batch of ${task.inputs.length}`;
     const message = `Inference worker ${this.index} crashed (${reason}) ${during}; it is being replaced`;
-    this.#events.crashed(this, new BatchError(ErrorCode.UNAVAILABLE, message, { cause, retryAfterSeconds: 1 }), task);
+    this.#events.crashed(this, new BatchError(ErrorCode.UNAVAILABLE, message, { cause, retryAfterSeconds: 1, expose: false }), task);
   }
 }
 

@@ -234,6 +234,7 @@ export class InferenceWorkerPool<I, O, C> implements WorkerPool<I, O, C> {
         new BatchError(ErrorCode.UNAVAILABLE, `Worker pool "${this.name}" has no worker left: ${this.#lastLoadFailure?.message}`, {
           cause: this.#lastLoadFailure,
           retryAfterSeconds: 1,
+          expose: false,
         });
       for (const task of this.#queue.splice(0)) task.reject(error);
     }
@@ -266,7 +267,7 @@ export class InferenceWorkerPool<I, O, C> implements WorkerPool<I, O, C> {
       const { exited } = worker.terminate();
       void exited;
       const message = `Inference worker ${index} did not load the model from "${this.#init.spec.model}" within ${this.#options.startTimeoutMs} ms`;
-      this.#onLoadFailed(worker, new BatchError(ErrorCode.UNAVAILABLE, message));
+      this.#onLoadFailed(worker, new BatchError(ErrorCode.UNAVAILABLE, message, { expose: false }));
     }, this.#options.startTimeoutMs);
     timer.unref();
     this.#loadTimers.set(worker, timer);
