@@ -164,6 +164,7 @@ describe('instrumentBatcher: one batcher', () => {
         'bad_handler_result',
         'closed',
         'unavailable',
+        'not_found',
       ].map((reason) => `microbatch_rejections_total{name="adder",reason="${reason}"} 0`),
     );
   });
@@ -211,6 +212,7 @@ describe('instrumentBatcher: one batcher', () => {
       'microbatch_rejections_total{name="adder",reason="bad_handler_result"} 0',
       'microbatch_rejections_total{name="adder",reason="closed"} 1',
       'microbatch_rejections_total{name="adder",reason="unavailable"} 0',
+      'microbatch_rejections_total{name="adder",reason="not_found"} 0',
     ]);
     // Only the item that reached the handler counts as processed.
     expect(samplesOf(text, 'microbatch_items_total')).toEqual(['microbatch_items_total{name="adder"} 1']);

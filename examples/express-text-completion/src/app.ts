@@ -2,7 +2,9 @@
 // shutdown. Every route shares ONE batched model: concurrent requests coalesce into one model call.
 import express from 'express';
 import { batchErrorHandler, batchRoute } from '@microbatch/express';
-import { createHealth, toNodeHandler } from '@microbatch/prometheus';
+import { BatchError, writeHttpError } from '@microbatch/core';
+import { createHealth, instrumentBatcher, metricsHandler, toNodeHandler } from '@microbatch/prometheus';
+import { Registry } from 'prom-client';
 import { createCompletionsEndpoint, parseTextQuery, startTextCompletionServer, textQueryAnswer } from '@microbatch/serving';
 import type { RunningServer, TextCompletionModel, TextCompletionServerOptions } from '@microbatch/serving';
 
@@ -26,6 +28,12 @@ export function createApp(model: TextCompletionModel): express.Express {
   app.get('/healthz', toNodeHandler(health.liveness));
   app.get('/readyz', toNodeHandler(health.readiness));
 
+  // Prometheus metrics of both batchers (queue wait, execution time, batch size, rejections by reason).
+  const registry = new Registry();
+  for (const batcher of model.batchers) instrumentBatcher(batcher, { registry });
+  app.get('/metrics', metricsHandler(registry));
+
+  app.use((req, res) => writeHttpError(res, new BatchError('NOT_FOUND', `No route for ${req.method} ${req.path}`)));
   app.use(batchErrorHandler()); // malformed JSON (400) and oversized bodies (413) as JSON errors
   return app;
 }

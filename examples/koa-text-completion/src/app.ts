@@ -41,6 +41,7 @@ export function createApp(model: TextCompletionModel): Koa {
   // The error handler goes first: it answers body-parser failures (malformed JSON 400, too large 413) as JSON.
   const app = new Koa();
   app.use(batchErrorHandler()).use(bodyParser({ jsonLimit: '64kb' })).use(router.routes());
+  app.use((ctx) => ctx.throw(404, `No route for ${ctx.method} ${ctx.path}`)); // answered as JSON by batchErrorHandler
   return app;
 }
 

@@ -9,6 +9,8 @@
 export const ErrorCode = {
   /** The input was rejected before it joined a batch (adapter validation, `batchKey`/`cost` threw). */
   INVALID_INPUT: 'INVALID_INPUT',
+  /** No route answers this method and path. */
+  NOT_FOUND: 'NOT_FOUND',
   /** The request body is not of a media type the route accepts. */
   UNSUPPORTED_MEDIA_TYPE: 'UNSUPPORTED_MEDIA_TYPE',
   /** The item (or request body) is larger than any batch may hold (`maxBatchCost`, body limit). */

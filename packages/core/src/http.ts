@@ -19,6 +19,7 @@ export interface HttpErrorResponse {
 
 const STATUS_BY_CODE = {
   INVALID_INPUT: 400,
+  NOT_FOUND: 404,
   UNSUPPORTED_MEDIA_TYPE: 415,
   ITEM_TOO_LARGE: 413,
   QUEUE_FULL: 503,
@@ -65,7 +66,13 @@ export function toBatchError(error: unknown): BatchError {
   const status = statusOf(error);
   if (status !== undefined && status >= 400 && status < 500) {
     const code =
-      status === 413 ? ErrorCode.ITEM_TOO_LARGE : status === 415 ? ErrorCode.UNSUPPORTED_MEDIA_TYPE : ErrorCode.INVALID_INPUT;
+      status === 404
+        ? ErrorCode.NOT_FOUND
+        : status === 413
+          ? ErrorCode.ITEM_TOO_LARGE
+          : status === 415
+            ? ErrorCode.UNSUPPORTED_MEDIA_TYPE
+            : ErrorCode.INVALID_INPUT;
     const exposed = (error as { expose?: unknown }).expose !== false;
     const message = exposed && error instanceof Error ? error.message : `Bad request (HTTP ${status})`;
     return new BatchError(code, message, { cause: error });

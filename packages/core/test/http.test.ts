@@ -16,6 +16,7 @@ describe('httpStatusFor', () => {
   it('maps every code to its status', () => {
     expect(Object.fromEntries(Object.values(ErrorCode).map((code) => [code, httpStatusFor(code)]))).toEqual({
       INVALID_INPUT: 400,
+      NOT_FOUND: 404,
       UNSUPPORTED_MEDIA_TYPE: 415,
       ITEM_TOO_LARGE: 413,
       QUEUE_FULL: 503,
@@ -73,6 +74,10 @@ describe('toHttpError', () => {
     const media = Object.assign(new Error('unsupported'), { status: 415, expose: false });
     expect(toHttpError(media)).toMatchObject({ status: 415, body: { error: { message: 'Bad request (HTTP 415)' } } });
     expect(toBatchError(Object.assign(new Error('boom'), { status: 502 })).code).toBe('HANDLER_ERROR');
+    expect(toHttpError(Object.assign(new Error('Not Found'), { status: 404, expose: true }))).toMatchObject({
+      status: 404,
+      body: { error: { code: 'NOT_FOUND', message: 'Not Found' } },
+    });
   });
 });
 

@@ -22,6 +22,7 @@ export const REASON_LABELS = Object.freeze({
   BAD_HANDLER_RESULT: 'bad_handler_result',
   CLOSED: 'closed',
   UNAVAILABLE: 'unavailable',
+  NOT_FOUND: 'not_found',
 }) satisfies Record<RejectReason, string>;
 
 /**
