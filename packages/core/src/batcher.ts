@@ -359,6 +359,7 @@ class BatchEngine {
       open: items.length,
       failed: 0,
       timer: undefined,
+      endedAt: undefined,
       finished: false,
     };
     this.#stats.recordBatch(items.length, this.#maxBatchSize);
@@ -400,7 +401,7 @@ class BatchEngine {
     try {
       if (items.length === 0) return;
       if (this.#streaming) await this.#runStream(items, context);
-      else await this.#runItems(items, context);
+      else await this.#runItems(items, context, batch);
     } catch (error) {
       // Defensive: #runItems/#runStream settle every item themselves; this keeps the invariant if they ever throw.
       for (const item of batch.items) this.#fail(item, error);
@@ -409,7 +410,12 @@ class BatchEngine {
     }
   }
 
-  async #runItems(items: Item[], context: BatchContext): Promise<void> {
+  /**
+   * Runs the handler over `items`. `batch` is given for the top-level call only: its slot is released as soon as
+   * the handler is done, before the callers' continuations (writing their responses) run, so the next batch is
+   * already on its way to the model meanwhile. Isolating sub-calls keep the slot until the last one is done.
+   */
+  async #runItems(items: Item[], context: BatchContext, batch?: RunningBatch): Promise<void> {
     let results: unknown;
     try {
       results = await this.#handler(
@@ -424,9 +430,11 @@ class BatchEngine {
         await this.#runItems(open.slice(middle), context);
         return;
       }
+      if (batch !== undefined) this.#release(batch);
       for (const item of open) this.#fail(item, error);
       return;
     }
+    if (batch !== undefined) this.#release(batch);
     if (!Array.isArray(results) || results.length !== items.length) {
       const error = badResult(items.length, results);
       for (const item of items) this.#fail(item, error);
@@ -498,18 +506,25 @@ class BatchEngine {
     this.#finish(batch);
   }
 
+  /** Frees the batch's concurrency slot and dispatches what is ready; the first call counts. */
+  #release(batch: RunningBatch): void {
+    if (batch.endedAt !== undefined) return;
+    batch.endedAt = this.#options.clock.now();
+    if (batch.timer !== undefined) this.#options.clock.clearTimeout(batch.timer);
+    this.#inFlight -= 1;
+    this.#pump();
+  }
+
   #finish(batch: RunningBatch): void {
     if (batch.finished) return;
     batch.finished = true;
-    if (batch.timer !== undefined) this.#options.clock.clearTimeout(batch.timer);
-    this.#inFlight -= 1;
-    const executionMs = this.#options.clock.now() - batch.startedAt;
+    this.#release(batch);
+    const executionMs = (batch.endedAt as number) - batch.startedAt;
     this.#stats.execution.add(executionMs);
     if (this.#emitter.has('batchEnd')) {
       const { id: batchId, items, key, failed } = batch;
       this.#emitter.emit('batchEnd', { batchId, batchSize: items.length, key, executionMs, failed });
     }
-    this.#pump();
     this.#checkDrained();
   }
 

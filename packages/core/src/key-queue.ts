@@ -37,6 +37,8 @@ export interface RunningBatch {
   /** Items that failed in the handler (for the `batchEnd` event). */
   failed: number;
   timer: unknown;
+  /** When the handler was done (or timed out): the slot is free from then on. */
+  endedAt: number | undefined;
   finished: boolean;
 }
 

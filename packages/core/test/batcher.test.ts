@@ -100,6 +100,18 @@ describe('dispatch', () => {
     expect(await Promise.all([first, ...rest])).toEqual(['r:1', 'r:2', 'r:3', 'r:4', 'r:5', 'r:6', 'r:7']);
   });
 
+  it('starts the next batch before the callers of the last one resume', async () => {
+    const order: string[] = [];
+    const batcher = createBatcher(async (inputs: number[]) => {
+      order.push(`handler ${inputs.join()}`);
+      return inputs;
+    }, opts({ maxBatchSize: 1 }));
+    const calls = [1, 2].map((x) => batcher(x).then(() => order.push(`caller ${x}`)));
+    await Promise.all(calls);
+    // The model must not sit idle while the previous batch's responses are written.
+    expect(order).toEqual(['handler 1', 'handler 2', 'caller 1', 'caller 2']);
+  });
+
   it('runs up to maxConcurrentBatches handler calls at once', async () => {
     const { batches, gates, handler } = gated<number>();
     const batcher = createBatcher(handler, opts({ maxBatchSize: 2, maxConcurrentBatches: 2 }));
