@@ -94,6 +94,44 @@ export function routeBatcher<I, O>(
   return batcher;
 }
 
+/** What every framework's `batchRoute` takes besides the batcher options: how to read, send and prioritise. */
+export interface RouteHooks {
+  readonly input?: unknown;
+  readonly output?: unknown;
+  readonly callOptions?: unknown;
+}
+
+/**
+ * Checks a `batchRoute`'s options once, at setup, and returns its batcher: the options are an object, `input`,
+ * `output` and `callOptions` are functions when given, exactly one of `handler`/`batcher` is there, and a streaming
+ * batcher has no `output` (each value is one Server-Sent Event).
+ *
+ * @example
+ * ```ts
+ * const batcher = batcherForRoute<I, O>('batchRoute', options);
+ * const { input = (req) => req.body, output, callOptions } = options;
+ * ```
+ */
+export function batcherForRoute<I, O>(
+  caller: string,
+  options: RouteBatcherOptions<I, O> & RouteHooks,
+): Batcher<I, O> | StreamingBatcher<I, O> {
+  if (typeof options !== 'object' || options === null) {
+    throw new TypeError(`Expected \`${caller}\` options to be an object, got ${describe(options)}`);
+  }
+  const { input, output, callOptions, handler, batcher: given, ...rest } = options;
+  checkOptionalFunction('input', input);
+  checkOptionalFunction('output', output);
+  checkOptionalFunction('callOptions', callOptions);
+  const batcher = routeBatcher<I, O>(caller, { handler, batcher: given }, rest);
+  if (batcher.streaming && output !== undefined) {
+    throw new TypeError(
+      `\`${caller}\` got \`output\` for a streaming batcher: each streamed value is sent as one Server-Sent Event`,
+    );
+  }
+  return batcher;
+}
+
 function isBatcher<I, O>(value: unknown): value is Batcher<I, O> | StreamingBatcher<I, O> {
   return (
     typeof value === 'function' &&

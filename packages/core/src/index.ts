@@ -1,13 +1,12 @@
 export {
-  checkOptionalFunction,
-  routeBatcher,
+  batcherForRoute,
   serveBatched,
   toInputError,
   watchDisconnect,
   writeHttpError,
   writeSse,
 } from './adapter-kit.js';
-export type { BatchedExchange, DisconnectWatch, RequestCallOptions, RouteBatcherOptions } from './adapter-kit.js';
+export type { BatchedExchange, DisconnectWatch, RequestCallOptions, RouteBatcherOptions, RouteHooks } from './adapter-kit.js';
 export { createBatcher, createStreamingBatcher } from './batcher.js';
 export { BatchError, ErrorCode, exposeError, isBatchError } from './errors.js';
 export type { BatchErrorOptions } from './errors.js';

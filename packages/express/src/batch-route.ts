@@ -1,5 +1,5 @@
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
-import { checkOptionalFunction, describeValue as describe, routeBatcher, serveBatched } from '@microbatch/core';
+import { batcherForRoute, serveBatched } from '@microbatch/core';
 import type { Batcher, RequestCallOptions, RouteBatcherOptions, StreamingBatcher } from '@microbatch/core';
 import { sendError } from './error-handler.js';
 
@@ -61,17 +61,8 @@ const ROUTE_NAME = 'batchRoute';
  * ```
  */
 export function batchRoute<I, O>(options: BatchRouteOptions<I, O>): BatchRouteHandler<I, O> {
-  if (typeof options !== 'object' || options === null) {
-    throw new TypeError(`Expected \`${ROUTE_NAME}\` options to be an object, got ${describe(options)}`);
-  }
-  const { input = defaultInput as (req: Request) => I, output, callOptions, handler, batcher: given, ...rest } = options;
-  checkOptionalFunction('input', input);
-  checkOptionalFunction('output', output);
-  checkOptionalFunction('callOptions', callOptions);
-  const batcher = routeBatcher<I, O>(ROUTE_NAME, { handler, batcher: given }, rest);
-  if (batcher.streaming && output !== undefined) {
-    throw new TypeError(`\`${ROUTE_NAME}\` got \`output\` for a streaming batcher: each streamed value is sent as one Server-Sent Event`);
-  }
+  const batcher = batcherForRoute<I, O>(ROUTE_NAME, options);
+  const { input = defaultInput as (req: Request) => I, output, callOptions } = options;
   const send = output ?? defaultOutput;
 
   function serve(req: Request, res: Response): Promise<void> {

@@ -1,5 +1,5 @@
 import type { Next, ParameterizedContext } from 'koa';
-import { checkOptionalFunction, describeValue as describe, routeBatcher, serveBatched } from '@microbatch/core';
+import { batcherForRoute, serveBatched } from '@microbatch/core';
 import type { Batcher, RequestCallOptions, RouteBatcherOptions, StreamingBatcher } from '@microbatch/core';
 import { renderError } from './error-handler.js';
 
@@ -67,17 +67,8 @@ const ROUTE_NAME = 'batchRoute';
 export function batchRoute<I, O, C extends ParameterizedContext = ParameterizedContext>(
   options: BatchRouteOptions<I, O, C>,
 ): BatchRouteMiddleware<I, O, C> {
-  if (typeof options !== 'object' || options === null) {
-    throw new TypeError(`Expected \`${ROUTE_NAME}\` options to be an object, got ${describe(options)}`);
-  }
-  const { input = defaultInput as (ctx: C) => I, output, callOptions, handler, batcher: given, ...rest } = options;
-  checkOptionalFunction('input', input);
-  checkOptionalFunction('output', output);
-  checkOptionalFunction('callOptions', callOptions);
-  const batcher = routeBatcher<I, O>(ROUTE_NAME, { handler, batcher: given }, rest);
-  if (batcher.streaming && output !== undefined) {
-    throw new TypeError(`\`${ROUTE_NAME}\` got \`output\` for a streaming batcher: each streamed value is sent as one Server-Sent Event`);
-  }
+  const batcher = batcherForRoute<I, O>(ROUTE_NAME, options);
+  const { input = defaultInput as (ctx: C) => I, output, callOptions } = options;
   const send = output ?? defaultOutput;
 
   function batchRouteMiddleware(ctx: C, _next: Next): Promise<void> {
