@@ -1,23 +1,33 @@
 // Overload of the REAL Express text-completion example (started with its documented command): first its
-// sustainable rate on the tutorial's `GET /?text=`, measured briefly with a closed loop, then about 10x that rate,
-// open loop, for 3 s (`pnpm test`) or 20 s (`pnpm test:reliability`). Every request must be answered exactly once,
-// with 200 or 503 QUEUE_FULL + Retry-After; /healthz must keep answering; the server's resident memory must stay
-// bounded; accepted throughput must stay at the maximum the CPU allows (the model kept busy with full batches, from
-// the example's own per-batch log; the ratio to the measured sustainable rate is reported, not asserted: on shared
-// cores the load generator competes with the model). Then it must still serve and shut down cleanly on SIGTERM.
+// sustainable rate on the tutorial's `GET /?text=`, measured briefly with a closed loop, then about 10x that rate
+// (capped at what a load generator sharing 2 cores can send on time), open loop. `pnpm test:reliability` keeps it up
+// for 20 s; `pnpm test` stops as soon as the server has refused enough requests to show the overload (at least 3 s,
+// bounded by work, not by a duration guessed for one machine's speed). Every request must be answered exactly once,
+// with 200 or 503 (QUEUE_FULL or OVERLOADED) + Retry-After; /healthz must keep answering; the server's resident
+// memory must stay bounded; accepted throughput must stay at the maximum the CPU allows (the model kept busy with
+// full batches, from the example's own per-batch log; the ratio to the measured sustainable rate is reported, not
+// asserted: on shared cores the load generator competes with the model). Then it must still serve and shut down
+// cleanly on SIGTERM.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ServerProcess, exampleStartArgs, readCpu, startServer } from './helpers/child.js';
 import { type Answer, type Outcome, errorBody, keepAliveAgent, retryAfterSeconds, send } from './helpers/http.js';
 import { type Classify, closedLoop, okRate, openLoop } from './helpers/load.js';
 import { FULL, countBy, flush, record } from './helpers/report.js';
 
+/** How long the overload is sent at least (`pnpm test`: then until REFUSALS_SEEN refusals, within OVERLOAD_MAX_MS). */
 const OVERLOAD_MS = FULL ? 20_000 : 3_000;
+const OVERLOAD_MAX_MS = FULL ? 20_000 : 60_000;
+const REFUSALS_SEEN = 50;
 const MEASURE_MS = FULL ? 5_000 : 1_500;
 const FACTOR = 10;
+/** A load generator on the same 2 cores cannot send much more than this on time (with the other core busy). */
+const MAX_SEND_RPS = 400;
 /** Clients of the rate measurement: two full batches (the example's maxBatchSize is 8), so the model never waits. */
 const MEASURE_CLIENTS = 16;
 /** Generous: queued requests wait for up to maxQueueSize (1024) / rate seconds. */
 const REQUEST_TIMEOUT_MS = 120_000;
+/** A hang guard only: the work is bounded (the overload stops once refusals are seen, and the queue is bounded). */
+const HANG_GUARD_MS = 300_000;
 /** Resident memory may grow by this much under overload (the model and its arenas are already warm). */
 const RSS_SLACK_BYTES = 256 * 2 ** 20;
 
@@ -25,7 +35,7 @@ const PROMPTS = ['Once upon a time,', 'Hi my name is Lewis and I like to', 'In a
 const prompt = (index: number): string => PROMPTS[index % PROMPTS.length] as string;
 const request = (index: number) => ({ path: `/?text=${encodeURIComponent(prompt(index))}` });
 
-/** 200 with the story (prompt + completion, as plain text), or 503 QUEUE_FULL with Retry-After. */
+/** 200 with the story (prompt + completion, as plain text), or 503 QUEUE_FULL / OVERLOADED with Retry-After. */
 const classify: Classify = (answer: Answer, index: number) => {
   if (answer.status === 200) {
     const text = String(answer.headers['content-type']).startsWith('text/plain') && answer.body.startsWith(prompt(index));
@@ -33,7 +43,7 @@ const classify: Classify = (answer: Answer, index: number) => {
   }
   if (answer.status === 503) {
     const error = errorBody(answer.body);
-    if (error?.code === 'QUEUE_FULL' && retryAfterSeconds(answer.headers) !== undefined) return 'queue_full';
+    if ((error?.code === 'QUEUE_FULL' || error?.code === 'OVERLOADED') && retryAfterSeconds(answer.headers) !== undefined) return 'refused';
   }
   return `unexpected: ${answer.status} ${errorBody(answer.body)?.code ?? answer.body.slice(0, 60)}`;
 };
@@ -49,8 +59,8 @@ afterAll(async () => {
   if (server?.exitInfo() === undefined) await server?.stop();
 });
 
-describe(`overload of the Express text-completion example: ${FACTOR}x its sustainable rate for ${OVERLOAD_MS / 1000} s`, () => {
-  it('answers every request exactly once (200 or 503 + Retry-After), stays healthy, bounded and fast, and recovers', async () => {
+describe(`overload of the Express text-completion example: ${FACTOR}x its sustainable rate (at most ${MAX_SEND_RPS}/s)`, () => {
+  it('answers every request exactly once (200 or 503 + Retry-After), stays healthy, bounded and fast, and recovers', { timeout: HANG_GUARD_MS }, async () => {
     const agent = keepAliveAgent(4_000);
     try {
       // Warm-up (the first batches allocate the model's arenas), then the sustainable rate.
@@ -68,7 +78,7 @@ describe(`overload of the Express text-completion example: ${FACTOR}x its sustai
       });
       const sustainable = ((measured.classes.ok ?? 0) * 1000) / measured.sendingMs;
       const measuredBatches = batchLog(server.output().slice(outputBeforeMeasure), measured.sendingMs);
-      const rate = Math.max(1, Math.round(FACTOR * sustainable));
+      const rate = Math.max(1, Math.min(MAX_SEND_RPS, Math.round(FACTOR * sustainable)));
       const rssBaseline = server.rssBytes();
 
       // /healthz on its own connection, every 250 ms, while the overload runs.
@@ -83,7 +93,7 @@ describe(`overload of the Express text-completion example: ${FACTOR}x its sustai
       })();
       // CPU (in cores) of the server's main thread, its other threads (the model's worker) and this client.
       const cpuBefore = { server: readCpu(server.pid), client: process.cpuUsage() };
-      let cpuDuring: Record<string, number> | undefined;
+      let cpuAt: { server: ReturnType<typeof readCpu>; client: NodeJS.CpuUsage; elapsed: number } | undefined;
       // The example logs one line per batch: the batches that ran while the overload was being sent.
       const outputAtStart = server.output().length;
       let outputAtEnd: number | undefined;
@@ -94,16 +104,18 @@ describe(`overload of the Express text-completion example: ${FACTOR}x its sustai
         url: server.url,
         agent,
         rate,
-        durationMs: OVERLOAD_MS,
+        durationMs: OVERLOAD_MAX_MS,
+        minDurationMs: OVERLOAD_MS,
+        stopWhen: (classes) => !FULL && (classes.refused ?? 0) >= REFUSALS_SEEN,
         maxInFlight: 4_000,
         timeoutMs: REQUEST_TIMEOUT_MS,
         request: (index) => request(index + 1_000),
         classify: (answer, index) => classify(answer, index + 1_000),
+        onSendingEnd: (elapsed) => {
+          cpuAt = { server: readCpu(server.pid), client: process.cpuUsage(), elapsed };
+          outputAtEnd = server.output().length;
+        },
         onTick: (elapsed) => {
-          if (elapsed >= OVERLOAD_MS && cpuDuring === undefined) {
-            cpuDuring = cpuCores(cpuBefore, readCpu(server.pid), process.cpuUsage(), elapsed);
-            outputAtEnd = server.output().length;
-          }
           if (elapsed - lastSample < 250) return;
           lastSample = elapsed;
           const rss = server.rssBytes();
@@ -112,13 +124,14 @@ describe(`overload of the Express text-completion example: ${FACTOR}x its sustai
           rssPeak = Math.max(rssPeak, rss);
         },
       });
+      const cpuDuring = cpuAt === undefined ? undefined : cpuCores(cpuBefore, cpuAt.server, cpuAt.client, cpuAt.elapsed);
       probing = false;
       await prober;
       healthAgent.destroy();
       const rssAfter = server.rssBytes();
       const overloadBatches = batchLog(server.output().slice(outputAtStart, outputAtEnd), overload.sendingMs);
       const acceptedRate = okRate(overload, 0, overload.sendingMs);
-      const planned = Math.floor((rate * OVERLOAD_MS) / 1000);
+      const achievedSendRate = (overload.sent * 1000) / overload.sendingMs;
 
       // It still serves, normally, once the queue has drained.
       const recovery = await send(server.url, `/?text=${encodeURIComponent(prompt(0))}`, { timeoutMs: 30_000 });
@@ -136,7 +149,7 @@ describe(`overload of the Express text-completion example: ${FACTOR}x its sustai
         lost: sent - answered,
         crashes: (alive ? 0 : 1) + (exit.code === 0 ? 0 : 1),
         detail: {
-          overload_seconds: OVERLOAD_MS / 1000,
+          overload_seconds: round(overload.sendingMs / 1000),
           sustainable_rps: round(sustainable),
           measured: {
             seconds: MEASURE_MS / 1000,
@@ -147,9 +160,8 @@ describe(`overload of the Express text-completion example: ${FACTOR}x its sustai
             server_batches: measuredBatches,
           },
           target_rps: rate,
-          planned_requests: planned,
           sent: overload.sent,
-          achieved_send_rps: round((overload.sent * 1000) / overload.sendingMs),
+          achieved_send_rps: round(achievedSendRate),
           answered: overload.answered,
           lost: overload.lost,
           classes: overload.classes,
@@ -174,14 +186,14 @@ describe(`overload of the Express text-completion example: ${FACTOR}x its sustai
       expect(sustainable).toBeGreaterThan(0);
       // Every request answered exactly once, with one of the two expected answers.
       expect(overload.answered).toBe(overload.sent);
-      expect(Object.keys(overload.classes).filter((name) => name !== 'ok' && name !== 'queue_full')).toEqual([]);
+      expect(Object.keys(overload.classes).filter((name) => name !== 'ok' && name !== 'refused')).toEqual([]);
       expect(measured.answered).toBe(measured.sent);
-      // It really was an overload: the sender kept up with most of the plan, and the queue overflowed.
-      expect(overload.sent).toBeGreaterThanOrEqual(Math.floor(planned * 0.8));
-      expect(overload.classes.queue_full).toBeGreaterThan(0);
+      // It really was an overload: more was sent than the server could serve, and the excess was refused.
+      expect(achievedSendRate).toBeGreaterThan(sustainable);
+      expect(overload.classes.refused ?? 0).toBeGreaterThanOrEqual(FULL ? 1 : REFUSALS_SEEN);
       expect(overload.classes.ok).toBeGreaterThan(0);
-      // Health answered 200 throughout.
-      expect(health.length).toBeGreaterThanOrEqual(Math.floor(OVERLOAD_MS / 1000));
+      // Health answered 200 throughout (probed every 250 ms: at least one a second).
+      expect(health.length).toBeGreaterThanOrEqual(Math.floor(overload.sendingMs / 1000));
       expect(healthStatuses).toEqual({ 200: health.length });
       // Memory bounded.
       if (rssBaseline !== undefined) expect(rssPeak - rssBaseline).toBeLessThan(RSS_SLACK_BYTES);

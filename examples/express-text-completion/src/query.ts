@@ -2,17 +2,17 @@
 // against a running server (default http://127.0.0.1:8000). Prints each story and the batch sizes the server used.
 import { pathToFileURL } from 'node:url';
 
-/** The tutorial's prompts. */
+/** The tutorial's nine prompts, in its order (../shared/reference/ray-serve-batching-tutorial-text-generator.md). */
 export const TUTORIAL_TEXTS = [
   'Once upon a time,',
   'Hi my name is Lewis and I like to',
-  'In a galaxy far far away',
   'My name is Mary, and my favorite',
   'My name is Clara and I am',
   'My name is Julien and I like to',
   'Today I accidentally',
   'My greatest wish is to',
   'In a galaxy far far away',
+  'My best talent is',
 ] as const;
 
 /** One query's answer and the batch it rode in (from the `X-Batch-Id` / `X-Batch-Size` headers). */

@@ -9,6 +9,18 @@ import { startChild } from '../../../examples/testing/child-server.js';
 
 const BIN = fileURLToPath(new URL('../bin/microbatch.js', import.meta.url));
 const MODEL = bundledModelDir();
+/** The `texts` of Ray Serve's text-generator batching tutorial (../shared/reference), in its order. */
+const RAY_TUTORIAL_PROMPTS = [
+  'Once upon a time,',
+  'Hi my name is Lewis and I like to',
+  'My name is Mary, and my favorite',
+  'My name is Clara and I am',
+  'My name is Julien and I like to',
+  'Today I accidentally',
+  'My greatest wish is to',
+  'In a galaxy far far away',
+  'My best talent is',
+];
 const QUERY_SCRIPT = fileURLToPath(new URL('../../../examples/express-text-completion/src/query.ts', import.meta.url));
 
 /** Runs `microbatch <args>` to completion. */
@@ -81,6 +93,9 @@ describe('microbatch serve', () => {
     });
     const answers = [...query.matchAll(/^\[200, batch #(\d+) of (\d+)\] \S/gm)];
     expect(answers).toHaveLength(9);
+    // Exactly the tutorial's nine prompts, each once (each story starts with its prompt).
+    const stories = [...query.matchAll(/^\[200, batch #\d+ of \d+\] (.*)$/gm)].map((match) => match[1] as string);
+    for (const prompt of RAY_TUTORIAL_PROMPTS) expect(stories.filter((story) => story.startsWith(prompt))).toHaveLength(1);
     const sizes = new Map(answers.map((match) => [match[1], Number(match[2])]));
     expect([...sizes.values()].every((size) => size <= 4)).toBe(true);
     expect([...sizes.values()].reduce((sum, size) => sum + size, 0)).toBe(9);

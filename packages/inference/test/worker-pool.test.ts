@@ -105,9 +105,8 @@ describe('worker pool', () => {
     const missing = join(models.root, 'no-such-model');
     const pool = createWorkerPool({ runner: { task: 'text-generation', model: missing } });
     pools.push(pool);
-    const started = performance.now();
+    // Quickly: the message is the load failure's own, not the start timeout's (30 s by default).
     const error = await rejection(pool.ready);
-    expect(performance.now() - started).toBeLessThan(10_000);
     expect(isBatchError(error, 'UNAVAILABLE')).toBe(true);
     expect((error as Error).message).toBe(
       `Failed to load the text-generation model from "${missing}": missing config.json, tokenizer.json, onnx/model.onnx (expected a transformers.js model folder, fp32)`,

@@ -157,9 +157,22 @@ export interface OpenLoopOptions {
   readonly classify: Classify;
   /** Called every `tickMs` while sending (for example to sample the server's memory). */
   readonly onTick?: (elapsedMs: number) => void;
+  /**
+   * Stops sending early, once at least `minDurationMs` have passed, when this returns true for the answers so far
+   * (classes by name): bounds the work by what the test needs to see rather than by a duration guessed for one
+   * machine's speed.
+   */
+  readonly stopWhen?: (classes: Readonly<Record<string, number>>) => boolean;
+  /** @default durationMs */
+  readonly minDurationMs?: number;
+  /** Called once when sending stops, before the answers still in flight are awaited. */
+  readonly onSendingEnd?: (elapsedMs: number) => void;
 }
 
-/** Sends `rate` requests per second for `durationMs` (so at most `rate * durationMs / 1000`), then awaits them all. */
+/**
+ * Sends `rate` requests per second for `durationMs` (so at most `rate * durationMs / 1000`), or until `stopWhen`
+ * holds, then awaits them all.
+ */
 export async function openLoop(options: OpenLoopOptions): Promise<LoadReport & { readonly deferred: number }> {
   const tally = new Tally(options.classify);
   const total = Math.floor((options.rate * options.durationMs) / 1000);
@@ -170,6 +183,7 @@ export async function openLoop(options: OpenLoopOptions): Promise<LoadReport & {
   while (sent < total) {
     const elapsed = performance.now() - tally.started;
     if (elapsed > options.durationMs + 1_000) break; // the client fell behind: never overrun the time bound
+    if (options.stopWhen !== undefined && elapsed >= (options.minDurationMs ?? options.durationMs) && options.stopWhen(tally.classes)) break;
     const due = Math.min(total, Math.floor((elapsed * options.rate) / 1000));
     while (sent < due) {
       if (tally.inFlight >= options.maxInFlight) {
@@ -189,6 +203,7 @@ export async function openLoop(options: OpenLoopOptions): Promise<LoadReport & {
     await new Promise((resolve) => setTimeout(resolve, tickMs));
   }
   const sendingMs = performance.now() - tally.started;
+  options.onSendingEnd?.(sendingMs);
   await Promise.all(pending);
   return { ...tally.report(sendingMs), deferred };
 }
