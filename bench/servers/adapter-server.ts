@@ -25,7 +25,7 @@ function expressApp(batched: boolean): express.Express {
   const app = express();
   app.disable('x-powered-by');
   if (batched) {
-    app.post('/add', express.json(), expressBatchRoute({ input: (req) => numberOf(req.body), output: (result) => ({ result }), handler: add }));
+    app.post('/add', express.json(), expressBatchRoute({ input: (req) => numberOf(req.body), output: (result, _req, res) => res.json({ result }), handler: add }));
   } else {
     app.post('/add', express.json(), (req, res) => {
       void add([numberOf(req.body)]).then(([result]) => res.json({ result }));
@@ -34,10 +34,19 @@ function expressApp(batched: boolean): express.Express {
   return app;
 }
 
-function koaApp(batched: boolean): Koa {
+function koaApp(batched: boolean) {
   const router = new Router();
   if (batched) {
-    router.post('/add', koaBatchRoute({ input: (ctx) => numberOf(ctx.request.body), output: (result) => ({ result }), handler: add }));
+    router.post(
+      '/add',
+      koaBatchRoute({
+        input: (ctx) => numberOf(ctx.request.body),
+        output: (result, ctx) => {
+          ctx.body = { result };
+        },
+        handler: add,
+      }),
+    );
   } else {
     router.post('/add', async (ctx) => {
       const [result] = await add([numberOf(ctx.request.body)]);
