@@ -1,5 +1,5 @@
-export type { RunOptions, WorkerPool, WorkerPoolOptions, WorkerPoolStats } from './pool-types.js';
-export { END_OF_STORY, TEXT_GENERATION_DEFAULTS, textGenerationBatchKey } from './runner-spec.js';
+export type { PoolBatcherOptions, RunOptions, WorkerPool, WorkerPoolOptions, WorkerPoolStats } from './pool/pool-types.js';
+export { END_OF_STORY, TEXT_GENERATION_DEFAULTS, textGenerationBatchKey } from './spec/runner-spec.js';
 export type {
   ChunkOf,
   ClassificationLabel,
@@ -21,12 +21,12 @@ export type {
   TextGenerationOutput,
   TextGenerationRunnerSpec,
   TokenUsage,
-} from './runner-types.js';
-export { createTextGenerationParser, createTextGenerationValidator } from './text-generation-request.js';
+} from './spec/runner-types.js';
+export { createTextGenerationParser, createTextGenerationValidator } from './requests/text-generation-request.js';
 export type {
   TextGenerationLimits,
   TextGenerationParser,
   TextGenerationValidator,
   TextGenerationValidatorOptions,
-} from './text-generation-request.js';
-export { createWorkerPool } from './worker-pool.js';
+} from './requests/text-generation-request.js';
+export { createWorkerPool } from './pool/worker-pool.js';

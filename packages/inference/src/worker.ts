@@ -1,19 +1,30 @@
 // The worker-thread entry (built to dist/worker.js). onnxruntime-node blocks its thread for a whole run, so the
 // model lives here and the main thread only posts batches and receives results.
 import { parentPort, workerData } from 'node:worker_threads';
-import { serializeError } from './protocol.js';
-import type { RunMessage, StepSlot, TestHooks, WorkerInit, WorkerMessage } from './protocol.js';
-import { loadRunner } from './runners/runner.js';
+import { serializeError } from './pool/protocol.js';
+import type { PoolMessage, RunMessage, StepSlot, TestHooks, WorkerInit, WorkerMessage } from './pool/protocol.js';
+import { loadRunner } from './runners/load-runner.js';
 import type { Runner } from './runners/runner.js';
 
 const init = workerData as WorkerInit;
 const cancel = new Int32Array(init.cancel);
-/** Whether the pool no longer wants the running batch. */
-const cancelled = (): boolean => Atomics.load(cancel, 0) === 1;
+/** Runs the pool no longer wants: set by `cancel` messages (continuous scheduling runs several at once). */
+const cancelledRuns = new Set<number>();
+const activeRuns = new Set<number>();
 if (parentPort === null) throw new Error('@microbatch/inference: worker.js must be started as a worker thread');
 const port = parentPort;
 
-const send = (message: WorkerMessage) => port.postMessage(message);
+// Messages go out in one postMessage per turn of the event loop: a decode step of continuous generation streams a
+// chunk for every row and answers several requests, and one message costs both threads less than dozens.
+let outbox: WorkerMessage[] = [];
+function flush(): void {
+  const messages = outbox;
+  outbox = [];
+  port.postMessage(messages.length === 1 ? messages[0] : { type: 'batch', messages });
+}
+function send(message: WorkerMessage): void {
+  if (outbox.push(message) === 1) setImmediate(flush);
+}
 
 /** Test-only misbehaviour (see `createWorkerPoolForTesting`); `hooks` is undefined in every real pool. */
 function misbehave(hooks: TestHooks, inputs: readonly unknown[]): void {
@@ -29,6 +40,9 @@ function misbehave(hooks: TestHooks, inputs: readonly unknown[]): void {
 
 async function handle(runner: Runner, message: RunMessage): Promise<void> {
   const { id, inputs, stream } = message;
+  // The shared flag serves request scheduling (one run at a time); `cancel` messages name one run.
+  const cancelled = (): boolean => cancelledRuns.has(id) || Atomics.load(cancel, 0) === 1;
+  activeRuns.add(id);
   try {
     if (init.hooks !== undefined) misbehave(init.hooks, inputs);
     const emit = stream ? (slots: readonly StepSlot[]) => send({ type: 'step', id, slots }) : undefined;
@@ -36,6 +50,9 @@ async function handle(runner: Runner, message: RunMessage): Promise<void> {
     send({ type: 'result', id, results });
   } catch (error) {
     send({ type: 'failed', id, error: serializeError(error) });
+  } finally {
+    activeRuns.delete(id);
+    cancelledRuns.delete(id);
   }
 }
 
@@ -49,8 +66,21 @@ async function main(): Promise<void> {
     send(error instanceof Error && error.stack !== undefined ? { type: 'load-error', message, stack: error.stack } : { type: 'load-error', message });
     return;
   }
-  // The pool sends one batch at a time to each worker, so handling messages as they come never overlaps runs.
-  port.on('message', (message: RunMessage) => void handle(runner, message));
+  // With request scheduling the pool sends one run at a time; with continuous scheduling runs overlap and the
+  // runner merges them into its decode loop.
+  port.on('message', (message: PoolMessage) => {
+    switch (message.type) {
+      case 'run':
+        void handle(runner, message);
+        return;
+      case 'cancel':
+        // A cancellation that crossed the run's result in flight names a run that is over: nothing to keep.
+        if (activeRuns.has(message.id)) cancelledRuns.add(message.id);
+        return;
+      case 'stats':
+        send({ type: 'stats', id: message.id, stats: runner.stats?.() ?? {} });
+    }
+  });
   send({ type: 'ready' });
 }
 

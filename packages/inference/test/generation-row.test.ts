@@ -71,3 +71,27 @@ describe('GenerationRow', () => {
     expect(generation.takeChunk()).toBeNull();
   });
 });
+
+describe('GenerationRow with a piece table', () => {
+  // The fake tokenizer's pieces; the emoji halves have none (as byte-fallback tokens), so rows decode a window there.
+  const pieceOf = (id: number) => (id >= 100 ? undefined : (PIECES[id] ?? ''));
+
+  it('streams the same chunks and result as decoding windows', () => {
+    for (const ids of [[1, 2, 5, 6, 7, 8, 9], [1, 100, 101, 3, 4, 0], [1, 5, 9], [4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4]]) {
+      const windows = row({ maxNewTokens: 10 });
+      const pieces = row({ maxNewTokens: 10, pieceOf });
+      expect(drive(pieces, ids)).toEqual(drive(windows, ids));
+      expect(pieces.output()).toEqual(windows.output());
+    }
+  });
+
+  it('decodes ids without a piece through the window', () => {
+    const calls: number[][] = [];
+    const generation = row({ pieceOf, decode: (ids) => (calls.push([...ids]), decode(ids)) });
+    drive(generation, [1, 2, 100, 101, 3]);
+    // The first token and the emoji halves are decoded (windows starting at the last settled token); `upon ` and
+    // `a ` come from the table without a decode.
+    expect(calls).toEqual([[1], [2], [2, 100], [2], [2, 100, 101]]);
+    expect(generation.output().text).toBe('Once upon 🙂a ');
+  });
+});

@@ -5,17 +5,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TINYSTORIES_DIR } from './helpers/paths.js';
 import { ensureWorkerBuilt } from './helpers/worker-build.js';
 
-let pool: WorkerPool<TextGenerationInput, TextGenerationOutput, TextGenerationChunk>;
-
-beforeAll(async () => {
-  await ensureWorkerBuilt();
-  pool = createWorkerPool({ runner: { task: 'text-generation', model: TINYSTORIES_DIR } });
-  await pool.ready;
-});
-
-afterAll(async () => {
-  await pool?.close();
-});
 
 const INPUTS: TextGenerationInput[] = [
   { prompt: 'Once upon a time, ', max_new_tokens: 200, temperature: 0 },
@@ -24,7 +13,19 @@ const INPUTS: TextGenerationInput[] = [
   { prompt: 'Hi ', max_new_tokens: 30, temperature: 0 },
 ];
 
-describe('streaming text generation', () => {
+describe.each(['continuous', 'request'] as const)('streaming text generation (%s scheduling)', (scheduling) => {
+  let pool: WorkerPool<TextGenerationInput, TextGenerationOutput, TextGenerationChunk>;
+
+  beforeAll(async () => {
+    await ensureWorkerBuilt();
+    pool = createWorkerPool({ runner: { task: 'text-generation', model: TINYSTORIES_DIR, scheduling } });
+    await pool.ready;
+  });
+
+  afterAll(async () => {
+    await pool?.close();
+  });
+
   it('yields per-step pieces whose concatenation equals the non-streamed result, then END', async () => {
     const expected = (await pool.run(INPUTS)) as TextGenerationOutput[];
     const pieces: string[][] = INPUTS.map(() => []);

@@ -57,7 +57,7 @@ describe('createTextGenerationParser', () => {
     });
     expect(invalid(() => parse({ prompt: 'x', stop: ['a', 'b', 'c', 'd', 'e'] }))).toEqual({
       field: 'stop',
-      message: '`stop` must be a string or an array of at most 4 strings of 1 to 64 characters, got `[array of 5]` (array)',
+      message: '`stop` must be a string or an array of at most 4 strings of 1 to 64 characters, got `["a","b","c","d","e"]` (array)',
     });
     expect(invalid(() => parse({ prompt: 'x', stop: [''] })).field).toBe('stop');
     expect(invalid(() => parse({ prompt: 'x', stop: 'y'.repeat(65) })).field).toBe('stop');
@@ -70,7 +70,7 @@ describe('createTextGenerationParser', () => {
     expect(invalid(() => strict({ prompt: 'abc', max_tokens: 9 })).field).toBe('max_tokens');
     expect(() => createTextGenerationParser({ maxTokens: 0 })).toThrow(new TypeError('Expected `maxTokens` to be an integer >= 1, got `0` (number)'));
     expect(() => createTextGenerationParser({ maxTokens: 8, defaultMaxTokens: 9 })).toThrow(
-      new TypeError('Expected `defaultMaxTokens` to be an integer from 1 to 8, got `9` (number)'),
+      new TypeError('Expected `defaultMaxTokens` to be an integer >= 1 and <= 8, got `9` (number)'),
     );
   });
 });

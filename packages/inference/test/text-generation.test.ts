@@ -16,25 +16,25 @@ const PROMPTS = [
   'The sun was shining and the birds ',
 ];
 
-let pool: Pool;
-
-beforeAll(async () => {
-  await ensureWorkerBuilt();
-  pool = createWorkerPool({ runner: { task: 'text-generation', model: TINYSTORIES_DIR } });
-  await pool.ready;
-});
-
-afterAll(async () => {
-  await pool?.close();
-});
-
-async function oneByOne(inputs: readonly TextGenerationInput[]): Promise<unknown[]> {
+async function oneByOne(pool: Pool, inputs: readonly TextGenerationInput[]): Promise<unknown[]> {
   const results: unknown[] = [];
   for (const input of inputs) results.push(...(await pool.run([input])));
   return results;
 }
 
-describe('text-generation runner', () => {
+describe.each(['continuous', 'request'] as const)('text-generation runner (%s scheduling)', (scheduling) => {
+  let pool: Pool;
+
+  beforeAll(async () => {
+    await ensureWorkerBuilt();
+    pool = createWorkerPool({ runner: { task: 'text-generation', model: TINYSTORIES_DIR, scheduling } });
+    await pool.ready;
+  });
+
+  afterAll(async () => {
+    await pool?.close();
+  });
+
   it('generates the known greedy continuation of the bundled model', async () => {
     const [result] = await pool.run([{ prompt: 'Once upon a time, ', max_new_tokens: 20, temperature: 0 }]);
     expect(result).toEqual({
@@ -47,7 +47,7 @@ describe('text-generation runner', () => {
   it('gives the same greedy results batched (left-padded, mixed max_new_tokens) as one by one', async () => {
     const inputs = PROMPTS.map((prompt, index) => ({ prompt, max_new_tokens: 8 + index * 12, temperature: 0 }));
     const batched = await pool.run(inputs);
-    expect(batched).toEqual(await oneByOne(inputs));
+    expect(batched).toEqual(await oneByOne(pool, inputs));
     batched.forEach((result, index) => {
       expect((result as TextGenerationOutput).usage.completion_tokens).toBe(8 + index * 12);
     });
@@ -64,7 +64,7 @@ describe('text-generation runner', () => {
     const sizes: number[] = [];
     const results = await Promise.all(inputs.map((input) => generate(input, { onDispatch: (info) => sizes.push(info.batchSize) })));
     expect(sizes).toEqual(PROMPTS.map(() => PROMPTS.length));
-    expect(results).toEqual(await oneByOne(inputs));
+    expect(results).toEqual(await oneByOne(pool, inputs));
     await generate.close();
   });
 
@@ -78,7 +78,7 @@ describe('text-generation runner', () => {
   });
 
   it('always strips <|end_story|> by default, where a runner without stop strings shows it', async () => {
-    const raw = createWorkerPool({ runner: { task: 'text-generation', model: TINYSTORIES_DIR, stop: [] } });
+    const raw = createWorkerPool({ runner: { task: 'text-generation', model: TINYSTORIES_DIR, stop: [], scheduling } });
     try {
       await raw.ready;
       const input = { prompt: 'Once upon a time, ', max_new_tokens: 200, temperature: 0 };
@@ -110,7 +110,7 @@ describe('text-generation runner', () => {
 
   it('samples reproducibly from a seeded worker', async () => {
     const sample = async () => {
-      const seeded = createWorkerPool({ runner: { task: 'text-generation', model: TINYSTORIES_DIR, seed: 7 } });
+      const seeded = createWorkerPool({ runner: { task: 'text-generation', model: TINYSTORIES_DIR, seed: 7, scheduling } });
       try {
         return await seeded.run(PROMPTS.slice(0, 3).map((prompt) => ({ prompt, max_new_tokens: 24, temperature: 1.5 })));
       } finally {

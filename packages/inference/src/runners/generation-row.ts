@@ -1,4 +1,4 @@
-import type { FinishReason, TextGenerationChunk, TextGenerationOutput, TokenUsage } from '../runner-types.js';
+import type { FinishReason, TextGenerationChunk, TextGenerationOutput, TokenUsage } from '../spec/runner-types.js';
 
 /** What one row of a batched generation needs to know to decide when it is done. */
 export interface GenerationRowOptions {
@@ -8,30 +8,49 @@ export interface GenerationRowOptions {
   readonly eosTokenIds: ReadonlySet<number>;
   /** Decodes generated ids to text (special tokens skipped). */
   readonly decode: (ids: readonly number[]) => string;
+  /**
+   * The text a token adds after others, when a lookup can say (see `token-pieces.ts`); rows decode a short window
+   * where it returns `undefined`.
+   */
+  readonly pieceOf?: (id: number) => string | undefined;
 }
 
 /**
- * One request's view of a batched generation. The batch keeps generating until every row is done, so each row
- * records its own end (EOS, stop string, its own `max_new_tokens`) and ignores the tokens that follow.
+ * One request's view of a batched generation: it records its own end (EOS, stop string, its own
+ * `max_new_tokens`) and ignores the tokens a batch may generate after it.
  *
- * Text is always the decode of ALL generated ids, cut at the first stop string: decoding the cumulative ids and
- * emitting the difference keeps multi-token characters and the tokenizer's space handling right, and the streamed
- * pieces add up to the same text as the non-streamed result because both come from this one class.
+ * Text is decoded incrementally, as TGI does: each step decodes only a short window (the last emitted token(s) and
+ * the new ones) twice and appends the difference, so a step costs the same at token 5 as at token 500. A window
+ * whose text ends in U+FFFD (an unfinished multi-byte character) waits for more tokens. The final text is one
+ * decode of all ids, cut at the first stop string: streamed pieces are prefixes of it, so they add up to the
+ * non-streamed text.
  */
 export class GenerationRow {
   readonly #options: GenerationRowOptions;
   readonly #ids: number[] = [];
+  readonly #longestStop: number;
+  /** Settled text decoded so far (incrementally), cut at a stop string once one appears. */
   #text = '';
+  /** The decode window: ids[#prefix, #read) is already in `#text`; ids[#read, end) is not yet. */
+  #prefix = 0;
+  #read = 0;
   #finish: FinishReason | null = null;
+  #final: string | undefined;
   #emitted = 0;
   #reported = false;
 
   constructor(options: GenerationRowOptions) {
     this.#options = options;
+    this.#longestStop = Math.max(0, ...options.stop.map((stop) => stop.length));
   }
 
   get finished(): boolean {
     return this.#finish !== null;
+  }
+
+  /** Tokens generated so far. */
+  get generated(): number {
+    return this.#ids.length;
   }
 
   /** Adds the token generated for this row in the latest step. */
@@ -39,23 +58,38 @@ export class GenerationRow {
     if (this.#finish !== null) return;
     this.#ids.push(id);
     if (this.#options.eosTokenIds.has(id)) {
-      this.#finish = 'stop';
+      this.#end('stop');
       return;
     }
-    const text = this.#options.decode(this.#ids);
-    const stopAt = firstStop(text, this.#options.stop);
-    if (stopAt >= 0) {
-      this.#text = text.slice(0, stopAt);
-      this.#finish = 'stop';
-      return;
+    const { stop } = this.#options;
+    // Nothing pending and a known piece: append it (the window then restarts at this token).
+    const piece = this.#read === this.#ids.length - 1 && this.#read > 0 ? this.#options.pieceOf?.(id) : undefined;
+    let added: string | undefined;
+    if (piece !== undefined) {
+      added = piece;
+    } else {
+      const before = this.#decode(this.#ids.slice(this.#prefix, this.#read));
+      const after = this.#decode(this.#ids.slice(this.#prefix));
+      if (after.length > before.length && !after.endsWith('\ufffd')) added = after.slice(before.length);
     }
-    this.#text = text;
-    if (this.#ids.length >= this.#options.maxNewTokens) this.#finish = 'length';
+    if (added !== undefined) {
+      const from = Math.max(0, this.#text.length - this.#longestStop + 1);
+      this.#text += added;
+      this.#prefix = this.#read;
+      this.#read = this.#ids.length;
+      const stopAt = firstStop(this.#text, stop, from);
+      if (stopAt >= 0) {
+        this.#text = this.#text.slice(0, stopAt);
+        this.#end('stop');
+        return;
+      }
+    }
+    if (this.#ids.length >= this.#options.maxNewTokens) this.#end('length');
   }
 
   /** Ends a row the model stopped early for a reason of its own (a global length limit). */
   forceFinish(): void {
-    this.#finish ??= 'length';
+    if (this.#finish === null) this.#end('length');
   }
 
   /**
@@ -64,8 +98,9 @@ export class GenerationRow {
    */
   takeChunk(): TextGenerationChunk | null {
     if (this.#reported) return null;
-    const end = this.#finish === null ? this.#settledEnd() : this.#text.length;
-    const piece = end > this.#emitted ? this.#text.slice(this.#emitted, end) : '';
+    const text = this.#final ?? this.#text;
+    const end = this.#finish === null ? this.#settledEnd() : text.length;
+    const piece = end > this.#emitted ? text.slice(this.#emitted, end) : '';
     this.#emitted = Math.max(this.#emitted, end);
     if (this.#finish !== null) {
       this.#reported = true;
@@ -76,7 +111,19 @@ export class GenerationRow {
 
   /** The row's final result. */
   output(): TextGenerationOutput {
-    return { text: this.#text, finish_reason: this.#finish ?? 'length', usage: this.#usage() };
+    return { text: this.#final ?? this.#text, finish_reason: this.#finish ?? 'length', usage: this.#usage() };
+  }
+
+  #end(reason: FinishReason): void {
+    this.#finish = reason;
+    // One full decode: it keeps a trailing unfinished character as the tokenizer renders it (U+FFFD).
+    const full = this.#decode(this.#ids);
+    const stopAt = firstStop(full, this.#options.stop);
+    this.#final = stopAt >= 0 ? full.slice(0, stopAt) : full;
+  }
+
+  #decode(ids: readonly number[]): string {
+    return ids.length === 0 ? '' : this.#options.decode(ids);
   }
 
   #usage(): TokenUsage {
@@ -84,14 +131,10 @@ export class GenerationRow {
     return { prompt_tokens: promptTokens, completion_tokens: this.#ids.length, total_tokens: promptTokens + this.#ids.length };
   }
 
-  /**
-   * How much of the current text cannot change any more: it holds back a trailing replacement character (an
-   * unfinished multi-byte character) and any tail that could still grow into a stop string.
-   */
+  /** How much of the current text cannot change any more: it holds back any tail that could still become a stop string. */
   #settledEnd(): number {
     const text = this.#text;
-    let end = text.length;
-    while (end > 0 && text.charCodeAt(end - 1) === 0xfffd) end -= 1;
+    const end = text.length;
     let held = 0;
     for (const stop of this.#options.stop) {
       for (let length = Math.min(stop.length - 1, end); length > held; length -= 1) {
@@ -105,11 +148,11 @@ export class GenerationRow {
   }
 }
 
-/** The index of the earliest stop string in `text`, or -1. */
-export function firstStop(text: string, stops: readonly string[]): number {
+/** The index of the earliest stop string in `text` (searching from `from`), or -1. */
+export function firstStop(text: string, stops: readonly string[], from = 0): number {
   let first = -1;
   for (const stop of stops) {
-    const at = text.indexOf(stop);
+    const at = text.indexOf(stop, from);
     if (at >= 0 && (first < 0 || at < first)) first = at;
   }
   return first;

@@ -1,7 +1,7 @@
 import { InferenceSession, Tensor } from 'onnxruntime-node';
-import { serializeError } from '../protocol.js';
-import type { ItemResult, WorkerInit } from '../protocol.js';
-import type { OnnxRunnerSpec, OnnxTensorData } from '../runner-types.js';
+import { serializeError } from '../pool/protocol.js';
+import type { ItemResult, WorkerInit } from '../pool/protocol.js';
+import type { OnnxRunnerSpec, OnnxTensorData } from '../spec/runner-types.js';
 import { collate, isSupportedType, sequenceAxis, split } from './onnx-collate.js';
 import type { ValueMeta } from './onnx-collate.js';
 import type { Runner } from './runner.js';

@@ -1,26 +1,18 @@
 import { AutoModelForCausalLM, AutoTokenizer, LogitsProcessor, StoppingCriteria, Tensor, random } from '@huggingface/transformers';
-import { InputError } from '../protocol.js';
-import type { ItemResult, StepSlot, WorkerInit } from '../protocol.js';
-import { samplingKey } from '../runner-spec.js';
-import type { TextGenerationRunnerSpec } from '../runner-types.js';
+import type { ItemResult, StepSlot, WorkerInit } from '../pool/protocol.js';
+import { samplingKey } from '../spec/runner-spec.js';
+import type { TextGenerationRunnerSpec } from '../spec/runner-types.js';
+import { checkGenerationInput } from './generation-request.js';
+import type { GenerationRequest as Request } from './generation-request.js';
 import { GenerationRow } from './generation-row.js';
-import { localModel } from './transformers-pipelines.js';
+import { localModel } from './local-model.js';
 import { partitionValid } from './runner.js';
+import { threadCpuMs } from './thread-cpu.js';
 import type { EmitStep, Runner } from './runner.js';
 
 type Spec = Required<TextGenerationRunnerSpec>;
 type Tokenizer = Awaited<ReturnType<typeof AutoTokenizer.from_pretrained>>;
 type Model = Awaited<ReturnType<typeof AutoModelForCausalLM.from_pretrained>>;
-
-/** One checked request with the runner's defaults applied. */
-interface Request {
-  /** The prompt's token ids (BOS included), tokenized once for both the context check and the batch. */
-  readonly ids: readonly number[];
-  readonly maxNewTokens: number;
-  readonly temperature: number;
-  readonly topP: number;
-  readonly stop: readonly string[];
-}
 
 /** Feeds every step's tokens to the rows and tells `generate()` which rows are done. */
 class RowStoppingCriteria extends StoppingCriteria {
@@ -51,7 +43,10 @@ interface ModelFacts {
   readonly padTokenId: number;
 }
 
-/** Loads the tokenizer and causal LM of a transformers.js model folder. */
+/**
+ * Request-level scheduling: each batch is one transformers.js `generate()` call that runs until its longest row
+ * ends. Kept for comparison with the continuous runner (`scheduling: 'request'`).
+ */
 export async function loadTextGenerationRunner(spec: Spec, init: WorkerInit): Promise<Runner> {
   const { id, options } = localModel(spec.model, init);
   const tokenizer = await AutoTokenizer.from_pretrained(id);
@@ -78,6 +73,10 @@ class TextGenerationRunner implements Runner {
     this.#tokenizer = tokenizer;
     this.#model = model;
     this.#facts = facts;
+  }
+
+  stats(): Record<string, number> {
+    return { threadCpuMs: threadCpuMs() };
   }
 
   async run(inputs: readonly unknown[], emit: EmitStep | undefined, cancelled: () => boolean = () => false): Promise<ItemResult[]> {
@@ -164,42 +163,7 @@ class TextGenerationRunner implements Runner {
   }
 
   #check(input: unknown): Request {
-    if (typeof input !== 'object' || input === null) {
-      throw new InputError(undefined, 'Expected a text-generation input object with a `prompt`');
-    }
-    const { prompt, max_new_tokens, temperature, top_p, stop } = input as Record<string, unknown>;
-    if (typeof prompt !== 'string' || prompt.length === 0) {
-      throw new InputError('prompt', '`prompt` must be a non-empty string');
-    }
-    const maxNewTokens = max_new_tokens ?? this.#spec.maxNewTokens;
-    if (typeof maxNewTokens !== 'number' || !Number.isInteger(maxNewTokens) || maxNewTokens < 1) {
-      throw new InputError('max_new_tokens', '`max_new_tokens` must be an integer >= 1');
-    }
-    const resolvedTemperature = temperature ?? this.#spec.temperature;
-    if (typeof resolvedTemperature !== 'number' || !Number.isFinite(resolvedTemperature) || resolvedTemperature < 0) {
-      throw new InputError('temperature', '`temperature` must be a finite number >= 0');
-    }
-    const resolvedTopP = top_p ?? this.#spec.topP;
-    if (typeof resolvedTopP !== 'number' || !(resolvedTopP > 0 && resolvedTopP <= 1)) {
-      throw new InputError('top_p', '`top_p` must be a number > 0 and <= 1');
-    }
-    if (stop !== undefined && (!Array.isArray(stop) || stop.some((s) => typeof s !== 'string' || s.length === 0))) {
-      throw new InputError('stop', '`stop` must be an array of non-empty strings');
-    }
-    const ids = this.#tokenizer.encode(prompt);
-    if (ids.length + maxNewTokens > this.#facts.contextLength) {
-      throw new InputError(
-        ids.length >= this.#facts.contextLength ? 'prompt' : 'max_new_tokens',
-        `\`prompt\` is ${ids.length} tokens; with \`max_new_tokens\` ${maxNewTokens} it exceeds the model context of ${this.#facts.contextLength} tokens`,
-      );
-    }
-    return {
-      ids,
-      maxNewTokens,
-      temperature: resolvedTemperature,
-      topP: resolvedTopP,
-      stop: [...this.#spec.stop, ...((stop as string[] | undefined) ?? [])],
-    };
+    return checkGenerationInput(input, this.#spec, (text) => this.#tokenizer.encode(text), this.#facts.contextLength);
   }
 }
 

@@ -1,47 +1,26 @@
-import { BatchError, END, ErrorCode, SKIP } from '@microbatch/core';
+import { BatchError, ErrorCode } from '@microbatch/core';
 import type { BatchHandler, StreamSlot, StreamingBatchHandler } from '@microbatch/core';
-import { checkInteger, checkNumber, checkString, definedEntries } from './options.js';
+import { resolvePoolOptions } from './pool-options.js';
+import type { ResolvedPoolOptions as Resolved } from './pool-options.js';
 import { PoolWorker, workerScript } from './pool-worker.js';
 import type { PoolWorkerEvents, Task } from './pool-worker.js';
-import type { RunOptions, WorkerPool, WorkerPoolOptions, WorkerPoolStats } from './pool-types.js';
-import type { ItemResult, SerializedError, StepSlot, TestHooks, WorkerInit } from './protocol.js';
-import { resolveRunnerSpec, taskStreams } from './runner-spec.js';
-import type { ChunkOf, InputOf, OutputOf, RunnerSpec } from './runner-types.js';
-import { StepChannel } from './step-channel.js';
-
-/** Library defaults of the pool; documented on {@link WorkerPoolOptions}. */
-const POOL_DEFAULTS = {
-  size: 1,
-  executionProvider: 'cpu',
-  threads: 1,
-  startTimeoutMs: 60_000,
-  name: 'inference',
-} as const satisfies Required<Omit<WorkerPoolOptions, 'runner'>>;
-
-type Resolved = Required<Omit<WorkerPoolOptions, 'runner'>>;
+import type { PoolBatcherOptions, RunOptions, WorkerPool, WorkerPoolOptions, WorkerPoolStats } from './pool-types.js';
+import type { ItemResult, StepSlot, TestHooks, WorkerInit } from './protocol.js';
+import { resolveRunnerSpec, taskStreams, textGenerationBatchKey } from '../spec/runner-spec.js';
+import type { ChunkOf, InputOf, OutputOf, RunnerSpec } from '../spec/runner-types.js';
+import { itemError, streamSteps } from './step-stream.js';
 
 /** How long a worker asked to stop its batch may take before it is terminated. */
 const CANCEL_GRACE_MS = 2_000;
-
-function resolvePoolOptions(options: WorkerPoolOptions): Resolved {
-  const resolved = { ...POOL_DEFAULTS, ...definedEntries('options', options) } as Resolved;
-  checkInteger('size', resolved.size, 1);
-  checkString('executionProvider', resolved.executionProvider);
-  checkInteger('threads', resolved.threads, 1);
-  checkNumber('startTimeoutMs', resolved.startTimeoutMs, 0, 2_147_483_647, true);
-  checkString('name', resolved.name);
-  return resolved;
-}
-
-function itemError(error: SerializedError): BatchError {
-  return new BatchError(error.code, error.message, error.field === undefined ? {} : { details: { field: error.field } });
-}
 
 /** The pool behind {@link createWorkerPool}; `hooks` is only ever set by `createWorkerPoolForTesting`. */
 export class InferenceWorkerPool<I, O, C> implements WorkerPool<I, O, C> {
   readonly name: string;
   readonly size: number;
   readonly streams: boolean;
+  readonly scheduling: 'continuous' | 'request';
+  readonly concurrency: number;
+  readonly batcherOptions: PoolBatcherOptions<I>;
   readonly ready: Promise<void>;
   readonly handler: BatchHandler<I, O> = (inputs, context) => this.run(inputs, { signal: context.signal });
   readonly streamingHandler: StreamingBatchHandler<I, C> = (inputs, context) => this.stream(inputs, { signal: context.signal });
@@ -49,8 +28,16 @@ export class InferenceWorkerPool<I, O, C> implements WorkerPool<I, O, C> {
   readonly #init: Omit<WorkerInit, 'index' | 'cancel'>;
   readonly #workers: (PoolWorker | undefined)[];
   readonly #loadTimers = new Map<PoolWorker, NodeJS.Timeout>();
+  /** Items a continuous worker holds at once (running or next in line); 0 for one batch at a time. */
+  readonly #capacity: number;
   /** Workers whose batch was abandoned, finishing their current step before they are terminated. */
   readonly #retiring = new Set<PoolWorker>();
+  /**
+   * Continuous workers asked to drop a request that have not reported back yet. They take no new request meanwhile:
+   * a healthy loop answers at its next step (milliseconds), and a hung one is replaced after CANCEL_GRACE_MS, so a
+   * request sent to it then would fail with it instead of waiting for the replacement.
+   */
+  readonly #cancelling = new Map<PoolWorker, number>();
   #queue: Task[] = [];
   #nextTaskId = 1;
   #startup: { pending: number; resolve: () => void; reject: (error: unknown) => void } | undefined;
@@ -69,10 +56,10 @@ export class InferenceWorkerPool<I, O, C> implements WorkerPool<I, O, C> {
       this.#dispatch();
     },
     loadFailed: (worker, error) => this.#onLoadFailed(worker, error),
-    crashed: (worker, error, task) => {
+    crashed: (worker, error, tasks) => {
       this.#crashes += 1;
       this.#workers[worker.index] = undefined;
-      task?.reject(error);
+      for (const task of tasks) task.reject(error);
       this.#replace(worker.index);
     },
     idle: () => this.#dispatch(),
@@ -85,6 +72,21 @@ export class InferenceWorkerPool<I, O, C> implements WorkerPool<I, O, C> {
     this.name = this.#options.name;
     this.size = this.#options.size;
     this.streams = taskStreams(spec.task);
+    const continuous = spec.task === 'text-generation' && spec.scheduling === 'continuous';
+    this.scheduling = continuous ? 'continuous' : 'request';
+    // A continuous worker takes up to twice its loop's capacity: the extra requests wait in the worker, so a freed
+    // slot is refilled at the worker's next step instead of after a round trip through a busy main thread.
+    this.#capacity = continuous ? 2 * spec.maxBatchSize : 0;
+    this.concurrency = continuous ? this.size * this.#capacity : this.size;
+    // Continuous: every request goes to the worker on its own the moment it is dispatched, so it joins the decode
+    // loop at its next step and is answered the step it ends. Request-level: whole batches, split by sampling.
+    this.batcherOptions = (
+      continuous
+        ? { maxBatchSize: 1, maxConcurrentBatches: this.concurrency }
+        : spec.task === 'text-generation'
+          ? { maxConcurrentBatches: this.size, batchKey: textGenerationBatchKey }
+          : { maxConcurrentBatches: this.size }
+    ) as PoolBatcherOptions<I>;
     this.#init = { spec, executionProvider: this.#options.executionProvider, threads: this.#options.threads, hooks };
     this.ready = new Promise<void>((resolve, reject) => {
       this.#startup = { pending: this.size, resolve, reject };
@@ -123,9 +125,14 @@ export class InferenceWorkerPool<I, O, C> implements WorkerPool<I, O, C> {
       readyWorkers: states.filter((state) => state === 'idle' || state === 'busy').length,
       busyWorkers: states.filter((state) => state === 'busy').length,
       queueLength: this.#queue.length,
+      runningItems: this.#workers.reduce((sum, worker) => sum + (worker?.load ?? 0), 0),
       crashes: this.#crashes,
       restarts: this.#restarts,
     };
+  }
+
+  async runnerStats(): Promise<Readonly<Record<string, number>>[]> {
+    return Promise.all(this.#workers.map((worker) => worker?.runnerStats() ?? Promise.resolve({})));
   }
 
   async close(): Promise<void> {
@@ -136,9 +143,9 @@ export class InferenceWorkerPool<I, O, C> implements WorkerPool<I, O, C> {
     this.#startup = undefined;
     for (const task of this.#queue.splice(0)) task.reject(error);
     // Busy workers are asked to stop first: terminating one inside onnxruntime's native run aborts the process.
-    const busy = this.#workers.filter((worker): worker is PoolWorker => worker?.current !== undefined);
+    const busy = this.#workers.filter((worker): worker is PoolWorker => worker !== undefined && worker.tasks.length > 0);
     for (const worker of busy) {
-      worker.current?.reject(error);
+      for (const task of worker.tasks) task.reject(error);
       worker.cancel();
     }
     await Promise.all([
@@ -149,35 +156,16 @@ export class InferenceWorkerPool<I, O, C> implements WorkerPool<I, O, C> {
     for (const worker of this.#workers) {
       if (worker === undefined) continue;
       this.#clearLoadTimer(worker);
-      const { task, exited } = worker.terminate();
-      task?.reject(error);
+      const { tasks, exited } = worker.terminate();
+      for (const task of tasks) task.reject(error);
       exits.push(exited);
     }
     this.#workers.fill(undefined);
     await Promise.all(exits);
   }
 
-  async *#steps(inputs: readonly I[], signal: AbortSignal | undefined): AsyncGenerator<StreamSlot<C>[]> {
-    const channel = new StepChannel<readonly StepSlot[]>();
-    this.#submit(inputs, signal, (slots) => channel.push(slots)).then(
-      () => channel.end(),
-      (error: unknown) => channel.fail(error),
-    );
-    try {
-      for await (const slots of channel) {
-        const finished = new Set<number>();
-        yield slots.map((slot, index): StreamSlot<C> => {
-          if (slot === null) return SKIP;
-          if ('error' in slot) return itemError(slot.error);
-          if ((slot.chunk as { finish_reason?: unknown }).finish_reason != null) finished.add(index);
-          return slot.chunk as C;
-        });
-        // A final chunk ends its item's stream at once instead of when the slowest item of the batch is done.
-        if (finished.size > 0) yield slots.map((_, index) => (finished.has(index) ? END : SKIP));
-      }
-    } finally {
-      void channel.return();
-    }
+  #steps(inputs: readonly I[], signal: AbortSignal | undefined): AsyncGenerator<StreamSlot<C>[]> {
+    return streamSteps<C>((onStep) => this.#submit(inputs, signal, onStep));
   }
 
   #submit(
@@ -223,9 +211,16 @@ export class InferenceWorkerPool<I, O, C> implements WorkerPool<I, O, C> {
 
   #dispatch(): void {
     while (this.#queue.length > 0) {
-      const worker = this.#workers.find((candidate) => candidate?.state === 'idle');
+      const task = this.#queue[0] as Task;
+      // The least loaded worker that can take the batch now.
+      let worker: PoolWorker | undefined;
+      for (const candidate of this.#workers) {
+        if (candidate === undefined || this.#cancelling.has(candidate)) continue;
+        if (candidate.canTake(task) && (worker === undefined || candidate.load < worker.load)) worker = candidate;
+      }
       if (worker === undefined) break;
-      worker.run(this.#queue.shift() as Task);
+      this.#queue.shift();
+      worker.run(task);
     }
     const alive = this.#workers.some((worker) => worker !== undefined);
     if (!alive && this.#queue.length > 0) {
@@ -251,17 +246,50 @@ export class InferenceWorkerPool<I, O, C> implements WorkerPool<I, O, C> {
     const reason: unknown = task.signal?.reason;
     const queued = this.#queue.indexOf(task);
     if (queued >= 0) this.#queue.splice(queued, 1);
-    const worker = this.#workers.find((candidate) => candidate?.current === task);
+    const worker = this.#workers.find((candidate) => candidate?.has(task) === true);
     task.reject(reason);
     if (worker === undefined) return;
+    if (worker.capacity > 0) {
+      this.#cancelInLoop(worker, task);
+      return;
+    }
     this.#workers[worker.index] = undefined;
     this.#retiring.add(worker);
     void worker.retire(CANCEL_GRACE_MS).then(() => this.#retiring.delete(worker));
     this.#replace(worker.index);
   }
 
+  /**
+   * A continuous worker drops a cancelled request at its next step and keeps the others running. One that does
+   * not report back within CANCEL_GRACE_MS is stuck: it is terminated, its other batches fail with UNAVAILABLE,
+   * and it is replaced.
+   */
+  #cancelInLoop(worker: PoolWorker, task: Task): void {
+    worker.cancel(task);
+    this.#cancelling.set(worker, (this.#cancelling.get(worker) ?? 0) + 1);
+    void worker.settled(task, CANCEL_GRACE_MS).then((settled) => {
+      const left = (this.#cancelling.get(worker) ?? 1) - 1;
+      if (left > 0) this.#cancelling.set(worker, left);
+      else this.#cancelling.delete(worker);
+      if (settled || this.#workers[worker.index] !== worker) {
+        this.#dispatch();
+        return;
+      }
+      // Terminated on purpose, as a retired worker of request-level scheduling is: a restart, not a crash.
+      this.#workers[worker.index] = undefined;
+      const { tasks } = worker.terminate();
+      const error = new BatchError(
+        ErrorCode.UNAVAILABLE,
+        `Inference worker ${worker.index} did not stop a cancelled request within ${CANCEL_GRACE_MS} ms; it is being replaced`,
+        { retryAfterSeconds: 1, expose: false },
+      );
+      for (const other of tasks) other.reject(error);
+      this.#replace(worker.index);
+    });
+  }
+
   #spawn(index: number): void {
-    const worker = new PoolWorker(index, { ...this.#init, index }, this.#events);
+    const worker = new PoolWorker(index, { ...this.#init, index }, this.#events, this.#capacity);
     this.#workers[index] = worker;
     const timer = setTimeout(() => {
       const { exited } = worker.terminate();
@@ -307,13 +335,14 @@ export class InferenceWorkerPool<I, O, C> implements WorkerPool<I, O, C> {
 
 /**
  * Starts a pool of worker threads that each load the runner's model; batches run there, off the main event loop.
- * Give the batcher `maxConcurrentBatches: pool.size`, so every concurrent batch has a worker of its own.
+ * Give the batcher `pool.batcherOptions`: for continuous text generation each request then goes to a worker's decode
+ * loop on its own the moment it is dispatched; for other runners every concurrent batch has a worker of its own.
  *
  * @example
  * ```ts
  * const pool = createWorkerPool({ runner: { task: 'text-generation', model: 'models/tinystories-656k' }, size: 2 });
  * await pool.ready;
- * const generate = createBatcher(pool.handler, { maxConcurrentBatches: pool.size, batchKey: textGenerationBatchKey });
+ * const generate = createBatcher(pool.handler, { ...pool.batcherOptions, batchWaitTimeoutMs: 0 });
  * const { text } = await generate({ prompt: 'Once upon a time, ', max_new_tokens: 32, temperature: 0 });
  * ```
  */

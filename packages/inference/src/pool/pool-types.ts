@@ -1,5 +1,5 @@
 import type { BatchHandler, StreamSlot, StreamingBatchHandler } from '@microbatch/core';
-import type { RunnerSpec } from './runner-types.js';
+import type { RunnerSpec } from '../spec/runner-types.js';
 
 /**
  * Options of `createWorkerPool`; every one is validated once, when the pool is created.
@@ -74,6 +74,26 @@ export interface WorkerPoolStats {
   readonly crashes: number;
   /** Workers started to replace a crashed or aborted one. */
   readonly restarts: number;
+  /** Items the workers are running now (for continuous text generation: sequences admitted to decode loops). */
+  readonly runningItems: number;
+}
+
+/**
+ * The batcher options a pool needs: give them to `createBatcher` / `createStreamingBatcher` (add your own
+ * `batchWaitTimeoutMs`, `maxQueueSize`, timeouts).
+ *
+ * @example
+ * ```ts
+ * const generate = createBatcher(pool.handler, { ...pool.batcherOptions, name: 'generate' });
+ * ```
+ */
+export interface PoolBatcherOptions<I> {
+  /** `1` for continuous text generation: each request goes to the decode loop on its own. */
+  readonly maxBatchSize?: number;
+  /** The pool's {@link WorkerPool.concurrency}. */
+  readonly maxConcurrentBatches: number;
+  /** `textGenerationBatchKey` for request-level text generation (one `generate()` call per sampling setting). */
+  readonly batchKey?: (input: I) => unknown;
 }
 
 /**
@@ -96,6 +116,18 @@ export interface WorkerPool<I, O, C = never> {
   readonly closed: boolean;
   /** Whether the runner streams (then `stream()` and `streamingHandler` work). */
   readonly streams: boolean;
+  /**
+   * `'continuous'` for a text-generation runner with continuous scheduling (requests join and leave each worker's
+   * decode loop step by step), `'request'` for every other runner (each batch runs on one worker to its end).
+   */
+  readonly scheduling: 'continuous' | 'request';
+  /**
+   * How many batches the pool takes at once: `size` for request scheduling; for continuous, `size x 2 x maxBatchSize`
+   * single requests (each worker decodes `maxBatchSize` of them and holds as many ready to join at the next step).
+   */
+  readonly concurrency: number;
+  /** The batcher options this pool needs (`maxConcurrentBatches`, and `maxBatchSize` / `batchKey` by scheduling). */
+  readonly batcherOptions: PoolBatcherOptions<I>;
   /** Runs one batch on a free worker (waiting for one if all are busy or loading). */
   run(inputs: readonly I[], options?: RunOptions): Promise<Array<O | Error>>;
   /** Runs one batch on a free worker and yields its steps: one slot per input each. */
@@ -105,6 +137,12 @@ export interface WorkerPool<I, O, C = never> {
   /** `stream` as a streaming batch handler. */
   readonly streamingHandler: StreamingBatchHandler<I, C>;
   stats(): WorkerPoolStats;
+  /**
+   * Each worker's runner counters; for continuous text generation: `decodeSteps`, `decodedRows`, `prefillCalls`,
+   * `joinedRunning` (newcomers merged into a running batch), `maxRows`, and ms in `decodeRunMs` / `prefillRunMs`
+   * (session.run), `composeMs` (KV copies) and `loopMs` (whole iterations). `{}` for runners without counters.
+   */
+  runnerStats(): Promise<Readonly<Record<string, number>>[]>;
   /** Rejects queued and running batches with `CLOSED` and terminates every worker. */
   close(): Promise<void>;
 }

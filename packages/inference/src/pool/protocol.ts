@@ -1,6 +1,6 @@
 // The messages between the pool (main thread) and a worker. Everything here crosses `postMessage`, so it is
 // plain data: errors travel as `SerializedError` and become `BatchError`s again on the main thread.
-import type { ResolvedRunnerSpec } from './runner-spec.js';
+import type { ResolvedRunnerSpec } from '../spec/runner-spec.js';
 
 /** Test-only behaviour injected through `createWorkerPoolForTesting`; never set by the public API. */
 export interface TestHooks {
@@ -52,13 +52,21 @@ export interface RunMessage {
   readonly stream: boolean;
 }
 
+/** Main thread to worker: a run, the cancellation of one run (continuous scheduling), or a stats request. */
+export type PoolMessage =
+  | RunMessage
+  | { readonly type: 'cancel'; readonly id: number }
+  | { readonly type: 'stats'; readonly id: number };
+
 /** Worker to main thread. */
 export type WorkerMessage =
   | { readonly type: 'ready' }
   | { readonly type: 'load-error'; readonly message: string; readonly stack?: string }
   | { readonly type: 'step'; readonly id: number; readonly slots: readonly StepSlot[] }
   | { readonly type: 'result'; readonly id: number; readonly results: readonly ItemResult[] }
-  | { readonly type: 'failed'; readonly id: number; readonly error: SerializedError };
+  | { readonly type: 'failed'; readonly id: number; readonly error: SerializedError }
+  | { readonly type: 'stats'; readonly id: number; readonly stats: Readonly<Record<string, number>> }
+  | { readonly type: 'batch'; readonly messages: readonly WorkerMessage[] };
 
 /** Thrown by runners for a bad item; becomes an `INVALID_INPUT` result for that item only. */
 export class InputError extends Error {

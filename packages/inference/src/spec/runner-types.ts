@@ -41,11 +41,32 @@ export interface TextGenerationRunnerSpec {
    */
   readonly contextLength?: number;
   /**
-   * Seeds each worker's sampler once at start, so sampled output is reproducible for the same sequence of batches.
-   * `-1` leaves it unseeded.
+   * Seeds sampling, so sampled output is reproducible. With `'continuous'` each request draws from its own stream,
+   * seeded from this seed and its arrival order at the worker; with `'request'` each worker's one sampler is
+   * seeded once, so output depends on the sequence of batches too. `-1` leaves it unseeded.
    * @default -1
    */
   readonly seed?: number;
+  /**
+   * How requests share the model. `'continuous'` (iteration-level): the worker runs one decode loop; requests join
+   * it at the next step, leave it the step they finish (answered at once) and never split it by sampling
+   * parameters. `'request'`: each batch is one `generate()` call that runs until its longest request ends; a request
+   * that arrives meanwhile waits for the whole batch. Give the batcher {@link WorkerPool.batcherOptions}.
+   * @default 'continuous'
+   */
+  readonly scheduling?: 'continuous' | 'request';
+  /**
+   * `'continuous'` only: the most sequences one worker decodes together (more wait in the pool's queue).
+   * @default 32
+   */
+  readonly maxBatchSize?: number;
+  /**
+   * `'continuous'` only: the most prompt tokens (padded) one prefill call processes between two decode steps, so a
+   * newcomer's prefill delays the running sequences by a bounded time. A longer prompt is prefilled in chunks of
+   * this size, one chunk between two decode steps.
+   * @default 512
+   */
+  readonly maxPrefillTokens?: number;
 }
 
 /**

@@ -1,7 +1,8 @@
 import { basename, dirname, resolve, sep } from 'node:path';
 import { BatchError, ErrorCode } from '@microbatch/core';
-import { checkInteger, checkString, definedEntries, describe } from './options.js';
-import type { TextGenerationInput } from './runner-types.js';
+import { checkInteger, checkString, definedEntries } from '@microbatch/core/util';
+import { checkGenerationFields, contextLimitError } from './text-generation-fields.js';
+import type { TextGenerationInput } from '../spec/runner-types.js';
 
 /**
  * Bounds on what one text-generation request may ask for.
@@ -105,45 +106,14 @@ function resolveLimits(limits: TextGenerationLimits | undefined): Required<TextG
 }
 
 function parse(body: unknown, limits: Required<TextGenerationLimits>): TextGenerationInput {
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
-    throw invalid('body', `Expected the request body to be a JSON object, got ${describe(body)}`);
-  }
-  const { prompt, max_tokens, temperature, top_p, stop } = body as Record<string, unknown>;
-  if (typeof prompt !== 'string' || prompt.trim().length === 0) {
-    throw invalid('prompt', `\`prompt\` must be a non-empty string, got ${describe(prompt)}`);
-  }
-  if (prompt.length > limits.maxPromptChars) {
-    throw invalid('prompt', `\`prompt\` must be at most ${limits.maxPromptChars} characters, got ${prompt.length}`);
-  }
-  const maxTokens = max_tokens ?? limits.defaultMaxTokens;
-  if (typeof maxTokens !== 'number' || !Number.isInteger(maxTokens) || maxTokens < 1 || maxTokens > limits.maxTokens) {
-    throw invalid('max_tokens', `\`max_tokens\` must be an integer from 1 to ${limits.maxTokens}, got ${describe(max_tokens)}`);
-  }
-  const input: { -readonly [K in keyof TextGenerationInput]: TextGenerationInput[K] } = { prompt, max_new_tokens: maxTokens };
-  if (temperature !== undefined && temperature !== null) {
-    if (typeof temperature !== 'number' || !Number.isFinite(temperature) || temperature < 0 || temperature > 2) {
-      throw invalid('temperature', `\`temperature\` must be a number from 0 to 2, got ${describe(temperature)}`);
-    }
-    input.temperature = temperature;
-  }
-  if (top_p !== undefined && top_p !== null) {
-    if (typeof top_p !== 'number' || !Number.isFinite(top_p) || top_p <= 0 || top_p > 1) {
-      throw invalid('top_p', `\`top_p\` must be a number greater than 0 and at most 1, got ${describe(top_p)}`);
-    }
-    input.top_p = top_p;
-  }
-  if (stop !== undefined && stop !== null) {
-    const stops = typeof stop === 'string' ? [stop] : stop;
-    const { maxStopStrings: most, maxStopChars: longest } = limits;
-    if (
-      !Array.isArray(stops) ||
-      stops.length > most ||
-      stops.some((s) => typeof s !== 'string' || s.length === 0 || s.length > longest)
-    ) {
-      throw invalid('stop', `\`stop\` must be a string or an array of at most ${most} strings of 1 to ${longest} characters, got ${describe(stop)}`);
-    }
-    if (stops.length > 0) input.stop = [...(stops as string[])];
-  }
+  const fields = checkGenerationFields(body, 'max_tokens', invalid, limits);
+  const input: { -readonly [K in keyof TextGenerationInput]: TextGenerationInput[K] } = {
+    prompt: fields.prompt,
+    max_new_tokens: fields.maxTokens ?? limits.defaultMaxTokens,
+  };
+  if (fields.temperature !== undefined) input.temperature = fields.temperature;
+  if (fields.topP !== undefined) input.top_p = fields.topP;
+  if (fields.stop !== undefined) input.stop = fields.stop;
   return input;
 }
 
@@ -195,14 +165,8 @@ export async function createTextGenerationValidator(options: TextGenerationValid
   const countTokens = (prompt: string) => tokenizer.encode(prompt).length;
   const validate = (body: unknown): TextGenerationInput => {
     const input = parse(body, resolved);
-    const promptTokens = countTokens(input.prompt);
-    const maxTokens = input.max_new_tokens as number;
-    if (promptTokens + maxTokens > resolved.contextLength) {
-      throw invalid(
-        promptTokens >= resolved.contextLength ? 'prompt' : 'max_tokens',
-        `\`prompt\` is ${promptTokens} tokens; with \`max_tokens\` ${maxTokens} it exceeds the model context of ${resolved.contextLength} tokens`,
-      );
-    }
+    const overflow = contextLimitError(countTokens(input.prompt), input.max_new_tokens as number, resolved.contextLength, 'max_tokens');
+    if (overflow !== undefined) throw invalid(overflow.field, overflow.message);
     return input;
   };
   return Object.assign(validate, { countTokens });

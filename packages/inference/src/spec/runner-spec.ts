@@ -1,14 +1,5 @@
 import { resolve } from 'node:path';
-import {
-  checkBoolean,
-  checkInteger,
-  checkNumber,
-  checkOneOf,
-  checkString,
-  checkStringArray,
-  definedEntries,
-  fail,
-} from './options.js';
+import { checkBoolean, checkInteger, checkNumber, checkOneOf, checkString, definedEntries, fail } from '@microbatch/core/util';
 import type {
   FeatureExtractionRunnerSpec,
   TextGenerationInput,
@@ -45,6 +36,9 @@ export const TEXT_GENERATION_DEFAULTS = {
   topP: 1,
   contextLength: 0,
   seed: -1,
+  scheduling: 'continuous',
+  maxBatchSize: 32,
+  maxPrefillTokens: 512,
 } as const satisfies Required<TextGenerationRunnerSpec>;
 
 const FEATURE_EXTRACTION_DEFAULTS = {
@@ -79,6 +73,14 @@ export type ResolvedRunnerSpec =
 
 const TASKS = ['text-generation', 'feature-extraction', 'text-classification', 'onnx'] as const;
 
+/** Checks an array of non-empty strings (stop strings, output names). */
+function checkStringArray(name: string, value: unknown): readonly string[] {
+  if (!Array.isArray(value) || value.some((item) => typeof item !== 'string' || item.length === 0)) {
+    fail(name, 'an array of non-empty strings', value);
+  }
+  return value as readonly string[];
+}
+
 /** Whether a task's runner can stream per-step output. */
 export function taskStreams(task: RunnerSpec['task']): boolean {
   return task === 'text-generation';
@@ -106,6 +108,9 @@ export function resolveRunnerSpec(spec: RunnerSpec): ResolvedRunnerSpec {
       checkNumber('runner.topP', resolved.topP, 0, 1, true);
       checkInteger('runner.contextLength', resolved.contextLength, 0);
       checkInteger('runner.seed', resolved.seed, -1);
+      checkOneOf('runner.scheduling', resolved.scheduling, ['continuous', 'request']);
+      checkInteger('runner.maxBatchSize', resolved.maxBatchSize, 1);
+      checkInteger('runner.maxPrefillTokens', resolved.maxPrefillTokens, 1);
       return { ...resolved, stop: [...resolved.stop] };
     }
     case 'feature-extraction': {
@@ -144,12 +149,12 @@ export function resolveRunnerSpec(spec: RunnerSpec): ResolvedRunnerSpec {
 }
 
 /**
- * The sampling partition of a text-generation input: requests share one `generate()` call only when their
- * temperature and top_p agree, because transformers.js applies one generation config to the whole batch.
- * `max_new_tokens` and `stop` are per row and do not partition. Greedy requests (temperature 0) ignore top_p.
- *
- * Pass it as the batcher's `batchKey`; the runner also partitions by it, so a batcher without it is still correct,
- * only slower (the partitions of one batch run one after the other).
+ * The sampling partition of a text-generation input, for `scheduling: 'request'`: requests share one `generate()`
+ * call only when their temperature and top_p agree, because transformers.js applies one generation config to the
+ * whole batch. `max_new_tokens` and `stop` are per row and do not partition. Greedy requests (temperature 0) ignore
+ * top_p. `pool.batcherOptions` includes it for request scheduling; continuous scheduling samples each row on its
+ * own and needs no key. The request runner also partitions by it, so a batcher without it is still correct, only
+ * slower (the partitions of one batch run one after the other).
  *
  * @example
  * ```ts

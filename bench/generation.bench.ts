@@ -1,0 +1,296 @@
+// Continuous (iteration-level) vs request-level text generation on a mixed workload, and both against the decode
+// limit (the ONNX session alone, full batches at the workload's mean context), measured in one run.
+//
+// Closed loop: `c` clients each send their next request as soon as their previous one is answered; half of them
+// stream (time to first token), half wait for the whole completion (latency per max_tokens class). Rounds are
+// interleaved (continuous, request, continuous, request, ...) and medians reported.
+import { readFile, writeFile } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
+import { createBatcher, createStreamingBatcher } from '@microbatch/core';
+import { createWorkerPool } from '@microbatch/inference';
+import type { TextGenerationChunk, TextGenerationInput, TextGenerationOutput, WorkerPool } from '@microbatch/inference';
+import { renderGenerationChart } from './generation/chart.js';
+import type { ChartPoint } from './generation/chart.js';
+import { decodeLimiter } from './generation/decode-limit.js';
+import { writeSection } from './generation/report.js';
+import { machineInfo, waitForQuiet } from './lib/machine.js';
+import { MAX_TOKENS_CLASSES, mixedWorkload } from './generation/workload.js';
+
+const MODEL = fileURLToPath(new URL('../models/tinystories-656k', import.meta.url));
+const CONCURRENCIES = (process.env.CONCURRENCY ?? '8,32,64').split(',').map(Number);
+const ROUNDS = Number(process.env.ROUNDS ?? 3);
+/** The most sequences per model call in both schedulings. */
+const MAX_BATCH = 64;
+const SCHEDULINGS = ['continuous', 'request'] as const;
+type Scheduling = (typeof SCHEDULINGS)[number];
+type Pool = WorkerPool<TextGenerationInput, TextGenerationOutput, TextGenerationChunk>;
+
+interface Sample {
+  readonly maxTokens: number;
+  readonly streamed: boolean;
+  readonly latencyMs: number;
+  readonly ttftMs: number | undefined;
+  readonly tokens: number;
+  readonly promptTokens: number;
+}
+
+interface RunResult {
+  readonly tokensPerSecond: number;
+  /** CPU time of the worker thread per completion token (every token generated in the run, drained ones too). */
+  readonly workerCpuMsPerToken: number;
+  readonly wallMs: number;
+  readonly samples: Sample[];
+  readonly steps: Readonly<Record<string, number>> | undefined;
+}
+
+const quantile = (values: readonly number[], q: number): number => {
+  if (values.length === 0) return Number.NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] as number;
+};
+const median = (values: readonly number[]): number => quantile(values, 0.5);
+const round = (value: number, digits = 1): number => Number(value.toFixed(digits));
+
+function batchers(pool: Pool, scheduling: Scheduling) {
+  const options =
+    scheduling === 'continuous'
+      ? { ...pool.batcherOptions, batchWaitTimeoutMs: 0, maxQueueSize: 10_000 }
+      : { ...pool.batcherOptions, maxBatchSize: MAX_BATCH, batchWaitTimeoutMs: 5, maxQueueSize: 10_000 };
+  return { generate: createBatcher(pool.handler, options), streamer: createStreamingBatcher(pool.streamingHandler, options) };
+}
+
+/**
+ * Runs `c` clients over the workload until every request of it has been answered; throughput is all completion
+ * tokens over the whole run (as vLLM's benchmark_serving counts). The workload has 8 requests per client, so the
+ * drain at the end, with fewer and fewer clients, is a small part of the run.
+ */
+async function closedLoop(pool: Pool, scheduling: Scheduling, concurrency: number, workload: readonly TextGenerationInput[]): Promise<RunResult> {
+  const { generate, streamer } = batchers(pool, scheduling);
+  const before = (await pool.runnerStats())[0];
+  let allTokens = 0;
+  const samples: Sample[] = [];
+  let next = 0;
+  const started = performance.now();
+  const client = async (index: number) => {
+    const streamed = index % 2 === 0;
+    while (next < workload.length) {
+      const input = workload[next++] as TextGenerationInput;
+      const sent = performance.now();
+      let ttft: number | undefined;
+      let usage: TextGenerationOutput['usage'] | null = null;
+      if (streamed) {
+        for await (const chunk of streamer.stream(input)) {
+          if (ttft === undefined && (chunk.text.length > 0 || chunk.finish_reason !== null)) ttft = performance.now() - sent;
+          usage = chunk.usage ?? usage;
+        }
+      } else {
+        usage = (await generate(input)).usage;
+      }
+      const tokens = usage?.completion_tokens ?? 0;
+      allTokens += tokens;
+      samples.push({
+        maxTokens: input.max_new_tokens as number,
+        streamed,
+        latencyMs: performance.now() - sent,
+        ttftMs: ttft,
+        tokens,
+        promptTokens: usage?.prompt_tokens ?? 0,
+      });
+    }
+  };
+  await Promise.all(Array.from({ length: concurrency }, (_, index) => client(index)));
+  const wallMs = performance.now() - started;
+  await Promise.all([generate.close(), streamer.close()]);
+  const after = (await pool.runnerStats())[0];
+  const delta = Object.fromEntries(Object.keys(after ?? {}).map((key) => [key, (after?.[key] ?? 0) - (before?.[key] ?? 0)]));
+  const tokens = samples.reduce((sum, sample) => sum + sample.tokens, 0);
+  return {
+    tokensPerSecond: (tokens * 1000) / wallMs,
+    workerCpuMsPerToken: (delta.threadCpuMs ?? 0) / allTokens,
+    wallMs,
+    samples,
+    steps: scheduling === 'continuous' ? delta : undefined,
+  };
+}
+
+function summarize(runs: readonly RunResult[]) {
+  const samples = runs.flatMap((run) => run.samples);
+  const latency = Object.fromEntries(
+    MAX_TOKENS_CLASSES.map((max) => {
+      const values = samples.filter((sample) => sample.maxTokens === max && !sample.streamed).map((sample) => sample.latencyMs);
+      return [max, { p50_ms: round(median(values)), p99_ms: round(quantile(values, 0.99)), n: values.length }];
+    }),
+  );
+  const ttfts = samples.filter((sample) => sample.ttftMs !== undefined).map((sample) => sample.ttftMs as number);
+  const completion = samples.reduce((sum, sample) => sum + sample.tokens, 0);
+  const summary: Record<string, unknown> = {
+    tokens_per_s: round(median(runs.map((run) => run.tokensPerSecond)), 0),
+    worker_cpu_ms_per_token: round(median(runs.map((run) => run.workerCpuMsPerToken)), 4),
+    prompt_tokens_per_completion_token: round(samples.reduce((sum, sample) => sum + sample.promptTokens, 0) / completion, 2),
+    latency_by_max_tokens: latency,
+    ttft: { p50_ms: round(median(ttfts)), p99_ms: round(quantile(ttfts, 0.99)), n: ttfts.length },
+  };
+  const stepRuns = runs.map((run) => run.steps).filter((steps): steps is Readonly<Record<string, number>> => steps !== undefined);
+  if (stepRuns.length > 0) {
+    const total = (key: string) => stepRuns.reduce((sum, steps) => sum + (steps[key] ?? 0), 0);
+    const iterations = total('iterations');
+    const decodeSteps = total('decodeSteps');
+    const loop = total('loopMs');
+    const run = total('decodeRunMs') + total('prefillRunMs');
+    summary.steps = {
+      decode_steps: decodeSteps,
+      mean_rows_per_step: round(total('decodedRows') / decodeSteps),
+      prefill_calls: total('prefillCalls'),
+      joined_running: total('joinedRunning'),
+      // Per loop iteration (one prefill call at most, then one decode step):
+      iteration_ms: round(loop / iterations, 3),
+      session_run_decode_ms: round(total('decodeRunMs') / iterations, 3),
+      session_run_prefill_ms: round(total('prefillRunMs') / iterations, 3),
+      decode_calls_per_step: round(total('decodeCalls') / decodeSteps, 2),
+      mean_waiting: round(total('waitingSum') / iterations, 1),
+      mean_attended_real: round(total('attendedReal') / total('decodedRows'), 1),
+      padding_overhead: round(total('attendedPadded') / total('attendedReal'), 2),
+      kv_compose_ms: round(total('composeMs') / iterations, 3),
+      sample_detokenize_ms: round(total('sampleMs') / iterations, 3),
+      answer_stream_ms: round(total('answerMs') / iterations, 3),
+      other_js_ms: round((loop - run - total('composeMs') - total('sampleMs') - total('answerMs')) / iterations, 3),
+      session_run_share: round(run / loop, 3),
+    };
+  }
+  return summary;
+}
+
+async function main(): Promise<void> {
+  const machine = machineInfo();
+  const started = new Date();
+  const pools = {
+    continuous: createWorkerPool({ runner: { task: 'text-generation', model: MODEL, scheduling: 'continuous', maxBatchSize: MAX_BATCH } }),
+    request: createWorkerPool({ runner: { task: 'text-generation', model: MODEL, scheduling: 'request' } }),
+  } satisfies Record<Scheduling, Pool>;
+  await Promise.all(Object.values(pools).map((pool) => pool.ready));
+  const limiter = await decodeLimiter(MODEL);
+  const warm = mixedWorkload(16, 99);
+  for (const scheduling of SCHEDULINGS) await closedLoop(pools[scheduling], scheduling, 8, warm);
+
+  const results: Record<string, unknown> = {};
+  const chart: ChartPoint[] = [];
+  const table: Record<string, Record<string, number | string>> = {};
+  for (const concurrency of CONCURRENCIES) {
+    const workload = mixedWorkload(Math.max(128, concurrency * 8));
+    const runs: Record<Scheduling, RunResult[]> = { continuous: [], request: [] };
+    const limits = [];
+    const batch = Math.min(concurrency, MAX_BATCH);
+    let meanContext = 0;
+    let promptTokens = 0;
+    let tokens = 0;
+    // Interleaved: each round runs continuous, request, then the decode limit, so load on the machine hits all alike.
+    for (let trial = 0; trial < ROUNDS; trial += 1) {
+      // Start each round when nobody else keeps the 2 cores busy, if that happens within 20 s.
+      await waitForQuiet(20_000);
+      for (const scheduling of SCHEDULINGS) {
+        process.stdout.write(`\rc=${concurrency} round ${trial + 1}/${ROUNDS} ${scheduling}      `);
+        runs[scheduling].push(await closedLoop(pools[scheduling], scheduling, concurrency, workload));
+      }
+      // The workload's mean context: the past a decode step attends to, averaged over every decoded row.
+      const samples = runs.continuous.flatMap((run) => run.samples);
+      tokens = samples.reduce((sum, sample) => sum + sample.tokens, 0);
+      const steps = runs.continuous.map((run) => run.steps ?? {});
+      const attended = steps.reduce((sum, step) => sum + (step.attendedReal ?? 0), 0);
+      const rows = steps.reduce((sum, step) => sum + (step.decodedRows ?? 0), 0);
+      meanContext = Math.max(1, Math.round(attended / rows) - 1);
+      promptTokens = samples.reduce((sum, sample) => sum + sample.promptTokens, 0);
+      const meanPrompt = Math.max(1, Math.round(promptTokens / samples.length));
+      limits.push(await limiter(batch, meanContext, 200, meanPrompt));
+    }
+    const stepMs = median(limits.map((l) => l.stepMs));
+    const prefillMsPerToken = median(limits.map((l) => l.prefillMsPerToken));
+    // The same hardware bound with the workload's prompts prefilled too (full batches, no scheduling or JS):
+    // completion tokens over (decode time + prefill time).
+    const decodeMsPerToken = stepMs / batch;
+    const promptPerCompletion = promptTokens / tokens;
+    const limit = {
+      batch,
+      past: meanContext,
+      step_ms: round(stepMs, 3),
+      tokens_per_s: round(median(limits.map((l) => l.tokensPerSecond)), 0),
+      prefill_ms_per_token: round(prefillMsPerToken, 4),
+      cpu_ms_per_token: round(median(limits.map((l) => l.cpuMsPerToken)), 4),
+      with_prefill_tokens_per_s: round(1000 / (decodeMsPerToken + promptPerCompletion * prefillMsPerToken), 0),
+    };
+    const continuous = summarize(runs.continuous);
+    const request = summarize(runs.request);
+    const tps = (summary: Record<string, unknown>) => summary.tokens_per_s as number;
+    const p50 = (summary: Record<string, unknown>, max: number) =>
+      (summary.latency_by_max_tokens as Record<number, { p50_ms: number }>)[max]?.p50_ms as number;
+    const ttft = (summary: Record<string, unknown>) => (summary.ttft as { p50_ms: number }).p50_ms;
+    const cpuPerToken = (summary: Record<string, unknown>) => summary.worker_cpu_ms_per_token as number;
+    const ratios = {
+      tokens_per_s_continuous_over_request: round(tps(continuous) / tps(request), 2),
+      p50_8_tokens_continuous_over_request: round(p50(continuous, 8) / p50(request, 8), 2),
+      ttft_p50_continuous_over_request: round(ttft(continuous) / ttft(request), 2),
+      tokens_per_s_continuous_over_decode_limit: round(tps(continuous) / limit.tokens_per_s, 2),
+      tokens_per_s_continuous_over_limit_with_prefill: round(tps(continuous) / limit.with_prefill_tokens_per_s, 2),
+      // Load-independent: tokens per second of worker CPU (busy-machine waits excluded), continuous over the limit.
+      cpu_efficiency_continuous_over_decode_limit: round(limit.cpu_ms_per_token / cpuPerToken(continuous), 2),
+      cpu_efficiency_continuous_over_request: round(cpuPerToken(request) / cpuPerToken(continuous), 2),
+    };
+    chart.push({
+      concurrency,
+      continuous: tps(continuous),
+      request: tps(request),
+      decodeLimit: limit.tokens_per_s,
+      limitWithPrefill: limit.with_prefill_tokens_per_s,
+      ttftContinuous: ttft(continuous),
+      ttftRequest: ttft(request),
+    });
+    results[`c${concurrency}`] = { concurrency, requests: workload.length, continuous, request, decode_limit: limit, ratios };
+    table[`c=${concurrency}`] = {
+      'continuous tok/s': tps(continuous),
+      'request tok/s': tps(request),
+      'limit tok/s': limit.tokens_per_s,
+      'cont/req': ratios.tokens_per_s_continuous_over_request,
+      'cont/limit': ratios.tokens_per_s_continuous_over_decode_limit,
+      'limit+prefill tok/s': limit.with_prefill_tokens_per_s,
+      'cont/(limit+prefill)': ratios.tokens_per_s_continuous_over_limit_with_prefill,
+      'CPU eff. c/limit': ratios.cpu_efficiency_continuous_over_decode_limit,
+      'CPU eff. c/r': ratios.cpu_efficiency_continuous_over_request,
+      '8-tok p50 c/r': ratios.p50_8_tokens_continuous_over_request,
+      'TTFT p50 c/r': ratios.ttft_p50_continuous_over_request,
+    };
+  }
+  process.stdout.write('\n');
+  await Promise.all(Object.values(pools).map((pool) => pool.close()));
+  const output = {
+    run: { started: started.toISOString(), minutes: Math.round((Date.now() - started.getTime()) / 6000) / 10 },
+    machine: { ...machine, pool: '1 worker, 1 intra-op thread per scheduling' },
+    max_batch_size: MAX_BATCH,
+    rounds: ROUNDS,
+    workload: 'greedy; prompts of 3-48 words (~5-65 tokens); max_tokens uniform over 8/16/32/64/128; half the clients stream',
+    results,
+  };
+  await writeFile(new URL('./results/generation.json', import.meta.url), `${JSON.stringify(output, null, 2)}\n`);
+  await writeFile(new URL('./results/generation.svg', import.meta.url), renderGenerationChart(chart));
+  await writeSection(new URL('../BENCHMARKS.md', import.meta.url), output as unknown as Parameters<typeof writeSection>[1]);
+  console.table(table);
+  for (const [key, value] of Object.entries(results)) {
+    const { continuous, request } = value as { continuous: Record<string, unknown>; request: Record<string, unknown> };
+    console.log(`${key} latency p50/p99 ms by max_tokens (continuous | request):`);
+    const rows: Record<string, Record<string, string>> = {};
+    for (const max of MAX_TOKENS_CLASSES) {
+      const c = (continuous.latency_by_max_tokens as Record<number, { p50_ms: number; p99_ms: number }>)[max];
+      const r = (request.latency_by_max_tokens as Record<number, { p50_ms: number; p99_ms: number }>)[max];
+      rows[max] = { continuous: `${c?.p50_ms} / ${c?.p99_ms}`, request: `${r?.p50_ms} / ${r?.p99_ms}` };
+    }
+    console.table(rows);
+    console.log('  TTFT p50/p99 ms:', continuous.ttft, request.ttft);
+    console.log('  continuous step split:', continuous.steps);
+  }
+}
+
+if (process.argv.includes('--report')) {
+  // Rewrites the BENCHMARKS.md section from the last results, without running anything.
+  const results = JSON.parse(await readFile(new URL('./results/generation.json', import.meta.url), 'utf8'));
+  await writeSection(new URL('../BENCHMARKS.md', import.meta.url), results);
+} else {
+  await main();
+}

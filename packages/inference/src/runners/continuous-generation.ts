@@ -1,0 +1,213 @@
+// Continuous (iteration-level) text generation: the runner drives the ONNX session itself through one decode loop
+// per worker. Every `run()` call adds its requests to the loop, which merges them into the running batch at its
+// next iteration; each request's result (and stream) ends the step its sequence ends.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { AutoTokenizer } from '@huggingface/transformers';
+import { InferenceSession } from 'onnxruntime-node';
+import type { ItemResult, StepSlot, WorkerInit } from '../pool/protocol.js';
+import type { TextGenerationRunnerSpec } from '../spec/runner-types.js';
+import { calibrateStepCost } from './continuous/calibrate.js';
+import { DecodeLoop, Sequence } from './continuous/decode-loop.js';
+import type { StepCostModel } from './continuous/length-groups.js';
+import type { ModelGeometry } from './continuous/padded-batch.js';
+import { seededRandom } from './continuous/sampler.js';
+import { tokenPieces } from './continuous/token-pieces.js';
+import type { PieceOf } from './continuous/token-pieces.js';
+import { checkGenerationInput } from './generation-request.js';
+import type { GenerationRequest } from './generation-request.js';
+import { GenerationRow } from './generation-row.js';
+import { localModel } from './local-model.js';
+import { partitionValid } from './runner.js';
+import { threadCpuMs } from './thread-cpu.js';
+import type { EmitStep, Runner } from './runner.js';
+
+type Spec = Required<TextGenerationRunnerSpec>;
+
+/** The most length groups one decode step is split into. */
+const MAX_LENGTH_GROUPS = 4;
+type Tokenizer = Awaited<ReturnType<typeof AutoTokenizer.from_pretrained>>;
+
+interface ModelConfig {
+  readonly max_position_embeddings?: number;
+  readonly eos_token_id?: number | number[];
+  readonly pad_token_id?: number;
+  readonly num_key_value_heads?: number;
+  readonly num_attention_heads?: number;
+  readonly hidden_size?: number;
+  readonly head_dim?: number;
+  readonly vocab_size?: number;
+}
+
+function readJson(path: string): ModelConfig {
+  try {
+    return JSON.parse(readFileSync(path, 'utf8')) as ModelConfig;
+  } catch {
+    return {};
+  }
+}
+
+/** Loads the tokenizer (transformers.js) and an onnxruntime session of the model's `onnx/model.onnx`. */
+export async function loadContinuousGenerationRunner(spec: Spec, init: WorkerInit): Promise<Runner> {
+  const { id } = localModel(spec.model, init);
+  const tokenizer = await AutoTokenizer.from_pretrained(id);
+  const config = readJson(join(spec.model, 'config.json'));
+  const generation = readJson(join(spec.model, 'generation_config.json'));
+  const session = await InferenceSession.create(join(spec.model, 'onnx', 'model.onnx'), {
+    executionProviders: [init.executionProvider],
+    intraOpNumThreads: init.threads,
+    interOpNumThreads: 1,
+    graphOptimizationLevel: 'all',
+    // The arena keeps the peak of every shape it has seen (a long prompt's prefill) for the life of the worker;
+    // without it memory returns to its baseline and, measured here, steps are no slower.
+    enableCpuMemArena: false,
+  });
+  const pastNames = session.inputNames.filter((name) => name.startsWith('past_key_values.'));
+  const presentNames = pastNames.map((name) => name.replace('past_key_values.', 'present.'));
+  const missing = ['input_ids', 'attention_mask'].filter((name) => !session.inputNames.includes(name));
+  if (!(config.vocab_size !== undefined && config.vocab_size > 0)) throw new Error('config.json has no `vocab_size`');
+  if (pastNames.length === 0 || missing.length > 0 || presentNames.some((name) => !session.outputNames.includes(name))) {
+    throw new Error(
+      'continuous scheduling needs a decoder with a KV cache (inputs input_ids, attention_mask, past_key_values.*; ' +
+        'outputs logits, present.*); use `scheduling: \'request\'` for this model',
+    );
+  }
+  const heads = config.num_attention_heads ?? 1;
+  const geometry: ModelGeometry = {
+    pastNames,
+    presentNames,
+    kvHeads: config.num_key_value_heads ?? heads,
+    headDim: config.head_dim ?? (config.hidden_size ?? heads) / heads,
+    vocabSize: config.vocab_size ?? 0,
+    padTokenId: tokenizer.pad_token_id ?? config.pad_token_id ?? 0,
+    positionIds: session.inputNames.includes('position_ids'),
+  };
+  const eos = generation.eos_token_id ?? config.eos_token_id ?? tokenizer.eos_token_id;
+  const costModel = await calibrateStepCost(session, geometry);
+  return new ContinuousGenerationRunner(spec, tokenizer, session, geometry, costModel, {
+    contextLength: spec.contextLength > 0 ? spec.contextLength : (config.max_position_embeddings ?? 512),
+    eosTokenIds: new Set<number>([eos ?? []].flat().map(Number)),
+  });
+}
+
+/** One `run()` call: its inputs' sequences and how to answer it. */
+interface Task {
+  readonly size: number;
+  readonly items: readonly { readonly index: number; readonly sequence: Sequence }[];
+  readonly results: ItemResult[];
+  readonly emit: EmitStep | undefined;
+  readonly resolve: (results: ItemResult[]) => void;
+  readonly reject: (error: unknown) => void;
+}
+
+class ContinuousGenerationRunner implements Runner {
+  readonly #spec: Spec;
+  readonly #tokenizer: Tokenizer;
+  readonly #facts: { readonly contextLength: number; readonly eosTokenIds: ReadonlySet<number> };
+  readonly #loop: DecodeLoop;
+  readonly #costModel: StepCostModel;
+  readonly #decode: (ids: readonly number[]) => string;
+  readonly #pieceOf: PieceOf | undefined;
+  readonly #tasks = new Set<Task>();
+  #arrivals = 0;
+
+  constructor(
+    spec: Spec,
+    tokenizer: Tokenizer,
+    session: InferenceSession,
+    geometry: ModelGeometry,
+    costModel: StepCostModel,
+    facts: { readonly contextLength: number; readonly eosTokenIds: ReadonlySet<number> },
+  ) {
+    this.#spec = spec;
+    this.#tokenizer = tokenizer;
+    this.#facts = facts;
+    this.#costModel = costModel;
+    this.#decode = (ids) => tokenizer.decode([...ids], { skip_special_tokens: true });
+    const anchor = tokenizer.encode('a', { add_special_tokens: false })[0];
+    this.#pieceOf = anchor === undefined ? undefined : tokenPieces(this.#decode, geometry.vocabSize, anchor);
+    this.#loop = new DecodeLoop(
+      session,
+      geometry,
+      { maxBatchSize: spec.maxBatchSize, maxPrefillTokens: spec.maxPrefillTokens, maxGroups: MAX_LENGTH_GROUPS, costModel },
+      { afterIteration: () => this.#afterIteration(), failed: (error) => this.#failAll(error) },
+    );
+  }
+
+  run(inputs: readonly unknown[], emit: EmitStep | undefined, cancelled: () => boolean = () => false): Promise<ItemResult[]> {
+    const results: ItemResult[] = new Array(inputs.length);
+    const valid = partitionValid(inputs, (input) => this.#check(input), results);
+    if (emit !== undefined && valid.length < inputs.length) {
+      emit(results.map((result): StepSlot => (result !== undefined && !result.ok ? { error: result.error } : null)));
+    }
+    if (valid.length === 0) return Promise.resolve(results);
+    return new Promise((resolve, reject) => {
+      const items = valid.map(({ index, value }) => ({ index, sequence: this.#sequence(value, cancelled) }));
+      this.#tasks.add({ size: inputs.length, items, results, emit, resolve, reject });
+      this.#loop.add(items.map((item) => item.sequence));
+    });
+  }
+
+  stats(): Record<string, number> {
+    const { callMs, rowMs, rowPastMs } = this.#costModel;
+    return {
+      ...this.#loop.stats,
+      costCallMs: callMs,
+      costRowMs: rowMs,
+      costRowPastMs: rowPastMs,
+      pieceTable: this.#pieceOf === undefined ? 0 : 1,
+      threadCpuMs: threadCpuMs(),
+    };
+  }
+
+  #sequence(request: GenerationRequest, cancelled: () => boolean): Sequence {
+    const arrival = this.#arrivals++;
+    const seed = this.#spec.seed >= 0 ? (Math.imul(this.#spec.seed + 1, 0x9e3779b1) ^ arrival) >>> 0 : (Math.random() * 2 ** 32) >>> 0;
+    const output = new GenerationRow({
+      promptTokens: request.ids.length,
+      maxNewTokens: request.maxNewTokens,
+      stop: request.stop,
+      eosTokenIds: this.#facts.eosTokenIds,
+      decode: this.#decode,
+      ...(this.#pieceOf === undefined ? {} : { pieceOf: this.#pieceOf }),
+    });
+    return new Sequence(request.ids, output, { temperature: request.temperature, topP: request.topP, random: seededRandom(seed) }, cancelled);
+  }
+
+  /** Streams the step's chunks and answers each request whose sequences are all done. */
+  #afterIteration(): void {
+    for (const task of this.#tasks) {
+      if (task.emit !== undefined) {
+        let any = false;
+        const slots: StepSlot[] = new Array<StepSlot>(task.size).fill(null);
+        for (const { index, sequence } of task.items) {
+          if (sequence.cancelled) continue;
+          const chunk = sequence.output.takeChunk();
+          if (chunk !== null) {
+            slots[index] = { chunk };
+            any = true;
+          }
+        }
+        if (any) task.emit(slots);
+      }
+      if (task.items.every((item) => item.sequence.done)) {
+        for (const { index, sequence } of task.items) {
+          task.results[index] = sequence.cancelled
+            ? { ok: false, error: { code: 'HANDLER_ERROR', message: 'Generation cancelled' } }
+            : { ok: true, value: sequence.output.output() };
+        }
+        this.#tasks.delete(task);
+        task.resolve(task.results);
+      }
+    }
+  }
+
+  #failAll(error: unknown): void {
+    for (const task of this.#tasks) task.reject(error);
+    this.#tasks.clear();
+  }
+
+  #check(input: unknown): GenerationRequest {
+    return checkGenerationInput(input, this.#spec, (text) => this.#tokenizer.encode(text), this.#facts.contextLength);
+  }
+}

@@ -1,0 +1,48 @@
+// Length groups: one long row in a padded batch makes every row attend over its length, so the running rows are
+// split, by length, into the groups that minimize the modelled cost of a decode step. A step then makes one
+// session.run per group; rows keep their place until rows join or leave, when groups are recomputed.
+
+/** The modelled time of one decode call: `callMs + rows * (rowMs + past * rowPastMs)`. */
+export interface StepCostModel {
+  readonly callMs: number;
+  readonly rowMs: number;
+  readonly rowPastMs: number;
+}
+
+/**
+ * Splits rows sorted by ascending length into at most `maxGroups` contiguous groups of least modelled cost
+ * (dynamic programming, O(groups x rows^2)); returns each group's exclusive end index.
+ */
+export function splitByLength(lengths: readonly number[], model: StepCostModel, maxGroups: number): number[] {
+  const count = lengths.length;
+  if (count === 0) return [];
+  const groupCost = (from: number, to: number) => model.callMs + (to - from) * (model.rowMs + (lengths[to - 1] as number) * model.rowPastMs);
+  // best[g][j]: least cost of the first j rows in g groups; cut[g][j]: where its last group starts.
+  let best: number[] = Array.from({ length: count + 1 }, (_, j) => (j === 0 ? 0 : groupCost(0, j)));
+  const cuts: number[][] = [Array.from({ length: count + 1 }, () => 0)];
+  let groups = 1;
+  for (let g = 2; g <= Math.min(maxGroups, count); g += 1) {
+    const next: number[] = Array.from({ length: count + 1 }, () => Number.POSITIVE_INFINITY);
+    const cut: number[] = Array.from({ length: count + 1 }, () => 0);
+    for (let j = g; j <= count; j += 1) {
+      for (let i = g - 1; i < j; i += 1) {
+        const cost = (best[i] as number) + groupCost(i, j);
+        if (cost < (next[j] as number)) {
+          next[j] = cost;
+          cut[j] = i;
+        }
+      }
+    }
+    if (!((next[count] as number) < (best[count] as number))) break;
+    best = next;
+    cuts.push(cut);
+    groups = g;
+  }
+  const ends: number[] = [];
+  let end = count;
+  for (let g = groups; g >= 1; g -= 1) {
+    ends.unshift(end);
+    end = (cuts[g - 1] as number[])[end] as number;
+  }
+  return ends;
+}

@@ -1,0 +1,151 @@
+// The KV cache of the running batch, merged by left padding (TGI's padded recipe): every row's past is aligned
+// to the right of a shared length `past`; a row with fewer tokens has zeros on its left, masked out by
+// `attention_mask`, and its position ids count only its real tokens. Rows join and leave by one copy into a new
+// buffer whose length is the longest surviving row, so padding that every row shares is trimmed as rows leave.
+import { Tensor } from 'onnxruntime-node';
+
+/** What the loop needs to know about the model's inputs and outputs. */
+export interface ModelGeometry {
+  /** `past_key_values.{i}.{key,value}`, in a fixed order. */
+  readonly pastNames: readonly string[];
+  /** `present.{i}.{key,value}`, in the same order. */
+  readonly presentNames: readonly string[];
+  readonly kvHeads: number;
+  readonly headDim: number;
+  readonly vocabSize: number;
+  readonly padTokenId: number;
+  /** Whether the model takes `position_ids` (it derives them itself otherwise). */
+  readonly positionIds: boolean;
+}
+
+/** KV data for some rows: one `[rows, kvHeads, past, headDim]` array per past input. */
+export interface KvSource {
+  readonly data: readonly Float32Array[];
+  readonly past: number;
+}
+
+/** A row that has KV data somewhere: `length` real tokens, right-aligned in row `row` of `source`. */
+export interface KvRow {
+  source: KvSource | undefined;
+  row: number;
+  length: number;
+}
+
+/**
+ * Copies `rows` (from whatever sources they are in) into one left-padded source whose past is the longest row,
+ * and points each row at its new place. Returns the current source as is when nothing moved.
+ */
+export function composeRows(rows: readonly KvRow[], geometry: ModelGeometry): KvSource {
+  const past = rows.reduce((longest, row) => Math.max(longest, row.length), 0);
+  const first = rows[0]?.source;
+  if (
+    first !== undefined &&
+    first.past === past &&
+    first.data[0]?.length === rows.length * geometry.kvHeads * past * geometry.headDim &&
+    rows.every((row, index) => row.source === first && row.row === index)
+  ) {
+    return first;
+  }
+  const { kvHeads, headDim } = geometry;
+  const data = geometry.pastNames.map(() => new Float32Array(rows.length * kvHeads * past * headDim));
+  rows.forEach((row, to) => {
+    const source = row.source;
+    if (source === undefined || row.length === 0) return;
+    const skip = source.past - row.length;
+    const pad = past - row.length;
+    source.data.forEach((from, tensor) => {
+      const into = data[tensor] as Float32Array;
+      for (let head = 0; head < kvHeads; head += 1) {
+        const start = ((row.row * kvHeads + head) * source.past + skip) * headDim;
+        into.set(from.subarray(start, start + row.length * headDim), ((to * kvHeads + head) * past + pad) * headDim);
+      }
+    });
+  });
+  const composed = { data, past };
+  rows.forEach((row, to) => {
+    row.source = composed;
+    row.row = to;
+  });
+  return composed;
+}
+
+/** The past inputs of a source, as tensors over its own data (no copy). */
+export function pastFeeds(source: KvSource, rows: number, geometry: ModelGeometry): Record<string, Tensor> {
+  const feeds: Record<string, Tensor> = {};
+  geometry.pastNames.forEach((name, tensor) => {
+    feeds[name] = new Tensor('float32', source.data[tensor] as Float32Array, [rows, geometry.kvHeads, source.past, geometry.headDim]);
+  });
+  return feeds;
+}
+
+/** An empty past for `rows` rows (the first call of a prefill). */
+export function emptySource(geometry: ModelGeometry): KvSource {
+  return { data: geometry.pastNames.map(() => new Float32Array(0)), past: 0 };
+}
+
+/** The present outputs of a run, as the next source (no copy: onnxruntime already returned fresh arrays). */
+export function presentSource(outputs: Record<string, Tensor>, past: number, geometry: ModelGeometry): KvSource {
+  return { data: geometry.presentNames.map((name) => outputs[name]?.data as Float32Array), past };
+}
+
+/**
+ * Inputs of one decode step: each row feeds its last token at position `length` and attends to its real past
+ * (the right `length` entries of the shared `past`) plus itself.
+ */
+export function decodeFeeds(
+  rows: readonly (KvRow & { readonly next: number })[],
+  source: KvSource,
+  geometry: ModelGeometry,
+): Record<string, Tensor> {
+  const count = rows.length;
+  const width = source.past + 1;
+  const ids = new BigInt64Array(count);
+  const positions = new BigInt64Array(count);
+  const mask = new BigInt64Array(count * width);
+  rows.forEach((row, index) => {
+    ids[index] = BigInt(row.next);
+    positions[index] = BigInt(row.length);
+    mask.fill(1n, index * width + (source.past - row.length), (index + 1) * width);
+  });
+  const feeds: Record<string, Tensor> = {
+    ...pastFeeds(source, count, geometry),
+    input_ids: new Tensor('int64', ids, [count, 1]),
+    attention_mask: new Tensor('int64', mask, [count, width]),
+  };
+  if (geometry.positionIds) feeds.position_ids = new Tensor('int64', positions, [count, 1]);
+  return feeds;
+}
+
+/**
+ * Inputs of a prefill: either fresh prompts (no past; left-padded to the longest, positions from the mask) or one
+ * chunk of one prompt continuing its own past (`past` rows of length `pastLength`, no padding).
+ */
+export function prefillFeeds(
+  chunks: readonly (readonly number[])[],
+  past: { readonly source: KvSource; readonly length: number } | undefined,
+  geometry: ModelGeometry,
+): Record<string, Tensor> {
+  const count = chunks.length;
+  const longest = chunks.reduce((max, chunk) => Math.max(max, chunk.length), 0);
+  const pastLength = past?.length ?? 0;
+  const width = pastLength + longest;
+  const ids = new BigInt64Array(count * longest).fill(BigInt(geometry.padTokenId));
+  const positions = new BigInt64Array(count * longest).fill(1n);
+  const mask = new BigInt64Array(count * width);
+  chunks.forEach((chunk, row) => {
+    const pad = longest - chunk.length;
+    mask.fill(1n, row * width + pad, (row + 1) * width);
+    chunk.forEach((id, k) => {
+      ids[row * longest + pad + k] = BigInt(id);
+      positions[row * longest + pad + k] = BigInt(pastLength + k);
+    });
+  });
+  const source = past?.source ?? emptySource(geometry);
+  const feeds: Record<string, Tensor> = {
+    ...pastFeeds(source, count, geometry),
+    input_ids: new Tensor('int64', ids, [count, longest]),
+    attention_mask: new Tensor('int64', mask, [count, width]),
+  };
+  if (geometry.positionIds) feeds.position_ids = new Tensor('int64', positions, [count, longest]);
+  return feeds;
+}
