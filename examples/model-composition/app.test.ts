@@ -11,7 +11,7 @@ describe('model composition', () => {
   let url: string;
 
   beforeAll(async () => {
-    model = createTextCompletionModel({ model: bundledModelDir(), log: false });
+    model = createTextCompletionModel({ model: bundledModelDir(), log: false, scheduling: 'request' });
     server = await serveInProcess(createApp(model, scorer), () => Promise.all([scorer.close(), model.close()]));
     url = server.url;
     await model.ready;

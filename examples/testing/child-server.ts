@@ -1,13 +1,14 @@
 // Test helpers for the examples: a server started as a child process (as `pnpm start` would), and HTTP requests
 // over pre-opened keep-alive connections, so that stopping the listener cannot refuse them.
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { Agent, type RequestListener, request } from 'node:http';
 import { listen, serverUrl } from '@microbatch/serving';
+import { startServerProcess } from '@microbatch/test-kit';
 
 /** A server process started with `node <args>`, and what it printed. */
 export interface ChildServer {
   readonly child: ChildProcess;
-  /** The URL from its `listening on ...` line. */
+  /** The URL from its `ready: ...` line. */
   readonly url: string;
   /** Everything printed on stdout and stderr so far. */
   output(): string;
@@ -15,30 +16,11 @@ export interface ChildServer {
   readonly exited: Promise<number | string>;
 }
 
-/** Runs `node <args>` in `cwd` (PORT=0) and waits for its `ready: <url>` line. */
+/** Runs `node <args>` in `cwd` (PORT=0) and waits for its `ready: <url>` line (the test kit's process starter). */
 export async function startChild(cwd: string, args: readonly string[], env: NodeJS.ProcessEnv = {}): Promise<ChildServer> {
-  const child = spawn(process.execPath, args, {
-    cwd,
-    env: { ...process.env, PORT: '0', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let output = '';
-  child.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  child.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  const exited = new Promise<number | string>((resolve) => {
-    child.on('exit', (code, signal) => resolve(code ?? signal ?? 'unknown'));
-  });
-  const url = await new Promise<string>((resolve, reject) => {
-    const check = (): void => {
-      const url = /^ready: (http:\S+)$/m.exec(output)?.[1];
-      if (url === undefined) return;
-      child.stdout?.off('data', check);
-      resolve(url);
-    };
-    child.stdout?.on('data', check);
-    void exited.then((code) => reject(new Error(`The server exited (${code}) before it was ready:\n${output}`)));
-  });
-  return { child, url, output: () => output, exited };
+  const server = await startServerProcess({ args, cwd, env: { ...process.env, PORT: '0', ...env } });
+  const exited = server.exited.then(({ code, signal }) => code ?? signal ?? 'unknown');
+  return { child: server.child, url: server.url, output: server.output, exited };
 }
 
 /** A response read to its end. */

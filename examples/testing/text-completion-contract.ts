@@ -2,7 +2,7 @@
 // bundled model: the tutorial's GET, the OpenAI completions API (JSON and SSE), validation, health, and draining.
 import { type TextCompletionModel, bundledModelDir, createTextCompletionModel } from '@microbatch/serving';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { parseSse } from '../../test/nest-helpers/sse.js';
+import { parseSse } from '@microbatch/test-kit';
 import { startChild, warmClient } from './child-server.js';
 
 /** An example app serving a given model on a free port. */
@@ -159,11 +159,130 @@ export function describeTextCompletionApp(framework: string, cwd: string, serve:
       }
     });
 
+    it('takes OpenAI’s `user` as the fairness key, and refuses one that is not a short string', async () => {
+      expect((await complete(app.url, { prompt: 'Once upon a time ', max_tokens: 2, user: 'alice' })).choices).toHaveLength(1);
+      const response = await fetch(`${app.url}/v1/completions`, json({ prompt: 'Hi ', user: 'x'.repeat(257) }));
+      expect(response.status).toBe(400);
+      expect(((await response.json()) as { error: { details: unknown } }).error.details).toEqual({ field: 'user' });
+    });
+
     it('answers a malformed JSON body with 400 and an oversized one with 413, as JSON', async () => {
       const malformed = await fetch(`${app.url}/v1/completions`, { ...json({}), body: '{"prompt": "Hi' });
       const oversized = await fetch(`${app.url}/v1/completions`, json({ prompt: 'a'.repeat(200_000) }));
       expect([malformed.status, oversized.status]).toEqual([400, 413]);
       for (const response of [malformed, oversized]) expect(response.headers.get('content-type')).toMatch(/^application\/json/);
+    });
+
+    it('refuses with 415 what is not UTF-8 JSON (form posts need no CORS preflight), never reaching the model', async () => {
+      const run = vi.spyOn(model.pool, 'run');
+      const stream = vi.spyOn(model.pool, 'stream');
+      try {
+        const cases: Array<[Record<string, string>, string]> = [
+          [{ 'content-type': 'application/x-www-form-urlencoded' }, 'prompt=Once+upon+a+time'],
+          [{ 'content-type': 'text/plain' }, '{"prompt": "Once upon a time "}'],
+          [{ 'content-type': 'application/json; charset=latin1' }, '{"prompt": "Once upon a time "}'],
+          [{ 'content-type': 'application/json', 'content-encoding': 'x-unknown' }, '{"prompt": "Once upon a time "}'],
+        ];
+        for (const [headers, body] of cases) {
+          const response = await fetch(`${app.url}/v1/completions`, { method: 'POST', headers, body });
+          expect([response.status, ((await response.json()) as { error: { code: string } }).error.code]).toEqual([415, 'UNSUPPORTED_MEDIA_TYPE']);
+        }
+        const mismatch = await fetch(`${app.url}/v1/completions`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' },
+          body: '{"prompt": "Once upon a time "}',
+        });
+        expect([mismatch.status, await mismatch.json()]).toEqual([
+          400,
+          { error: { code: 'INVALID_INPUT', message: 'The request body does not match its Content-Encoding' } },
+        ]);
+        const malformed = await fetch(`${app.url}/v1/completions`, { ...json({}), body: '{"prompt": CLIENT-BYTES}' });
+        expect([malformed.status, await malformed.json()]).toEqual([400, { error: { code: 'INVALID_INPUT', message: 'The request body is not valid JSON' } }]);
+        expect(run).not.toHaveBeenCalled();
+        expect(stream).not.toHaveBeenCalled();
+      } finally {
+        vi.restoreAllMocks();
+      }
+    });
+
+    it('shows no X-Powered-By, and its 404 does not echo a long path', async () => {
+      const longPath = `/${'a'.repeat(5_000)}`;
+      const missing = await fetch(`${app.url}${longPath}`);
+      const health = await fetch(`${app.url}/healthz`);
+      const body = (await missing.json()) as { error: { code: string; message: string } };
+      expect([missing.status, body.error.code]).toEqual([404, 'NOT_FOUND']);
+      expect(body.error.message).toBe(`No route for GET /${'a'.repeat(63)}...`);
+      expect([missing.headers.get('x-powered-by'), health.headers.get('x-powered-by')]).toEqual([null, null]);
+    });
+
+    it('answers another method on a known path 405 with Allow, in the JSON error shape', async () => {
+      const put = await fetch(`${app.url}/v1/completions`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: '{}' });
+      expect([put.status, put.headers.get('allow'), await put.json()]).toEqual([
+        405,
+        'POST',
+        { error: { code: 'METHOD_NOT_ALLOWED', message: 'PUT is not allowed on /v1/completions; allowed: POST', details: { allowed: ['POST'] } } },
+      ]);
+      const options = await fetch(`${app.url}/?text=Hi`, { method: 'OPTIONS' });
+      expect([options.status, options.headers.get('allow'), ((await options.json()) as { error: { code: string } }).error.code]).toEqual([
+        405,
+        'GET, HEAD',
+        'METHOD_NOT_ALLOWED',
+      ]);
+    });
+
+    it('answers HEAD /?text= without running the model', async () => {
+      const run = vi.spyOn(model.pool, 'run');
+      const stream = vi.spyOn(model.pool, 'stream');
+      try {
+        const before = model.generate.stats().itemsProcessed;
+        const response = await fetch(`${app.url}/?text=Once+upon+a+time`, { method: 'HEAD' });
+        expect(response.status).toBe(200);
+        expect(await response.text()).toBe('');
+        expect(model.generate.stats().itemsProcessed).toBe(before);
+        expect(run).not.toHaveBeenCalled();
+        expect(stream).not.toHaveBeenCalled();
+      } finally {
+        vi.restoreAllMocks();
+      }
+    });
+
+    it('serves Prometheus metrics on /metrics', async () => {
+      const response = await fetch(`${app.url}/metrics`);
+      expect(response.status).toBe(200);
+      expect(response.headers.get('content-type')).toMatch(/^text\/plain/);
+      expect(await response.text()).toMatch(/^microbatch_\w+\{[^}]*name="generate"/m);
+    });
+
+    it('lists the served model on GET /v1/models, as OpenAI clients read it', async () => {
+      const response = await fetch(`${app.url}/v1/models`);
+      expect(response.status).toBe(200);
+      expect(await response.json()).toEqual({
+        object: 'list',
+        data: [{ id: MODEL_ID, object: 'model', created: expect.any(Number), owned_by: 'microbatch' }],
+      });
+    });
+
+    it('serves 16 prompts, JSON and streamed, without a MaxListenersExceededWarning', async () => {
+      const warnings: Error[] = [];
+      const onWarning = (warning: Error) => warnings.push(warning);
+      process.on('warning', onWarning);
+      try {
+        const prompts = Array.from({ length: 16 }, (_, index) => `Once upon a time ${index} `);
+        await complete(app.url, { prompt: prompts, max_tokens: 2 });
+        const streamed = await fetch(`${app.url}/v1/completions`, json({ prompt: prompts, max_tokens: 2, stream: true }));
+        expect(parseSse(await streamed.text()).at(-1)?.data).toBe('[DONE]');
+        // Warnings are emitted on the next tick.
+        await new Promise((resolve) => setImmediate(resolve));
+      } finally {
+        process.off('warning', onWarning);
+      }
+      expect(warnings.filter((warning) => warning.name === 'MaxListenersExceededWarning')).toEqual([]);
+    });
+
+    it('serves a temperature below the floor (a denormal such as 1e-45) as greedy', async () => {
+      const greedy = await complete(app.url, { prompt: 'Once upon a time ', max_tokens: 8, temperature: 0 });
+      const denormal = await complete(app.url, { prompt: 'Once upon a time ', max_tokens: 8, temperature: 1e-45 });
+      expect(denormal.choices[0]?.text).toBe(greedy.choices[0]?.text);
     });
 
     it.each(['/', '/?text=', '/?text=%20', '/?text=a&text=b'])('answers GET %s with 400 naming `text`', async (path) => {

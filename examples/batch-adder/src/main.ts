@@ -1,6 +1,7 @@
 // `pnpm --filter batch-adder start` (PORT 8000, HOST 127.0.0.1), then `pnpm --filter batch-adder query`.
 // SIGTERM / Ctrl-C finish the additions in flight and exit 0.
-import { listenOptionsFromEnv, serveUntilSignal } from '@microbatch/serving';
+import { serveUntilSignal } from '@microbatch/cli';
+import { listenOptionsFromEnv } from '@microbatch/serving';
 import { start } from './app.js';
 
 // ADDER_COMPUTE_MS sets the simulated compute time per batch (default 50 ms).

@@ -54,7 +54,9 @@ export function createApp(model: TextCompletionModel, scorer: Batcher<string, Le
 /** Loads the model and listens at once; the shutdown drains both models before stopping the workers. */
 export function start(options: TextCompletionServerOptions): Promise<RunningServer> {
   const { port, host, ...modelOptions } = options;
-  const model = createTextCompletionModel(modelOptions);
+  // Request scheduling: the batcher forms each generator batch, as Ray's `@serve.batch` does (continuous
+  // scheduling would hand each request to the decode loop on its own).
+  const model = createTextCompletionModel({ scheduling: 'request', ...modelOptions });
   const scorer = createScorer(modelOptions.log);
   return startServer(createApp(model, scorer), { port, host }, {
     ready: model.ready,

@@ -1,7 +1,9 @@
 // `pnpm --filter nest-text-completion start`. PORT (8000), HOST (127.0.0.1) and MODEL_DIR (the bundled model) from
-// the environment; SIGTERM / Ctrl-C drain the requests in flight and exit 0. Runs under tsx: every injected
+// the environment; SIGTERM / Ctrl-C drain the requests in flight and exit 0. MAX_LATENCY_MS (default 1500): refuse
+// at once (503 OVERLOADED) what is predicted to take longer. Runs under tsx: every injected
 // constructor parameter names its token with @Inject(), so Nest needs no decorator metadata.
-import { bundledModelDir, listenOptionsFromEnv, serveUntilSignal } from '@microbatch/serving';
+import { serveUntilSignal } from '@microbatch/cli';
+import { bundledModelDir, listenOptionsFromEnv } from '@microbatch/serving';
 import { start } from './app.js';
 
-await serveUntilSignal((where) => start({ ...where, model: process.env.MODEL_DIR ?? bundledModelDir() }), listenOptionsFromEnv());
+await serveUntilSignal((where) => start({ ...where, model: process.env.MODEL_DIR ?? bundledModelDir(), maxLatencyMs: Number(process.env.MAX_LATENCY_MS ?? 1_500) }), listenOptionsFromEnv());

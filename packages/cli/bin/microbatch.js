@@ -1,6 +1,6 @@
 #!/usr/bin/env node
-// The CLI serves the example apps, which are TypeScript workspace packages (the Nest one with decorators): tsx
-// compiles them, and the workspace's packages, on the fly with the repository's tsconfig. Nothing to build first.
+// The in-repository launcher: tsx compiles the CLI and the workspace's packages (the Nest app with decorators) from
+// their sources on the fly, with the repository's tsconfig. Nothing to build first. (Installed, the CLI runs dist/.)
 import { fileURLToPath } from 'node:url';
 import { register } from 'tsx/esm/api';
 

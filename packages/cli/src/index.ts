@@ -1,3 +1,5 @@
+export { exitOnSignals, serveUntilSignal } from './lifecycle.js';
+export type { ExitOnSignalsOptions } from './lifecycle.js';
 export { resolveModelDir } from './model-dir.js';
 export type { ModelDirOptions } from './model-dir.js';
 export { FRAMEWORKS, createProgram } from './program.js';

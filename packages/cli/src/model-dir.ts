@@ -1,5 +1,5 @@
 import { stat } from 'node:fs/promises';
-import { join, resolve } from 'node:path';
+import { basename, join, resolve } from 'node:path';
 
 /**
  * Where {@link resolveModelDir} looks.
@@ -63,4 +63,17 @@ async function isDirectory(path: string): Promise<boolean> {
 
 async function isFile(path: string): Promise<boolean> {
   return stat(path).then((stats) => stats.isFile(), () => false);
+}
+
+/**
+ * The queue a model is served on: the last part of `--model` (a folder or a hub id), so a worker started with
+ * `--model models/tinystories-656k` and a web replica started with `--model tinystories-656k` meet.
+ *
+ * @example
+ * ```ts
+ * queueName('models/tinystories-656k/'); // 'tinystories-656k'
+ * ```
+ */
+export function queueName(model: string): string {
+  return basename(resolve(model));
 }

@@ -1,26 +1,25 @@
 import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { cp, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { bundledModelDir } from '@microbatch/serving';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startChild } from '../../../examples/testing/child-server.js';
+import { startServerProcess } from '@microbatch/test-kit';
 
 const BIN = fileURLToPath(new URL('../bin/microbatch.js', import.meta.url));
+/** The CLI's ready line, as pino writes it off a terminal. */
+const READY = /"url":"(http:[^"]+)","msg":"ready"/;
 const MODEL = bundledModelDir();
-/** The `texts` of Ray Serve's text-generator batching tutorial (../shared/reference), in its order. */
+/**
+ * The `texts` of Ray Serve's text-generator batching tutorial, read from the copy in ../shared/reference (beside the
+ * repository, as on every machine that runs the tests), so the query script is checked against the tutorial itself.
+ */
 const RAY_TUTORIAL_PROMPTS = [
-  'Once upon a time,',
-  'Hi my name is Lewis and I like to',
-  'My name is Mary, and my favorite',
-  'My name is Clara and I am',
-  'My name is Julien and I like to',
-  'Today I accidentally',
-  'My greatest wish is to',
-  'In a galaxy far far away',
-  'My best talent is',
-];
+  ...(readFileSync(fileURLToPath(new URL('../../../../shared/reference/ray-serve-batching-tutorial-text-generator.md', import.meta.url)), 'utf8')
+    .match(/^texts = \[\n([\s\S]*?)\n\]/m)?.[1] ?? '').matchAll(/'([^']+)'/g),
+].map((match) => match[1] as string);
 const QUERY_SCRIPT = fileURLToPath(new URL('../../../examples/express-text-completion/src/query.ts', import.meta.url));
 
 /** Runs `microbatch <args>` to completion. */
@@ -77,7 +76,7 @@ describe('microbatch serve', () => {
 
   it('serves the Koa example on a free port, answers the query script in batches, and exits 0 on SIGTERM', async () => {
     const args = [BIN, 'serve', '--model', MODEL, '--framework', 'koa', '--port', '0', '--max-batch-size', '4', '--batch-wait-ms', '2'];
-    const server = await startChild(process.cwd(), args);
+    const server = await startServerProcess({ args, env: { ...process.env, PORT: '0' }, ready: READY });
     const story = await fetch(`${server.url}/?text=Once+upon+a+time`);
     expect(story.status).toBe(200);
     expect(await story.text()).toMatch(/^Once upon a time \S/);
@@ -95,14 +94,30 @@ describe('microbatch serve', () => {
     expect(answers).toHaveLength(9);
     // Exactly the tutorial's nine prompts, each once (each story starts with its prompt).
     const stories = [...query.matchAll(/^\[200, batch #\d+ of \d+\] (.*)$/gm)].map((match) => match[1] as string);
+    expect(RAY_TUTORIAL_PROMPTS).toHaveLength(9);
     for (const prompt of RAY_TUTORIAL_PROMPTS) expect(stories.filter((story) => story.startsWith(prompt))).toHaveLength(1);
     const sizes = new Map(answers.map((match) => [match[1], Number(match[2])]));
     expect([...sizes.values()].every((size) => size <= 4)).toBe(true);
     expect([...sizes.values()].reduce((sum, size) => sum + size, 0)).toBe(9);
     expect(query).toMatch(/^Batches seen: batch #\d+: size \d(, batch #\d+: size \d)+$/m);
     server.child.kill('SIGTERM');
-    expect(await server.exited).toBe(0);
-    expect(server.output()).toContain('microbatch serve: tinystories-656k (text-generation) on koa, max batch size 4, batch wait 2 ms');
-    expect(server.output()).toMatch(/\[generate\] batch \d+: size 1, queue wait/);
+    expect((await server.exited).code).toBe(0);
+    // Not on a terminal, the CLI logs JSON lines (pino): the settings, each batch and the shutdown as fields.
+    const lines = server.jsonLines() as Array<Record<string, unknown>>;
+    expect(lines.find((line) => line.msg === 'microbatch serve')).toMatchObject({
+      model: 'tinystories-656k',
+      task: 'text-generation',
+      framework: 'koa',
+      maxBatchSize: 4,
+      batchWaitMs: 2,
+      scheduling: 'continuous',
+    });
+    expect(lines.find((line) => line.msg === 'batch' && line.batcher === 'generate')).toMatchObject({
+      batchSize: 1,
+      queueWaitMs: expect.any(Number),
+      executionMs: expect.any(Number),
+      failed: 0,
+    });
+    expect(lines.at(-1)).toMatchObject({ level: 30, msg: 'drained and closed; exiting' });
   });
 });

@@ -12,6 +12,12 @@ import type { TextGenerationInput } from '@microbatch/inference';
 export const OPENAI_DEFAULT_MAX_TOKENS = 16;
 
 /**
+ * The lowest sampling temperature: a `temperature` above 0 and below it is served as 0 (greedy). Such temperatures
+ * are greedy in effect, and very small ones (denormals such as `1e-45`) overflow the logits and sampled garbage.
+ */
+export const MIN_TEMPERATURE = 0.01;
+
+/**
  * Bounds of {@link parseCompletionRequest} on top of the validator's own.
  *
  * @example
@@ -42,7 +48,12 @@ export interface CompletionRequest {
   readonly stream: boolean;
   /** `stream_options.include_usage`: end the stream with a chunk carrying the token usage. */
   readonly includeUsage: boolean;
+  /** OpenAI's `user`: who the request is for, the fairness key of its items when given. */
+  readonly user: string | undefined;
 }
+
+/** The longest `user` accepted (a fairness key; longer ones would only grow the batcher's per-key state). */
+const MAX_USER_LENGTH = 256;
 
 /** Fields OpenAI defines that this server cannot honour, with the only value each may take. */
 const UNSUPPORTED: ReadonlyArray<readonly [field: string, allowed: unknown, what: string]> = [
@@ -63,7 +74,7 @@ function isAbsent(value: unknown): boolean {
 
 /**
  * Checks an untrusted OpenAI `POST /v1/completions` body: `prompt` (a string or an array of strings), `model`,
- * `max_tokens` (default 16, as OpenAI's), `temperature`, `top_p`, `stop`, `stream` and `stream_options`. Each
+ * `max_tokens` (default 16, as OpenAI's), `temperature`, `top_p`, `stop`, `stream`, `stream_options` and `user`. Each
  * prompt is checked by `validate` (a text-completion model's: length, tokens against the context). Every problem
  * throws `BatchError('INVALID_INPUT')` whose `details.field` names the field (and `details.index` the prompt), so
  * nothing invalid reaches the model. Other OpenAI fields are ignored.
@@ -87,12 +98,15 @@ export function parseCompletionRequest(
     throw invalid('body', `Expected the request body to be a JSON object, got ${describe(body)}`);
   }
   const fields = body as Record<string, unknown>;
-  const { model, prompt, stream, stream_options: streamOptions, max_tokens: maxTokens, temperature, top_p, stop } = fields;
+  const { model, prompt, stream, stream_options: streamOptions, max_tokens: maxTokens, temperature, top_p, stop, user } = fields;
   if (!isAbsent(model) && typeof model !== 'string') {
     throw invalid('model', `\`model\` must be a string, got ${describe(model)}`);
   }
   if (!isAbsent(stream) && typeof stream !== 'boolean') {
     throw invalid('stream', `\`stream\` must be a boolean, got ${describe(stream)}`);
+  }
+  if (!isAbsent(user) && (typeof user !== 'string' || user.length > MAX_USER_LENGTH)) {
+    throw invalid('user', `\`user\` must be a string of at most ${MAX_USER_LENGTH} characters, got ${describe(user)}`);
   }
   const includeUsage = readIncludeUsage(streamOptions);
   for (const [field, allowed, what] of UNSUPPORTED) {
@@ -100,7 +114,8 @@ export function parseCompletionRequest(
     if (!isAbsent(value) && value !== allowed) throw invalid(field, `${what}, got ${describe(value)}`);
   }
   const prompts = readPrompts(prompt, maxPrompts);
-  const common = { max_tokens: maxTokens ?? OPENAI_DEFAULT_MAX_TOKENS, temperature, top_p, stop };
+  // JSON has one number type: `max_tokens: 1.0` is the integer 1 and is accepted as such (documented in the README).
+  const common = { max_tokens: maxTokens ?? OPENAI_DEFAULT_MAX_TOKENS, temperature: flooredTemperature(temperature), top_p, stop };
   const inputs = prompts.map((text, index) => {
     try {
       return validate({ ...common, prompt: text });
@@ -108,7 +123,12 @@ export function parseCompletionRequest(
       throw Array.isArray(prompt) ? withIndex(error, index) : error;
     }
   });
-  return { inputs, stream: stream === true, includeUsage };
+  return { inputs, stream: stream === true, includeUsage, user: typeof user === 'string' && user !== '' ? user : undefined };
+}
+
+/** A temperature above 0 and below {@link MIN_TEMPERATURE} as 0 (greedy); anything else as given, for validation. */
+function flooredTemperature(temperature: unknown): unknown {
+  return typeof temperature === 'number' && temperature > 0 && temperature < MIN_TEMPERATURE ? 0 : temperature;
 }
 
 function readPrompts(prompt: unknown, maxPrompts: number): readonly string[] {

@@ -1,19 +1,15 @@
+import { setMaxListeners } from 'node:events';
 import type { ServerResponse } from 'node:http';
-import { batchHeaders, watchDisconnect, writeHttpError, writeSse } from '@microbatch/core';
-import type { CallOptions, DispatchInfo } from '@microbatch/core';
-import type { TokenUsage } from '@microbatch/inference';
+import { serveBatched, writeHttpError, writeJson } from '@microbatch/core/http';
+import type { Batcher, CallOptions, StreamingBatcher } from '@microbatch/core';
+import type { TextGenerationOutput, TokenUsage } from '@microbatch/inference';
 import { type CompletionRequest, type CompletionRequestLimits, parseCompletionRequest } from './completion-request.js';
-import {
-  type Completion,
-  type CompletionMeta,
-  completionMeta,
-  toCompletion,
-  toCompletionChunk,
-  toUsageChunk,
-} from './completion-response.js';
-import { sendJson } from './http-response.js';
+import { type Completion, completionMeta, toCompletion, toCompletionChunk, toUsageChunk } from './completion-response.js';
 import { mergeStreams } from './merge-streams.js';
-import type { TextCompletionModel } from './text-completion-model.js';
+import type { TextCompletionService } from './text-completion-model.js';
+
+// Node's default (10) plus what the request itself adds beside its prompts' listeners.
+const MAX_LISTENERS_SLACK = 10;
 
 /**
  * Answers one OpenAI `POST /v1/completions` request on a Node response, given its parsed JSON body.
@@ -26,7 +22,11 @@ import type { TextCompletionModel } from './text-completion-model.js';
 export type CompletionsEndpoint = (body: unknown, res: ServerResponse) => Promise<void>;
 
 /** What the endpoint needs of a model: see `createTextCompletionModel`. */
-export type CompletionsModel = Pick<TextCompletionModel, 'id' | 'generate' | 'streamer' | 'validate'>;
+export type CompletionsModel = Pick<TextCompletionService, 'id' | 'generate' | 'streamer' | 'validate'>;
+
+/** What {@link serveBatched} calls: a whole request, answered or streamed, as if it were one batched item. */
+type RequestBatcher = Pick<Batcher<CompletionRequest, Completion>, 'streaming' | 'call'>;
+type StreamingRequestBatcher = Pick<StreamingBatcher<CompletionRequest, Completion>, 'streaming' | 'stream'>;
 
 /**
  * Creates an OpenAI-compatible completions endpoint over a text-completion model, for any framework whose response
@@ -50,44 +50,53 @@ export function createCompletionsEndpoint(model: CompletionsModel, limits: Compl
     throw new TypeError('Expected `model` to be a text-completion model from `createTextCompletionModel()`');
   }
   return async (body, res) => {
-    const disconnect = watchDisconnect(res);
-    // Ends every prompt's item once the request is answered or failed: a failed sibling makes the others useless.
-    const done = new AbortController();
-    const call: CallOptions = {
-      signal: AbortSignal.any([disconnect.signal, done.signal]),
-      onDispatch: (info: DispatchInfo) => {
-        if (!res.headersSent) for (const [name, value] of Object.entries(batchHeaders(info))) res.setHeader(name, value);
-      },
-    };
+    let request: CompletionRequest | undefined;
+    let invalid: unknown;
     try {
-      const request = parseCompletionRequest(body, model.validate, limits);
-      const meta = completionMeta(model.id);
-      if (request.stream) {
-        const chunks = streamCompletion(model, request, meta, call);
-        // Pulled before any header goes out, so a failure before the first chunk is still a JSON error.
-        const first = await chunks.next();
-        await writeSse(res, first, chunks, disconnect.signal);
-        return;
-      }
-      const outputs = await Promise.all(request.inputs.map((input) => model.generate.call(input, call)));
-      sendJson(res, 200, toCompletion(meta, outputs));
+      request = parseCompletionRequest(body, model.validate, limits);
     } catch (error) {
-      // A client that went away gets nothing: its response is already closed.
-      if (!disconnect.signal.aborted) writeHttpError(res, error);
-    } finally {
-      done.abort();
-      disconnect.dispose();
+      invalid = error;
     }
+    // Fair shares per user: OpenAI's `user` field, else the client's address.
+    const fairnessKey = request?.user ?? res.req?.socket?.remoteAddress;
+    const target: RequestBatcher | StreamingRequestBatcher =
+      request?.stream === true
+        ? { streaming: true, stream: (parsed, call) => streamAll(model, parsed, { ...call, fairnessKey }) }
+        : { streaming: false, call: (parsed, call) => completeAll(model, parsed, { ...call, fairnessKey }) };
+    // Core's request path does the rest: disconnect → cancellation, `X-Batch-*` headers at dispatch, SSE, errors.
+    await serveBatched<CompletionRequest, Completion>(target as Batcher<CompletionRequest, Completion>, {
+      res,
+      readInput: () => {
+        if (request === undefined) throw invalid;
+        return request;
+      },
+      setHeaders: (headers) => {
+        for (const [name, value] of Object.entries(headers)) res.setHeader(name, value);
+      },
+      send: (completion) => writeJson(res, 200, completion),
+      sendError: (error) => writeHttpError(res, error),
+    });
   };
 }
 
-async function* streamCompletion(
-  model: CompletionsModel,
-  request: CompletionRequest,
-  meta: CompletionMeta,
-  call: CallOptions,
-): AsyncGenerator<Completion, void, undefined> {
+/** Every prompt of the request as one item; a failed prompt cancels its siblings, whose answers are useless. */
+async function completeAll(model: CompletionsModel, request: CompletionRequest, call: CallOptions = {}): Promise<Completion> {
+  const done = new AbortController();
+  const signal = call.signal === undefined ? done.signal : AbortSignal.any([call.signal, done.signal]);
+  // One abort listener per prompt (up to `maxPrompts`) is expected, not a leak: no MaxListenersExceededWarning.
+  setMaxListeners(request.inputs.length + MAX_LISTENERS_SLACK, signal);
+  try {
+    const outputs: TextGenerationOutput[] = await Promise.all(request.inputs.map((input) => model.generate.call(input, { ...call, signal })));
+    return toCompletion(completionMeta(model.id), outputs);
+  } finally {
+    done.abort();
+  }
+}
+
+async function* streamAll(model: CompletionsModel, request: CompletionRequest, call: CallOptions = {}): AsyncGenerator<Completion, void, undefined> {
+  const meta = completionMeta(model.id);
   const usages: TokenUsage[] = [];
+  if (call.signal !== undefined) setMaxListeners(request.inputs.length + MAX_LISTENERS_SLACK, call.signal);
   for await (const [index, chunk] of mergeStreams(request.inputs.map((input) => model.streamer.stream(input, call)))) {
     if (chunk.usage !== null) usages.push(chunk.usage);
     yield toCompletionChunk(meta, index, chunk);

@@ -1,5 +1,4 @@
 import type { Server } from 'node:http';
-import type { LogLine } from './batch-log.js';
 
 /**
  * What a server does between "stop accepting" and "exit".
@@ -30,7 +29,7 @@ export interface ShutdownSteps {
  * @example
  * ```ts
  * const shutdown = shutdownServer(server, { drain: () => model.drain(), close: () => model.close() });
- * process.once('SIGTERM', () => void shutdown().then(() => process.exit(0)));
+ * await shutdown(); // on SIGTERM, say (`microbatch serve` and the examples exit then)
  * ```
  */
 export function shutdownServer(server: Server, steps: ShutdownSteps): () => Promise<void> {
@@ -57,68 +56,4 @@ export function shutdownServer(server: Server, steps: ShutdownSteps): () => Prom
     await steps.close?.();
   };
   return () => (stopping ??= stop());
-}
-
-/**
- * Options of {@link exitOnSignals}.
- *
- * @example
- * ```ts
- * exitOnSignals(shutdown, { signals: ['SIGTERM'], log: (line) => logger.info(line) });
- * ```
- */
-export interface ExitOnSignalsOptions {
-  /**
-   * The signals that start the shutdown.
-   * @default ['SIGTERM', 'SIGINT']
-   */
-  readonly signals?: readonly NodeJS.Signals[];
-  /**
-   * Where progress lines go.
-   * @default console.log
-   */
-  readonly log?: LogLine;
-  /**
-   * Ends the process.
-   * @default process.exit
-   */
-  readonly exit?: (code: number) => void;
-}
-
-/**
- * Runs `shutdown` on SIGTERM or SIGINT and exits 0 once it has finished (1 if it failed). Further signals while
- * draining are logged and ignored (SIGKILL still ends the process). Returns the function that removes the listeners.
- *
- * @example
- * ```ts
- * exitOnSignals(shutdownServer(server, { drain: () => model.drain(), close: () => model.close() }));
- * ```
- */
-export function exitOnSignals(shutdown: () => Promise<void>, options: ExitOnSignalsOptions = {}): () => void {
-  const { signals = ['SIGTERM', 'SIGINT'], log = console.log, exit = (code: number) => process.exit(code) } = options;
-  let stopping = false;
-  const onSignal = (signal: NodeJS.Signals): void => {
-    // A repeat is common (a terminal's Ctrl-C reaches both `pnpm` and this process) and must not drop accepted
-    // work; the drain is bounded by the shutdown's own grace period.
-    if (stopping) {
-      log(`${signal}: already draining`);
-      return;
-    }
-    stopping = true;
-    log(`${signal}: no longer accepting requests; finishing the queued and running ones`);
-    shutdown().then(
-      () => {
-        log('drained and closed; exiting');
-        exit(0);
-      },
-      (error: unknown) => {
-        log(`shutdown failed: ${error instanceof Error ? error.message : String(error)}`);
-        exit(1);
-      },
-    );
-  };
-  for (const signal of signals) process.on(signal, onSignal);
-  return () => {
-    for (const signal of signals) process.off(signal, onSignal);
-  };
 }

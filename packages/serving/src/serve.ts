@@ -1,7 +1,7 @@
 import { type RequestListener, type Server, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { LogLine } from './batch-log.js';
-import { type ShutdownSteps, exitOnSignals, shutdownServer } from './graceful-shutdown.js';
+import { applyServerLimits, serverOptions } from '@microbatch/core/http';
+import { type ShutdownSteps, shutdownServer } from './graceful-shutdown.js';
 
 /**
  * Where a server listens.
@@ -47,7 +47,9 @@ export interface RunningServer {
  * ```
  */
 export async function listen(listener: RequestListener, where: ListenOptions): Promise<Server> {
-  const server = createServer(listener);
+  // Header, request and idle timeouts, a connection cap, and `Expect: 100-continue` refused for oversize bodies.
+  const server = createServer(serverOptions(), listener);
+  applyServerLimits(server);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(where.port, where.host, () => {
@@ -129,42 +131,4 @@ export function listenOptionsFromEnv(env: NodeJS.ProcessEnv = process.env): List
     throw new TypeError(`Expected PORT to be an integer from 0 to 65535, got ${JSON.stringify(env.PORT)}`);
   }
   return { port, host: env.HOST ?? '127.0.0.1' };
-}
-
-/**
- * Starts an app and runs it until SIGTERM / SIGINT, then shuts it down gracefully and exits 0. If the app cannot
- * start (port taken) or its model fails to load, prints why and exits 1 instead of hanging.
- *
- * @example
- * ```ts
- * await serveUntilSignal((where) => start({ ...where, model: 'models/tinystories-656k' }), listenOptionsFromEnv());
- * ```
- */
-export async function serveUntilSignal(
-  start: (where: ListenOptions) => Promise<RunningServer>,
-  where: ListenOptions,
-  log: LogLine = console.log,
-): Promise<void> {
-  let running: RunningServer;
-  try {
-    running = await start(where);
-  } catch (error) {
-    console.error(`Cannot start: ${messageOf(error)}`);
-    process.exit(1);
-  }
-  exitOnSignals(running.shutdown, { log });
-  log(`listening on ${running.url}`);
-  try {
-    await running.ready;
-  } catch (error) {
-    console.error(messageOf(error));
-    // Releases the workers; bounded, because the process must end either way.
-    await Promise.race([running.shutdown(), new Promise((resolve) => setTimeout(resolve, 5_000).unref())]);
-    process.exit(1);
-  }
-  log(`ready: ${running.url}`);
-}
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }

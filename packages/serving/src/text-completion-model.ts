@@ -1,11 +1,12 @@
-import { basename, resolve } from 'node:path';
+import { existsSync } from 'node:fs';
+import { basename, join, resolve } from 'node:path';
 import { createBatcher, createStreamingBatcher } from '@microbatch/core';
+import { dropUndefined } from '@microbatch/core/util';
 import type { Batcher, BatcherBase, StreamingBatcher } from '@microbatch/core';
 import {
   createTextGenerationParser,
   createTextGenerationValidator,
   createWorkerPool,
-  textGenerationBatchKey,
 } from '@microbatch/inference';
 import type {
   TextGenerationChunk,
@@ -15,14 +16,14 @@ import type {
   TextGenerationParser,
   WorkerPool,
 } from '@microbatch/inference';
-import { type LogLine, logBatches } from './batch-log.js';
+import { type LogLine, type Logger, logBatches, logRefusals } from './batch-log.js';
 
 /**
  * Options of {@link createTextCompletionModel}.
  *
  * @example
  * ```ts
- * const options: TextCompletionModelOptions = { model: 'models/tinystories-656k', maxBatchSize: 8, batchWaitTimeoutMs: 5 };
+ * const options: TextCompletionModelOptions = { model: 'models/tinystories-656k', maxBatchSize: 8, maxLatencyMs: 1500 };
  * ```
  */
 export interface TextCompletionModelOptions {
@@ -34,15 +35,36 @@ export interface TextCompletionModelOptions {
    */
   readonly id?: string;
   /**
-   * Most requests per model call.
+   * Most requests per model call: with `'continuous'` scheduling, the most sequences one worker decodes together;
+   * with `'request'`, the most requests one batch holds.
    * @default 8
    */
   readonly maxBatchSize?: number;
   /**
-   * How long the first request of a batch waits for company, in ms.
-   * @default 5
+   * How requests share the model (see `@microbatch/inference`): `'continuous'` joins each request to the worker's
+   * running decode loop at its next step and answers it the step it finishes; `'request'` runs each batch as one
+   * generate call until its longest request ends.
+   * @default 'continuous'
+   */
+  readonly scheduling?: 'continuous' | 'request';
+  /**
+   * How long the first request of a batch waits for company, in ms. 0 is work-conserving: a batch goes as soon as
+   * a worker is free, with whatever is waiting (see core's `batchWaitTimeoutMs`).
+   * @default 0
    */
   readonly batchWaitTimeoutMs?: number;
+  /**
+   * Latency-aware admission: a request whose predicted completion (the work queued ahead of it, from the batchers'
+   * running estimate of batch time) exceeds this many ms is refused at once with 503 `OVERLOADED` and a
+   * `Retry-After`, instead of waiting in a queue it cannot leave in time.
+   * @default Infinity
+   */
+  readonly maxLatencyMs?: number;
+  /**
+   * The most requests waiting per batcher; one more is refused at once with 503 `QUEUE_FULL` + `Retry-After`.
+   * @default 1024
+   */
+  readonly maxQueueSize?: number;
   /**
    * Worker threads, each with its own copy of the model.
    * @default 1
@@ -65,52 +87,100 @@ export interface TextCompletionModelOptions {
    * @default console.log
    */
   readonly log?: LogLine | false;
+  /**
+   * A pino-compatible logger (pino, Fastify's `app.log`): batches and refusals are logged to it as fields
+   * (`{ batcher, batchId, batchSize, queueWaitMs, maxQueueWaitMs, executionMs, failed }`, "batch") instead of lines.
+   * Takes precedence over `log`.
+   */
+  readonly logger?: Logger;
 }
 
 /**
- * A text-generation model served through batchers: what every text-completion route of an app shares.
+ * What the apps serve: text completion behind batchers, wherever the model runs (worker threads of this process,
+ * `createTextCompletionModel`; or workers pulling from a shared queue, `@microbatch/redis`).
  *
  * @example
  * ```ts
- * const { text } = await model.generate(model.validate({ prompt: 'Once upon a time, ', max_tokens: 16 }));
+ * const { text } = await service.generate(service.validate({ prompt: 'Once upon a time, ', max_tokens: 16 }));
  * ```
  */
-export interface TextCompletionModel {
+export interface TextCompletionService {
   /** The name responses report as `model`. */
   readonly id: string;
-  /** The worker threads running the model. */
-  readonly pool: WorkerPool<TextGenerationInput, TextGenerationOutput, TextGenerationChunk>;
   /** Whole completions: one input in, one output out; concurrent calls share a model call. */
   readonly generate: Batcher<TextGenerationInput, TextGenerationOutput>;
   /** Streamed completions: `streamer.stream(input)` yields the caller's chunks as they are decoded. */
   readonly streamer: StreamingBatcher<TextGenerationInput, TextGenerationChunk>;
   /** Both batchers, for health checks and metrics. */
   readonly batchers: readonly BatcherBase[];
-  /** Resolves once the workers and the tokenizer are loaded; rejects (naming the model path) if one fails to. */
+  /** Resolves once the service can serve; rejects (naming the reason) if it never will. */
   readonly ready: Promise<void>;
-  /** Whether the model can serve now, for readiness probes. */
-  isReady(): boolean;
+  /** Whether the service can serve now, for readiness probes. */
+  isReady(): boolean | PromiseLike<boolean>;
   /**
    * Checks an untrusted `{ prompt, max_tokens, temperature, top_p, stop }` body; throws `BatchError('INVALID_INPUT')`
-   * naming the field. Counts prompt tokens against the context once the tokenizer is loaded.
+   * naming the field.
    */
   validate(body: unknown): TextGenerationInput;
+  /**
+   * Runs a batch formed elsewhere (Nest's `@Batch()` route): one output or `Error` per input, in order.
+   */
+  runBatch(inputs: readonly TextGenerationInput[], options?: { readonly signal?: AbortSignal }): Promise<ReadonlyArray<TextGenerationOutput | Error>>;
   /** Refuses new calls (`CLOSED`, 503) and resolves once queued and running batches have finished. */
   drain(): Promise<void>;
-  /** {@link drain}, then stops the workers. */
+  /** {@link drain}, then releases what the service holds (workers, connections). */
   close(): Promise<void>;
 }
 
-const DEFAULTS = { maxBatchSize: 8, batchWaitTimeoutMs: 5, workers: 1, threads: 1, executionProvider: 'cpu' } as const;
-
 /**
- * Starts a text-generation model in worker threads behind two batchers (whole and streamed completions) that share
- * its workers, and logs one line per batch. Returns at once: the model loads in the background (`ready`), so a
- * server can listen, and report not-ready, meanwhile.
+ * A text-generation model served through batchers on worker threads of this process.
  *
  * @example
  * ```ts
- * const model = createTextCompletionModel({ model: 'models/tinystories-656k', maxBatchSize: 8, batchWaitTimeoutMs: 5 });
+ * const model = createTextCompletionModel({ model: 'models/tinystories-656k' });
+ * await model.ready;
+ * model.pool.stats().readyWorkers; // 1
+ * ```
+ */
+export interface TextCompletionModel extends TextCompletionService {
+  /** The worker threads running the model. */
+  readonly pool: WorkerPool<TextGenerationInput, TextGenerationOutput, TextGenerationChunk>;
+  /** Whether the model can serve now, for readiness probes. */
+  isReady(): boolean;
+}
+
+const DEFAULTS = {
+  maxBatchSize: 8,
+  batchWaitTimeoutMs: 0,
+  workers: 1,
+  threads: 1,
+  executionProvider: 'cpu',
+  maxLatencyMs: Number.POSITIVE_INFINITY,
+  maxQueueSize: 1_024,
+} as const;
+
+/**
+ * The work one generation weighs, for admission: its prompt (about 4 characters a token; the tokenizer may not be
+ * loaded yet) plus the tokens it may generate. 16 prompts x 256 tokens weigh what they cost.
+ *
+ * @example
+ * ```ts
+ * textCompletionCost({ prompt: 'Once upon a time ', max_new_tokens: 16 }); // 21
+ * ```
+ */
+export function textCompletionCost(input: TextGenerationInput): number {
+  return Math.ceil(input.prompt.length / 4) + (input.max_new_tokens ?? 16);
+}
+
+/**
+ * Starts a text-generation model in worker threads behind two batchers (whole and streamed completions) that share
+ * its workers, and logs one line per batch (and refusals, at most one line a second). Returns at once: the model
+ * loads in the background (`ready`), so a server can listen, and report not-ready, meanwhile. A `model` that is not
+ * a transformers.js folder (no `config.json` / `tokenizer.json`) throws an `Error` naming the folder at once.
+ *
+ * @example
+ * ```ts
+ * const model = createTextCompletionModel({ model: 'models/tinystories-656k', maxBatchSize: 8, maxLatencyMs: 1500 });
  * await model.ready;
  * ```
  */
@@ -118,23 +188,46 @@ export function createTextCompletionModel(options: TextCompletionModelOptions): 
   if (typeof options !== 'object' || options === null) {
     throw new TypeError(`Expected \`options\` to be an object, got \`${String(options)}\` (${typeof options})`);
   }
-  const { model, limits, log = console.log } = options;
+  const { model, limits } = options;
+  const log = options.logger ?? options.log ?? console.log;
   if (typeof model !== 'string' || model === '') {
     throw new TypeError(`Expected \`model\` to be a non-empty string, got \`${String(model)}\` (${typeof model})`);
   }
-  const { maxBatchSize, batchWaitTimeoutMs, workers, threads, executionProvider } = { ...DEFAULTS, ...defined(options) };
+  checkModelFolder(model);
+  const { maxBatchSize, batchWaitTimeoutMs, workers, threads, executionProvider, maxLatencyMs, maxQueueSize } = {
+    ...DEFAULTS,
+    ...dropUndefined({
+      maxBatchSize: options.maxBatchSize,
+      batchWaitTimeoutMs: options.batchWaitTimeoutMs,
+      workers: options.workers,
+      threads: options.threads,
+      executionProvider: options.executionProvider,
+      maxLatencyMs: options.maxLatencyMs,
+      maxQueueSize: options.maxQueueSize,
+    }),
+  };
+  const scheduling = options.scheduling ?? 'continuous';
+  if (scheduling !== 'continuous' && scheduling !== 'request') {
+    throw new TypeError(`Expected \`scheduling\` to be one of 'continuous', 'request', got ${JSON.stringify(scheduling)}`);
+  }
   const pool = createWorkerPool({
-    runner: { task: 'text-generation', model },
+    runner: { task: 'text-generation', model, scheduling, ...(scheduling === 'continuous' ? { maxBatchSize } : {}) },
     size: workers,
     threads,
     executionProvider,
   });
-  // Whole and streamed completions are separate batchers (their handlers differ) on the same workers.
-  const batcherOptions = { maxBatchSize, batchWaitTimeoutMs, maxConcurrentBatches: pool.size, batchKey: textGenerationBatchKey };
+  // Whole and streamed completions are separate batchers (their handlers differ) on the same workers; the pool says
+  // how it wants to be fed (continuous: one request per call, many at once; request: batches split by sampling).
+  const batcherOptions = { maxBatchSize, batchWaitTimeoutMs, maxLatencyMs, maxQueueSize, cost: textCompletionCost, ...pool.batcherOptions };
   const generate = createBatcher(pool.handler, { ...batcherOptions, name: 'generate' });
   const streamer = createStreamingBatcher(pool.streamingHandler, { ...batcherOptions, name: 'stream' });
   const batchers = [generate, streamer] as const;
-  if (log !== false) for (const batcher of batchers) logBatches(batcher, log);
+  if (log !== false) {
+    for (const batcher of batchers) {
+      logBatches(batcher, log);
+      logRefusals(batcher, log);
+    }
+  }
 
   // Until the tokenizer is loaded, the cheap parser checks requests; the worker then makes the token check itself.
   const parse: TextGenerationParser = createTextGenerationParser(limits);
@@ -158,6 +251,7 @@ export function createTextCompletionModel(options: TextCompletionModelOptions): 
     ready,
     isReady: () => pool.isReady && validate !== undefined && !batchers.some((batcher) => batcher.closed),
     validate: (body) => (validate ?? parse)(body),
+    runBatch: (inputs, runOptions) => pool.run([...inputs], runOptions),
     drain,
     close: async () => {
       await drain();
@@ -166,9 +260,14 @@ export function createTextCompletionModel(options: TextCompletionModelOptions): 
   };
 }
 
-/** The options that are set: `{ maxBatchSize: undefined }` must leave the default in place. */
-function defined(options: TextCompletionModelOptions): Partial<typeof DEFAULTS> {
-  const { maxBatchSize, batchWaitTimeoutMs, workers, threads, executionProvider } = options;
-  const entries = Object.entries({ maxBatchSize, batchWaitTimeoutMs, workers, threads, executionProvider });
-  return Object.fromEntries(entries.filter(([, value]) => value !== undefined));
+// What transformers.js reads first: a wrong path fails here, naming it, instead of deep inside the tokenizer.
+const MODEL_FILES = ['config.json', 'tokenizer.json'];
+
+function checkModelFolder(model: string): void {
+  const dir = resolve(model);
+  if (!existsSync(dir)) throw new Error(`Model folder not found: ${dir}`);
+  const missing = MODEL_FILES.filter((file) => !existsSync(join(dir, file)));
+  if (missing.length > 0) {
+    throw new Error(`${dir} is not a transformers.js model folder: it has no ${missing.join(' or ')}`);
+  }
 }

@@ -1,4 +1,6 @@
 import type { RequestListener } from 'node:http';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type ListenOptions, type RunningServer, startServer } from './serve.js';
 import { type TextCompletionModel, type TextCompletionModelOptions, createTextCompletionModel } from './text-completion-model.js';
@@ -34,7 +36,8 @@ export async function startTextCompletionServer(
 
 /**
  * The model `pnpm install` places in this repository's `models/` folder (`models/tinystories-656k`), which the
- * examples and `pnpm start` serve unless `MODEL_DIR` says otherwise.
+ * examples and `pnpm start` serve unless `MODEL_DIR` says otherwise. Throws an `Error` saying what to pass instead
+ * where the folder is not there (the package installed outside the repository).
  *
  * @example
  * ```ts
@@ -42,6 +45,13 @@ export async function startTextCompletionServer(
  * ```
  */
 export function bundledModelDir(): string {
-  // From packages/serving/src/ and packages/serving/dist/ alike.
-  return fileURLToPath(new URL('../../../models/tinystories-656k', import.meta.url));
+  // From packages/serving/src/ and packages/serving/dist/ alike; installed from npm, the folder does not exist.
+  const dir = fileURLToPath(new URL('../../../models/tinystories-656k', import.meta.url));
+  if (!existsSync(join(dir, 'config.json'))) {
+    throw new Error(
+      `The bundled model is not at ${dir}: it ships only with the microbatch repository (placed by its \`pnpm install\`). ` +
+        'Pass a model folder in transformers.js layout instead (`--model <dir>`, `MODEL_DIR`, or the `model` option).',
+    );
+  }
+  return dir;
 }

@@ -1,7 +1,7 @@
 import { BatchError } from '@microbatch/core';
 import { createTextGenerationParser } from '@microbatch/inference';
 import { describe, expect, it } from 'vitest';
-import { OPENAI_DEFAULT_MAX_TOKENS, mergeStreams, parseCompletionRequest, parseTextQuery } from '../src/index.js';
+import { MIN_TEMPERATURE, OPENAI_DEFAULT_MAX_TOKENS, mergeStreams, parseCompletionRequest, parseTextQuery } from '../src/index.js';
 
 const parse = createTextGenerationParser();
 
@@ -30,6 +30,15 @@ describe('parseCompletionRequest', () => {
       stream: true,
       includeUsage: true,
     });
+  });
+
+  it('serves a temperature above 0 and below MIN_TEMPERATURE as greedy (0), and `max_tokens: 1.0` as the integer 1', () => {
+    const temperatureOf = (temperature: number) => parseCompletionRequest({ prompt: 'A', temperature }, parse).inputs[0]?.temperature;
+    expect([1e-45, 5e-324, MIN_TEMPERATURE / 2].map(temperatureOf)).toEqual([0, 0, 0]);
+    expect([0, MIN_TEMPERATURE, 0.7].map(temperatureOf)).toEqual([0, MIN_TEMPERATURE, 0.7]);
+    expect(fieldOf(() => parseCompletionRequest({ prompt: 'A', temperature: -1e-45 }, parse))).toMatchObject({ details: { field: 'temperature' } });
+    expect(JSON.parse('{"prompt": "A", "max_tokens": 1.0}')).toEqual({ prompt: 'A', max_tokens: 1 });
+    expect(parseCompletionRequest(JSON.parse('{"prompt": "A", "max_tokens": 1.0}'), parse).inputs[0]?.max_new_tokens).toBe(1);
   });
 
   it('names the field, and the index of a bad prompt in an array', () => {

@@ -1,14 +1,9 @@
 import { createServer, request } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createBatcher } from '@microbatch/core';
-import { describe, expect, it, vi } from 'vitest';
-import { exitOnSignals, logBatches, shutdownServer } from '../src/index.js';
-
-function deferred<T = void>(): { promise: Promise<T>; resolve: (value: T) => void } {
-  let resolve!: (value: T) => void;
-  const promise = new Promise<T>((settle) => (resolve = settle));
-  return { promise, resolve };
-}
+import { deferred } from '@microbatch/test-kit';
+import { describe, expect, it } from 'vitest';
+import { logBatches, shutdownServer } from '../src/index.js';
 
 function get(port: number): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
@@ -64,27 +59,6 @@ describe('shutdownServer', () => {
 
   it('throws a TypeError without a drain step', () => {
     expect(() => shutdownServer(createServer(), {} as never)).toThrow(new TypeError('Expected `steps.drain` to be a function, got undefined'));
-  });
-});
-
-describe('exitOnSignals', () => {
-  it('shuts down once on the first signal, ignores repeats, and exits 0 (1 if the shutdown fails)', async () => {
-    for (const code of [0, 1]) {
-      const shutdown = vi.fn(() => (code === 0 ? Promise.resolve() : Promise.reject(new Error('stuck'))));
-      const exited = deferred<number>();
-      const log = vi.fn();
-      const off = exitOnSignals(shutdown, { signals: ['SIGUSR2'], log, exit: exited.resolve });
-      process.emit('SIGUSR2', 'SIGUSR2');
-      process.emit('SIGUSR2', 'SIGUSR2');
-      expect(await exited.promise).toBe(code);
-      off();
-      expect(shutdown).toHaveBeenCalledTimes(1);
-      expect(log.mock.calls.map(([line]) => line)).toEqual([
-        'SIGUSR2: no longer accepting requests; finishing the queued and running ones',
-        'SIGUSR2: already draining',
-        code === 0 ? 'drained and closed; exiting' : 'shutdown failed: stuck',
-      ]);
-    }
   });
 });
 

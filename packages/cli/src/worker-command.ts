@@ -1,0 +1,66 @@
+import { createWorkerPool, textGenerationBatchKey } from '@microbatch/inference';
+import { createRedisWorker } from '@microbatch/redis';
+import { TEXT_COMPLETION_HANDLERS } from '@microbatch/serving';
+import { exitOnSignals } from './lifecycle.js';
+import { createLogger } from './logger.js';
+import { redact } from './serve-command.js';
+import { queueName, resolveModelDir } from './model-dir.js';
+import type { WorkerFlags } from './program.js';
+
+/**
+ * Runs `microbatch worker`: loads the model in worker threads, then pulls batches of text-completion items from the
+ * Redis queue named after the model (every web replica's items) until SIGTERM / SIGINT, which finish and answer the
+ * batches running, then exit 0. A model that fails to load prints why and exits 1.
+ *
+ * @example
+ * ```ts
+ * await workerCommand({ ...flags, queue: 'redis://127.0.0.1:6379', model: 'models/tinystories-656k' }, fail);
+ * ```
+ */
+export async function workerCommand(flags: WorkerFlags, fail: (message: string) => never): Promise<void> {
+  let model: string;
+  try {
+    model = await resolveModelDir(flags.model, { modelsDir: flags.modelsDir });
+  } catch (error) {
+    fail(error instanceof Error ? error.message : String(error));
+  }
+  const queue = queueName(model);
+  const { maxBatchSize, batchWaitMs, workers, threads, executionProvider, claimIdleMs, maxDeliveries, scheduling } = flags;
+  const logger = createLogger(flags.logFormat);
+  logger.info(
+    { model: queue, queue: redact(flags.queue), maxBatchSize, batchWaitMs, workers, threads, executionProvider, scheduling, claimIdleMs, maxDeliveries },
+    'microbatch worker',
+  );
+  const runner = { task: 'text-generation', model, scheduling, ...(scheduling === 'continuous' ? { maxBatchSize } : {}) } as const;
+  const pool = createWorkerPool({ runner, size: workers, threads, executionProvider });
+  try {
+    await pool.ready;
+  } catch (error) {
+    await pool.close();
+    fail(error instanceof Error ? error.message : String(error));
+  }
+  const worker = createRedisWorker({
+    url: flags.queue,
+    queue,
+    handlers: { [TEXT_COMPLETION_HANDLERS.generate]: pool.handler },
+    streamingHandlers: { [TEXT_COMPLETION_HANDLERS.stream]: pool.streamingHandler },
+    // Request scheduling splits batches by sampling settings; a continuous decode loop takes any mix.
+    batchKey: scheduling === 'request' ? textGenerationBatchKey : undefined,
+    maxBatchSize,
+    // Continuous: a second pull waits beside each worker's running loop, ready to join it at the next step.
+    concurrency: scheduling === 'continuous' ? 2 * pool.size : pool.size,
+    batchWaitTimeoutMs: batchWaitMs,
+    claimIdleMs,
+    maxDeliveries,
+    log: logger,
+  });
+  exitOnSignals(
+    async () => {
+      await worker.close();
+      await pool.close();
+    },
+    { log: logger },
+  );
+  await worker.ready;
+  logger.info({ worker: worker.workerId, model: queue }, 'worker ready');
+}

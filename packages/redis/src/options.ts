@@ -1,0 +1,233 @@
+import type { BatchHandler, StreamingBatchHandler } from '@microbatch/core';
+import { MAX_FINITE, checkInteger, checkNumber, checkString, definedEntries, fail, isObjectLike } from '@microbatch/core/util';
+
+/** Where a queue lives: what web replicas and workers must agree on. */
+export interface RedisQueueTarget {
+  /** The Redis server, `redis://[user:password@]host:port[/db]`. */
+  readonly url: string;
+  /** The queue's name, usually the model's (every replica and worker of one model uses the same). */
+  readonly queue: string;
+  /**
+   * The prefix of every key the queue uses.
+   * @default 'microbatch'
+   */
+  readonly prefix?: string;
+  /**
+   * How long a Redis command may take before it counts as failed (the connection is then treated as down).
+   * @default 1000
+   */
+  readonly commandTimeoutMs?: number;
+}
+
+/**
+ * Options of `createRedisQueue` (the web replica's side).
+ *
+ * @example
+ * ```ts
+ * const options: RedisQueueOptions = { url: 'redis://127.0.0.1:6379', queue: 'tinystories-656k', maxQueueSize: 512 };
+ * ```
+ */
+export interface RedisQueueOptions extends RedisQueueTarget {
+  /**
+   * The most entries queued or running in the queue across every replica; one more is refused at once with
+   * `QUEUE_FULL` (503 + `Retry-After`).
+   * @default 1024
+   */
+  readonly maxQueueSize?: number;
+  /**
+   * Each item's deadline in ms (a call may lower it). Past it the replica answers `DEADLINE_EXCEEDED` and removes
+   * the entry; a worker that reads it later skips it. Also bounds what a replica that died leaves behind.
+   * @default 60000
+   */
+  readonly timeoutMs?: number;
+  /**
+   * A worker whose last heartbeat is older than this counts as gone (for `workersAlive()` and readiness).
+   * @default 3000
+   */
+  readonly heartbeatTtlMs?: number;
+  /**
+   * The `Retry-After` hint, in seconds, of `QUEUE_FULL`, `UNAVAILABLE` and `CLOSED` refusals.
+   * @default 1
+   */
+  readonly retryAfterSeconds?: number;
+  /**
+   * This replica's id, naming its reply stream.
+   * @default a random id
+   */
+  readonly replicaId?: string;
+}
+
+/**
+ * Options of `createRedisWorker` (the model's side).
+ *
+ * @example
+ * ```ts
+ * createRedisWorker({ url, queue: 'tinystories-656k', handlers: { generate: pool.handler }, maxBatchSize: 16 });
+ * ```
+ */
+export interface RedisWorkerOptions<I = unknown, O = unknown, C = unknown> extends RedisQueueTarget {
+  /** The batch handlers by name: a replica's `queue.batcher(name)` reaches `handlers[name]`. */
+  readonly handlers?: Readonly<Record<string, BatchHandler<I, O>>>;
+  /** The streaming batch handlers by name: a replica's `queue.streamingBatcher(name)` reaches them. */
+  readonly streamingHandlers?: Readonly<Record<string, StreamingBatchHandler<I, C>>>;
+  /**
+   * Partitions a pulled batch: only inputs with equal keys share a handler call.
+   * @default () => undefined
+   */
+  readonly batchKey?: (input: I) => unknown;
+  /**
+   * The most entries one pull takes, and so one handler call receives.
+   * @default 8
+   */
+  readonly maxBatchSize?: number;
+  /**
+   * How many handler calls may run at once (the worker-thread pool's size). A pull happens only when one is free:
+   * entries wait in Redis, where any free worker can take them, instead of in this process.
+   * @default 1
+   */
+  readonly concurrency?: number;
+  /**
+   * After a pull that found fewer than `maxBatchSize` entries, wait this long and top the batch up with what
+   * arrived meanwhile. 0 (work-conserving): a free slot takes what is waiting, at once.
+   * @default 0
+   */
+  readonly batchWaitTimeoutMs?: number;
+  /**
+   * An entry delivered to a worker that has not answered it for this long is taken over by another worker (the
+   * first worker died). A live worker keeps its running entries fresh, so long batches are not stolen.
+   * @default 5000
+   */
+  readonly claimIdleMs?: number;
+  /**
+   * An entry delivered this many times without an answer (it crashed every worker that took it) is answered with
+   * a `HANDLER_ERROR` instead of being run again.
+   * @default 3
+   */
+  readonly maxDeliveries?: number;
+  /**
+   * How often the worker heartbeats (web replicas are ready only while a worker is alive) and looks for entries to
+   * take over.
+   * @default 1000
+   */
+  readonly heartbeatMs?: number;
+  /**
+   * How long a reply stream lives after its last reply: what a web replica that died leaves behind expires.
+   * @default 60000
+   */
+  readonly replyTtlMs?: number;
+  /**
+   * The worker's id, the first half of its global batch ids (`<id>-<sequence>`).
+   * @default a random id
+   */
+  readonly workerId?: string;
+  /**
+   * Where one line per batch, and failures, are reported: a line printer, or a pino-compatible logger (pino,
+   * Fastify's `app.log`) that gets the facts as fields (`{ worker, batchId, handler, batchSize, replicas,
+   * queueWaitMs, maxQueueWaitMs, executionMs, failed }`, "batch"); `false` turns it off.
+   * @default console.log
+   */
+  readonly log?: ((line: string) => void) | WorkerLogger | false;
+}
+
+/** A pino-compatible logger: what `RedisWorkerOptions.log` may be besides a line printer. */
+export interface WorkerLogger {
+  info(fields: object, message?: string): void;
+  warn(fields: object, message?: string): void;
+  error(fields: object, message?: string): void;
+}
+
+export const QUEUE_DEFAULTS = {
+  prefix: 'microbatch',
+  commandTimeoutMs: 1_000,
+  maxQueueSize: 1_024,
+  timeoutMs: 60_000,
+  heartbeatTtlMs: 3_000,
+  retryAfterSeconds: 1,
+} as const;
+
+export const WORKER_DEFAULTS = {
+  prefix: 'microbatch',
+  commandTimeoutMs: 1_000,
+  maxBatchSize: 8,
+  concurrency: 1,
+  batchWaitTimeoutMs: 0,
+  claimIdleMs: 5_000,
+  maxDeliveries: 3,
+  heartbeatMs: 1_000,
+  replyTtlMs: 60_000,
+} as const;
+
+function checkTarget(options: RedisQueueTarget): void {
+  const url = checkString('url', options.url);
+  if (!/^rediss?:\/\//.test(url)) fail('url', 'a redis:// or rediss:// URL', url);
+  checkString('queue', options.queue);
+  if (/[\s{}]/.test(options.queue)) fail('queue', 'a name without spaces or braces', options.queue);
+}
+
+/** Checks the options of `createRedisQueue` once and fills in the defaults. */
+export function resolveQueueOptions(options: RedisQueueOptions): Required<Omit<RedisQueueOptions, 'replicaId'>> & { replicaId?: string } {
+  if (!isObjectLike(options)) fail('options', 'an object', options);
+  const resolved = { ...QUEUE_DEFAULTS, ...definedEntries('options', options) } as Required<RedisQueueOptions>;
+  checkTarget(resolved);
+  checkString('prefix', resolved.prefix);
+  checkNumber('commandTimeoutMs', resolved.commandTimeoutMs, 0, MAX_FINITE, true);
+  checkInteger('maxQueueSize', resolved.maxQueueSize, 1);
+  checkNumber('timeoutMs', resolved.timeoutMs, 0, Number.POSITIVE_INFINITY, true);
+  checkNumber('heartbeatTtlMs', resolved.heartbeatTtlMs, 0, MAX_FINITE, true);
+  checkNumber('retryAfterSeconds', resolved.retryAfterSeconds, 0, MAX_FINITE);
+  if (options.replicaId !== undefined) checkString('replicaId', options.replicaId);
+  return resolved;
+}
+
+/** `RedisWorkerOptions` checked, with every default filled in. */
+export interface ResolvedWorkerOptions {
+  readonly url: string;
+  readonly queue: string;
+  readonly prefix: string;
+  readonly commandTimeoutMs: number;
+  readonly maxBatchSize: number;
+  readonly concurrency: number;
+  readonly batchWaitTimeoutMs: number;
+  readonly claimIdleMs: number;
+  readonly maxDeliveries: number;
+  readonly heartbeatMs: number;
+  readonly replyTtlMs: number;
+  readonly handlers: Readonly<Record<string, BatchHandler<unknown, unknown>>>;
+  readonly streamingHandlers: Readonly<Record<string, StreamingBatchHandler<unknown, unknown>>>;
+  readonly batchKey: ((input: unknown) => unknown) | undefined;
+  readonly workerId: string | undefined;
+  readonly log: ((line: string) => void) | WorkerLogger | false;
+}
+
+/** Checks the options of `createRedisWorker` once and fills in the defaults. */
+export function resolveWorkerOptions<I, O, C>(options: RedisWorkerOptions<I, O, C>): ResolvedWorkerOptions {
+  if (!isObjectLike(options)) fail('options', 'an object', options);
+  const resolved = { ...WORKER_DEFAULTS, ...definedEntries('options', options) } as typeof WORKER_DEFAULTS & RedisWorkerOptions<I, O, C>;
+  checkTarget(resolved);
+  checkString('prefix', resolved.prefix);
+  checkNumber('commandTimeoutMs', resolved.commandTimeoutMs, 0, MAX_FINITE, true);
+  checkInteger('maxBatchSize', resolved.maxBatchSize, 1);
+  checkInteger('concurrency', resolved.concurrency, 1);
+  checkNumber('batchWaitTimeoutMs', resolved.batchWaitTimeoutMs, 0, MAX_FINITE);
+  checkNumber('claimIdleMs', resolved.claimIdleMs, 0, MAX_FINITE, true);
+  checkInteger('maxDeliveries', resolved.maxDeliveries, 1);
+  checkNumber('heartbeatMs', resolved.heartbeatMs, 0, MAX_FINITE, true);
+  checkNumber('replyTtlMs', resolved.replyTtlMs, 0, MAX_FINITE, true);
+  const handlers = resolved.handlers ?? {};
+  const streamingHandlers = resolved.streamingHandlers ?? {};
+  for (const [group, map] of [['handlers', handlers], ['streamingHandlers', streamingHandlers]] as const) {
+    if (!isObjectLike(map)) fail(group, 'an object of handlers by name', map);
+    for (const [name, handler] of Object.entries(map)) if (typeof handler !== 'function') fail(`${group}.${name}`, 'a function', handler);
+  }
+  if (Object.keys(handlers).length + Object.keys(streamingHandlers).length === 0) {
+    throw new TypeError('Expected `handlers` or `streamingHandlers` to name at least one handler');
+  }
+  const both = Object.keys(handlers).filter((name) => Object.hasOwn(streamingHandlers, name));
+  if (both.length > 0) throw new TypeError(`Expected each handler name once, got \`${both[0]}\` in both \`handlers\` and \`streamingHandlers\``);
+  if (resolved.batchKey !== undefined && typeof resolved.batchKey !== 'function') fail('batchKey', 'a function', resolved.batchKey);
+  if (resolved.workerId !== undefined) checkString('workerId', resolved.workerId);
+  const log = resolved.log ?? console.log;
+  const isLogger = isObjectLike(log) && ['info', 'warn', 'error'].every((level) => typeof (log as Record<string, unknown>)[level] === 'function');
+  if (log !== false && typeof log !== 'function' && !isLogger) fail('log', 'a function, a pino-compatible logger or false', log);
+  return { ...resolved, handlers, streamingHandlers, log } as unknown as ResolvedWorkerOptions;
+}

@@ -1,0 +1,389 @@
+import { randomBytes } from 'node:crypto';
+import { BatchError, ErrorCode } from '@microbatch/core';
+import type { BatchContext } from '@microbatch/core';
+import { type Connection, closeConnection, isConnectionError, openConnection } from './connection.js';
+import { type QueueKeys, queueKeys } from './keys.js';
+import { type RedisWorkerOptions, type ResolvedWorkerOptions, resolveWorkerOptions } from './options.js';
+import { ANSWER_AND_ACK, type Answer, HEARTBEAT, answerAndAckArgs, runScript, scriptSha } from './scripts.js';
+import { type Claim, claimIdle, refreshHeld } from './reclaim.js';
+import { type NamedHandler, executeBatch, planBatches } from './worker-batch.js';
+import { type RequestEntry, ReplyKind, type WireBatch, entryTimeMs, replyFields, streamEntries, toRequestEntry, toWireError } from './wire.js';
+
+/**
+ * Counts since the worker started.
+ *
+ * @example
+ * ```ts
+ * const { batches, meanBatchSize } = worker.stats();
+ * ```
+ */
+export interface RedisWorkerStats {
+  readonly batches: number;
+  readonly items: number;
+  readonly meanBatchSize: number;
+  /** Batches running now. */
+  readonly running: number;
+  /** Entries skipped because their deadline had passed while queued. */
+  readonly expired: number;
+  /** Entries taken over from a worker that stopped answering. */
+  readonly reclaimed: number;
+  /** Entries answered with an error after `maxDeliveries` deliveries. */
+  readonly gaveUp: number;
+}
+
+/**
+ * A model worker: pulls batches from a Redis queue and answers them. See `createRedisWorker`.
+ *
+ * @example
+ * ```ts
+ * const worker = createRedisWorker({ url, queue: 'tinystories-656k', handlers: { generate: pool.handler } });
+ * process.once('SIGTERM', () => void worker.close());
+ * ```
+ */
+export interface RedisWorker {
+  /** The first half of this worker's batch ids (`<workerId>-<sequence>`). */
+  readonly workerId: string;
+  /** Resolves once the worker is connected and its consumer group exists. */
+  readonly ready: Promise<void>;
+  stats(): RedisWorkerStats;
+  /** Stops pulling, finishes (and answers) the batches it runs, then disconnects; idempotent. */
+  close(): Promise<void>;
+}
+
+const READ_BLOCK_MS = 500;
+const ANSWER_AND_ACK_SHA = scriptSha(ANSWER_AND_ACK);
+
+/**
+ * Starts a model worker on a Redis queue. Whenever one of its `concurrency` slots is free it pulls what is waiting
+ * (up to `maxBatchSize` entries, from every web replica) through the queue's consumer group, skips entries whose
+ * deadline passed, runs the named handler (entries of different handlers or batch keys go in separate calls),
+ * sends each answer to its replica's reply stream, then acknowledges and deletes the entries. It heartbeats, keeps
+ * its running entries from being taken over, and takes over entries of workers that stopped (after `claimIdleMs`);
+ * an entry that was delivered `maxDeliveries` times is answered with an error. It reconnects, and recreates the
+ * consumer group, when Redis returns.
+ *
+ * @example
+ * ```ts
+ * const pool = createWorkerPool({ runner: { task: 'text-generation', model: 'models/tinystories-656k' } });
+ * const worker = createRedisWorker({
+ *   url: 'redis://127.0.0.1:6379', queue: 'tinystories-656k', maxBatchSize: 16, concurrency: pool.size,
+ *   handlers: { generate: pool.handler }, streamingHandlers: { stream: pool.streamingHandler },
+ * });
+ * ```
+ */
+export function createRedisWorker<I = unknown, O = unknown, C = unknown>(options: RedisWorkerOptions<I, O, C>): RedisWorker {
+  const worker = new Worker(resolveWorkerOptions(options));
+  return {
+    workerId: worker.workerId,
+    ready: worker.ready,
+    stats: () => worker.stats(),
+    close: () => worker.close(),
+  };
+}
+
+type Settings = ResolvedWorkerOptions;
+
+class Worker {
+  readonly workerId: string;
+  readonly ready: Promise<void>;
+  readonly #settings: Settings;
+  readonly #keys: QueueKeys;
+  readonly #reader: Connection;
+  readonly #commands: Connection;
+  readonly #timers: NodeJS.Timeout[] = [];
+  /** Entries this worker holds (running or about to): kept fresh so nobody takes them over. */
+  readonly #held = new Set<string>();
+  #reclaimed: RequestEntry[] = [];
+  #claimCursor = '0-0';
+  #clockOffsetMs = 0;
+  #running = 0;
+  #slotFreed: (() => void) | undefined;
+  #batchSequence = 0;
+  #stopping = false;
+  #closing: Promise<void> | undefined;
+  #loop: Promise<void> | undefined;
+  readonly #batches = new Set<Promise<void>>();
+  #stats = { batches: 0, items: 0, expired: 0, reclaimed: 0, gaveUp: 0 };
+
+  constructor(settings: Settings) {
+    this.#settings = settings;
+    this.workerId = settings.workerId ?? randomBytes(4).toString('hex');
+    this.#keys = queueKeys(settings.prefix, settings.queue);
+    const { url, commandTimeoutMs } = settings;
+    this.#reader = openConnection(url, `microbatch:worker:${this.workerId}:pull`, commandTimeoutMs + READ_BLOCK_MS);
+    this.#commands = openConnection(url, `microbatch:worker:${this.workerId}`, commandTimeoutMs, {
+      onReady: () => void this.#heartbeat(),
+    });
+    this.ready = this.#start();
+    this.ready.catch(() => undefined);
+  }
+
+  async #start(): Promise<void> {
+    while (!this.#commands.isReady || !this.#reader.isReady) {
+      if (this.#stopping) return;
+      await sleep(50);
+    }
+    await this.#ensureGroup();
+    await this.#heartbeat();
+    const { heartbeatMs, claimIdleMs } = this.#settings;
+    this.#timers.push(setInterval(() => void this.#heartbeat(), heartbeatMs));
+    this.#timers.push(setInterval(() => void this.#claim(), Math.min(heartbeatMs, claimIdleMs)));
+    this.#timers.push(setInterval(() => void this.#keepHeld(), Math.max(1, claimIdleMs / 3)));
+    this.#loop = this.#pull();
+  }
+
+  stats(): RedisWorkerStats {
+    const { batches, items } = this.#stats;
+    return { ...this.#stats, running: this.#running, meanBatchSize: batches === 0 ? 0 : items / batches };
+  }
+
+  close(): Promise<void> {
+    this.#closing ??= (async () => {
+      this.#stopping = true;
+      this.#slotFreed?.();
+      for (const timer of this.#timers) clearInterval(timer);
+      await this.ready.catch(() => undefined);
+      await this.#loop;
+      await Promise.allSettled([...this.#batches]);
+      await this.#commands.sendCommand(['ZREM', this.#keys.workers, this.workerId]).catch(() => undefined);
+      await Promise.all([closeConnection(this.#reader), closeConnection(this.#commands)]);
+    })();
+    return this.#closing;
+  }
+
+  /** Redis's clock, which entry ids and deadlines use. */
+  #now(): number {
+    return Date.now() + this.#clockOffsetMs;
+  }
+
+  async #heartbeat(): Promise<void> {
+    try {
+      const before = Date.now();
+      const serverNow = Number(
+        await this.#commands.sendCommand(['EVAL', HEARTBEAT, '1', this.#keys.workers, this.workerId, String(this.#settings.heartbeatMs * 10)]),
+      );
+      this.#clockOffsetMs = serverNow - (before + Date.now()) / 2;
+    } catch {
+      // Redis is down: the replicas see no heartbeat and report not ready, which is true.
+    }
+  }
+
+  async #ensureGroup(): Promise<void> {
+    try {
+      // From the start of the stream: entries added before the group existed (a restarted Redis) are served too.
+      await this.#commands.sendCommand(['XGROUP', 'CREATE', this.#keys.requests, this.#keys.group, '0', 'MKSTREAM']);
+    } catch (error) {
+      if (!String((error as Error)?.message).startsWith('BUSYGROUP')) throw error;
+    }
+  }
+
+  async #pull(): Promise<void> {
+    const { maxBatchSize, batchWaitTimeoutMs } = this.#settings;
+    while (!this.#stopping) {
+      // Work-conserving: pull only when a slot is free, then take whatever is waiting; while every slot is busy,
+      // entries wait in Redis where any free worker can take them.
+      if (this.#running >= this.#settings.concurrency) {
+        await new Promise<void>((resolve) => (this.#slotFreed = resolve));
+        continue;
+      }
+      let entries = this.#reclaimed.splice(0, maxBatchSize);
+      if (entries.length === 0) entries = await this.#read(maxBatchSize, READ_BLOCK_MS);
+      if (entries.length === 0) continue;
+      if (batchWaitTimeoutMs > 0 && entries.length < maxBatchSize && !this.#stopping) {
+        await sleep(batchWaitTimeoutMs);
+        entries.push(...(await this.#read(maxBatchSize - entries.length, undefined)));
+      }
+      this.#dispatch(entries);
+    }
+  }
+
+  async #read(count: number, blockMs: number | undefined): Promise<RequestEntry[]> {
+    const block = blockMs === undefined ? [] : ['BLOCK', String(blockMs)];
+    let reply: unknown;
+    try {
+      reply = await this.#reader.sendCommand([
+        'XREADGROUP', 'GROUP', this.#keys.group, this.workerId, 'COUNT', String(count), ...block, 'STREAMS', this.#keys.requests, '>',
+      ]);
+    } catch (error) {
+      if (this.#stopping) return [];
+      if (String((error as Error)?.message).startsWith('NOGROUP')) {
+        // Redis restarted without its data: the group is gone with the stream.
+        await this.#ensureGroup().catch(() => undefined);
+      } else if (isConnectionError(error)) {
+        await sleep(100);
+      } else {
+        this.#log('warn', `[worker ${this.workerId}] pull failed: ${(error as Error)?.message}`, { error: (error as Error)?.message }, 'pull failed');
+        await sleep(100);
+      }
+      return [];
+    }
+    const entries: RequestEntry[] = [];
+    const invalid: string[] = [];
+    for (const [id, fields] of streamEntries(reply)) {
+      const entry = toRequestEntry(id, fields);
+      if (entry === undefined) invalid.push(id);
+      else entries.push(entry);
+    }
+    if (invalid.length > 0) void this.#finish(invalid);
+    return entries;
+  }
+
+  /** Splits a pull by handler and batch key, drops what expired, and runs each part as one handler call. */
+  #dispatch(entries: readonly RequestEntry[]): void {
+    const now = this.#now();
+    const { expired, refusals, batches } = planBatches(entries, now, this.#settings);
+    this.#stats.expired += expired.length;
+    if (expired.length > 0) void this.#finish(expired);
+    if (refusals.length > 0) void this.#answerErrors(refusals);
+    for (const batch of batches) {
+      const run = this.#runBatch(batch.target, batch.entries, batch.inputs, now);
+      this.#batches.add(run);
+      void run.finally(() => this.#batches.delete(run));
+    }
+  }
+
+  async #runBatch(target: NamedHandler, entries: readonly RequestEntry[], inputs: unknown[], now: number): Promise<void> {
+    const handlerName = target.name;
+    const sequence = ++this.#batchSequence;
+    const id = `${this.workerId}-${sequence}`;
+    const ids = entries.map((entry) => entry.entryId);
+    for (const entryId of ids) this.#held.add(entryId);
+    this.#running += 1;
+    this.#stats.batches += 1;
+    this.#stats.items += entries.length;
+    const started = performance.now();
+    const waits = entries.map((entry) => Math.max(0, now - entryTimeMs(entry.entryId)));
+    const batchOf = (index: number): WireBatch => ({ id, size: entries.length, queueMs: Math.round(waits[index] ?? 0) });
+    const controller = new AbortController();
+    const context: BatchContext = { signal: controller.signal, batchId: sequence, key: undefined };
+    let failed = 0;
+    try {
+      // Chunks go as they come; final answers go with the acknowledgement, in one script (one round trip).
+      const sends: Array<Promise<unknown>> = [];
+      const finals: Answer[] = [];
+      const send = (index: number, kind: ReplyKind, data: string): void => {
+        const entry = entries[index] as RequestEntry;
+        const fields = replyFields(entry.itemId, kind, data, batchOf(index));
+        if (kind === ReplyKind.ERROR) failed += 1;
+        if (kind === ReplyKind.CHUNK) sends.push(this.#commands.sendCommand(['XADD', entry.reply, '*', ...fields]));
+        else finals.push({ reply: entry.reply, fields });
+      };
+      const failure = await executeBatch(target, inputs, context, send);
+      if (failure !== undefined) {
+        controller.abort(failure);
+        const message = (failure as Error)?.message ?? String(failure);
+        this.#log('error', `[worker ${this.workerId}] batch ${id} failed: ${message}`, { batchId: id, error: message }, 'batch failed');
+      }
+      const outcomes = await Promise.allSettled(sends);
+      // Answers that did not reach Redis are not acknowledged: the entries stay pending and are run again.
+      if (outcomes.some((outcome) => outcome.status === 'rejected')) return;
+      await this.#answerAndAck(finals, ids).catch(() => undefined);
+    } finally {
+      for (const entryId of ids) this.#held.delete(entryId);
+      this.#running -= 1;
+      const replicas = new Set(entries.map((entry) => entry.reply)).size;
+      const mean = waits.reduce((sum, wait) => sum + wait, 0) / waits.length;
+      const maxWait = Math.max(...waits);
+      const executionMs = performance.now() - started;
+      this.#log(
+        'info',
+        `[worker ${this.workerId}] batch ${id} (${handlerName}): size ${entries.length} from ${replicas} replica(s), ` +
+          `queue wait ${mean.toFixed(1)} ms (max ${maxWait.toFixed(1)} ms), execution ${executionMs.toFixed(1)} ms` +
+          (failed === 0 ? '' : `, ${failed} failed`),
+        { batchId: id, handler: handlerName, batchSize: entries.length, replicas, queueWaitMs: round1(mean), maxQueueWaitMs: round1(maxWait), executionMs: round1(executionMs), failed },
+        'batch',
+      );
+      const wake = this.#slotFreed;
+      this.#slotFreed = undefined;
+      wake?.();
+    }
+  }
+
+  /** Acknowledges and deletes answered (or skipped) entries. */
+  async #finish(ids: readonly string[]): Promise<void> {
+    if (ids.length === 0) return;
+    await Promise.all([
+      this.#commands.sendCommand(['XACK', this.#keys.requests, this.#keys.group, ...ids]),
+      this.#commands.sendCommand(['XDEL', this.#keys.requests, ...ids]),
+    ]).catch(() => undefined);
+  }
+
+  async #answerErrors(refusals: ReadonlyArray<readonly [RequestEntry, BatchError]>): Promise<void> {
+    const batch: WireBatch = { id: `${this.workerId}-0`, size: 0, queueMs: 0 };
+    const answers = refusals.map(([entry, error]) => ({
+      reply: entry.reply,
+      fields: replyFields(entry.itemId, ReplyKind.ERROR, JSON.stringify(toWireError(error)), batch),
+    }));
+    // Unanswered entries stay pending and come back.
+    await this.#answerAndAck(answers, refusals.map(([entry]) => entry.entryId)).catch(() => undefined);
+  }
+
+  /** Adds the answers to their reply streams, then acknowledges and deletes the entries: one atomic script. */
+  async #answerAndAck(answers: readonly Answer[], ids: readonly string[]): Promise<void> {
+    const { keys, args } = answerAndAckArgs(this.#keys.requests, this.#keys.group, this.#settings.replyTtlMs, answers, ids);
+    await runScript((command) => this.#commands.sendCommand(command), ANSWER_AND_ACK, ANSWER_AND_ACK_SHA, keys, args);
+  }
+
+  /** Resets the idle time of held entries without counting a delivery, so live work is never taken over. */
+  async #keepHeld(): Promise<void> {
+    if (this.#held.size === 0) return;
+    await refreshHeld(this.#commands, this.#keys, this.workerId, [...this.#held]).catch(() => undefined);
+  }
+
+  /** Takes over entries that another worker received but has not answered for `claimIdleMs` (it died). */
+  async #claim(): Promise<void> {
+    if (this.#stopping || this.#running >= this.#settings.concurrency || this.#reclaimed.length > 0) return;
+    const { maxBatchSize, claimIdleMs, maxDeliveries } = this.#settings;
+    let claim: Claim;
+    try {
+      claim = await claimIdle(this.#commands, this.#keys, this.workerId, { claimIdleMs, cursor: this.#claimCursor, count: maxBatchSize, maxDeliveries });
+    } catch {
+      return; // Redis down, or the group is gone (the pull loop recreates it).
+    }
+    this.#claimCursor = claim.cursor;
+    if (claim.invalid.length > 0) void this.#finish(claim.invalid);
+    if (claim.poisoned.length > 0) {
+      this.#stats.gaveUp += claim.poisoned.length;
+      this.#log(
+        'warn',
+        `[worker ${this.workerId}] giving up on ${plural(claim.poisoned.length)} delivered more than ${maxDeliveries} times`,
+        { entries: claim.poisoned.length, maxDeliveries },
+        'gave up on entries',
+      );
+      const error = new BatchError(ErrorCode.HANDLER_ERROR, `The item was delivered ${maxDeliveries} times without an answer (it may crash workers)`, {
+        expose: false,
+      });
+      await this.#answerErrors(claim.poisoned.map((entry) => [entry, error] as const));
+    }
+    if (claim.entries.length === 0) return;
+    this.#stats.reclaimed += claim.entries.length;
+    this.#log(
+      'warn',
+      `[worker ${this.workerId}] took over ${plural(claim.entries.length)} of a worker that stopped answering`,
+      { entries: claim.entries.length },
+      'took over entries',
+    );
+    for (const entry of claim.entries) this.#held.add(entry.entryId);
+    this.#reclaimed.push(...claim.entries);
+  }
+
+  /** One line to a line printer, or the fields and a short message to a pino-compatible logger. */
+  #log(level: 'info' | 'warn' | 'error', line: string, fields: Record<string, unknown>, message: string): void {
+    const { log } = this.#settings;
+    if (log === false) return;
+    if (typeof log === 'function') log(line);
+    else log[level]({ worker: this.workerId, ...fields }, message);
+  }
+}
+
+function round1(value: number): number {
+  return Math.round(value * 10) / 10;
+}
+
+function plural(count: number): string {
+  return `${count} entr${count === 1 ? 'y' : 'ies'}`;
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

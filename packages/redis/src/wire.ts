@@ -1,0 +1,139 @@
+// What travels through Redis: request entries (web replica → workers) and reply entries (worker → the replica's own
+// reply stream), as flat field lists of strings.
+import { BatchError, ErrorCode, isBatchError } from '@microbatch/core';
+
+/** One request entry as a worker reads it. */
+export interface RequestEntry {
+  /** The stream entry id (`<ms>-<seq>`, from Redis's clock). */
+  readonly entryId: string;
+  /** The replica's id for the item; with `reply`, unique. */
+  readonly itemId: string;
+  /** Which handler runs it. */
+  readonly handler: string;
+  /** The replica's reply stream. */
+  readonly reply: string;
+  /** Milliseconds after the entry's creation (its id's time) past which nobody waits for it; absent: no deadline. */
+  readonly timeoutMs: number | undefined;
+  readonly streaming: boolean;
+  /** The input, as JSON. */
+  readonly payload: string;
+}
+
+/** Where a batch ran: the global batch id (worker and sequence), its size, the item's wait in the queue. */
+export interface WireBatch {
+  readonly id: string;
+  readonly size: number;
+  readonly queueMs: number;
+}
+
+/** A serialised error: what the replica needs to answer the client as the worker would have. */
+export interface WireError {
+  readonly code: ErrorCode;
+  readonly message: string;
+  readonly expose: boolean;
+  readonly details?: Readonly<Record<string, unknown>>;
+  readonly retryAfterSeconds?: number;
+}
+
+/** Kinds of reply entries. */
+export const ReplyKind = { RESULT: 'r', ERROR: 'e', CHUNK: 'c', END: 'x' } as const;
+export type ReplyKind = (typeof ReplyKind)[keyof typeof ReplyKind];
+
+/** One reply entry as the replica reads it. */
+export interface ReplyEntry {
+  readonly entryId: string;
+  readonly itemId: string;
+  readonly kind: ReplyKind;
+  /** JSON: the result or chunk, or a {@link WireError}. */
+  readonly data: string;
+  /** The batch, as JSON: the producer of a stream is its batch id. */
+  readonly batch: string;
+}
+
+/** The fields of a request entry. */
+export function requestFields(itemId: string, handler: string, reply: string, timeoutMs: number | undefined, streaming: boolean, payload: string): string[] {
+  return ['i', itemId, 'h', handler, 'r', reply, 't', timeoutMs === undefined ? '' : String(Math.ceil(timeoutMs)), 's', streaming ? '1' : '0', 'p', payload];
+}
+
+/** The fields of a reply entry. */
+export function replyFields(itemId: string, kind: ReplyKind, data: string, batch: WireBatch): string[] {
+  return ['i', itemId, 'k', kind, 'd', data, 'b', JSON.stringify(batch)];
+}
+
+function fieldMap(fields: unknown): Map<string, string> | undefined {
+  if (!Array.isArray(fields)) return undefined;
+  const map = new Map<string, string>();
+  for (let i = 0; i + 1 < fields.length; i += 2) map.set(String(fields[i]), String(fields[i + 1]));
+  return map;
+}
+
+/** Entries of a raw `XREAD`/`XREADGROUP` reply for one stream: `[[key, [[id, fields], ...]]]` or null. */
+export function streamEntries(reply: unknown): Array<readonly [id: string, fields: Map<string, string> | undefined]> {
+  if (!Array.isArray(reply) || reply.length === 0) return [];
+  const [, entries] = reply[0] as [unknown, unknown];
+  return rawEntries(entries);
+}
+
+/** `[[id, fields], ...]`; a deleted entry (still pending) has no fields. */
+export function rawEntries(entries: unknown): Array<readonly [id: string, fields: Map<string, string> | undefined]> {
+  if (!Array.isArray(entries)) return [];
+  return entries
+    .filter((entry): entry is [unknown, unknown] => Array.isArray(entry))
+    .map(([id, fields]) => [String(id), fieldMap(fields)] as const);
+}
+
+/** A request entry from its fields; `undefined` if it is not one (deleted, or written by something else). */
+export function toRequestEntry(entryId: string, fields: Map<string, string> | undefined): RequestEntry | undefined {
+  const itemId = fields?.get('i');
+  const handler = fields?.get('h');
+  const reply = fields?.get('r');
+  const payload = fields?.get('p');
+  if (fields === undefined || itemId === undefined || handler === undefined || reply === undefined || payload === undefined) return undefined;
+  const timeout = fields.get('t');
+  return {
+    entryId,
+    itemId,
+    handler,
+    reply,
+    timeoutMs: timeout === undefined || timeout === '' ? undefined : Number(timeout),
+    streaming: fields.get('s') === '1',
+    payload,
+  };
+}
+
+/** A reply entry from its fields; `undefined` if malformed. */
+export function toReplyEntry(entryId: string, fields: Map<string, string> | undefined): ReplyEntry | undefined {
+  const itemId = fields?.get('i');
+  const kind = fields?.get('k');
+  if (fields === undefined || itemId === undefined || kind === undefined || !Object.values(ReplyKind).includes(kind as ReplyKind)) return undefined;
+  return { entryId, itemId, kind: kind as ReplyKind, data: fields.get('d') ?? 'null', batch: fields.get('b') ?? '{}' };
+}
+
+/** The time part of a stream entry id: when Redis added it, in ms since the epoch (Redis's clock). */
+export function entryTimeMs(entryId: string): number {
+  return Number(entryId.slice(0, entryId.indexOf('-')));
+}
+
+/** An error as it travels: codes and exposure kept, so the replica answers what the worker's batcher would. */
+export function toWireError(error: unknown): WireError {
+  if (isBatchError(error)) {
+    const { code, message, expose, details, retryAfterSeconds } = error;
+    return { code, message, expose, ...(details === undefined ? {} : { details }), ...(retryAfterSeconds === undefined ? {} : { retryAfterSeconds }) };
+  }
+  // Unknown failures keep their message for the replica's logs, never for the client.
+  return { code: ErrorCode.HANDLER_ERROR, message: error instanceof Error ? error.message : String(error), expose: false };
+}
+
+export function fromWireError(text: string): BatchError {
+  try {
+    const wire = JSON.parse(text) as WireError;
+    const code = Object.values(ErrorCode).includes(wire.code) ? wire.code : ErrorCode.HANDLER_ERROR;
+    return new BatchError(code, String(wire.message), {
+      expose: wire.expose === true,
+      details: wire.details,
+      retryAfterSeconds: wire.retryAfterSeconds,
+    });
+  } catch {
+    return new BatchError(ErrorCode.HANDLER_ERROR, 'Malformed error reply from a worker', { expose: false });
+  }
+}

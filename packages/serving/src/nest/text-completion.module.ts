@@ -1,0 +1,88 @@
+import { BatchModule, jsonBody } from '@microbatch/nest';
+import {
+  type BeforeApplicationShutdown,
+  type DynamicModule,
+  Inject,
+  Injectable,
+  type MiddlewareConsumer,
+  Module,
+  type NestModule,
+  type OnApplicationShutdown,
+  type OnModuleInit,
+  RequestMethod,
+} from '@nestjs/common';
+import { APP_FILTER, HttpAdapterHost } from '@nestjs/core';
+import { JsonErrorFilter } from './json-error.filter.js';
+import type { TextCompletionService } from '../text-completion-model.js';
+import { TEXT_COMPLETION_SERVICE } from './text-completion.constants.js';
+import { TextCompletionController } from './text-completion.controller.js';
+import { TextQueryPipe } from './text-query.pipe.js';
+
+/** Drains the service's batchers with the app's own (`app.close()`), then releases the service. */
+@Injectable()
+class ServiceLifecycle implements BeforeApplicationShutdown, OnApplicationShutdown {
+  constructor(@Inject(TEXT_COMPLETION_SERVICE) private readonly service: TextCompletionService) {}
+
+  beforeApplicationShutdown(): Promise<void> {
+    return this.service.drain();
+  }
+
+  onApplicationShutdown(): Promise<void> {
+    return this.service.close();
+  }
+}
+
+/** No `X-Powered-By` on any answer, 404s included (Express sets it before any route or middleware of the module runs). */
+@Injectable()
+class HideServerStack implements OnModuleInit {
+  constructor(@Inject(HttpAdapterHost) private readonly adapterHost: HttpAdapterHost) {}
+
+  onModuleInit(): void {
+    const instance = this.adapterHost.httpAdapter?.getInstance() as { disable?: (setting: string) => unknown } | undefined;
+    instance?.disable?.('x-powered-by');
+  }
+}
+
+/**
+ * The text-completion app as a Nest module: `@Batch()` `GET /?text=`, OpenAI `POST /v1/completions`, `/healthz`,
+ * `/readyz`. `app.close()` drains every batcher, then closes the service.
+ *
+ * @example
+ * ```ts
+ * const app = await NestFactory.create(TextCompletionModule.forRoot(model));
+ * ```
+ */
+@Module({})
+export class TextCompletionModule implements NestModule {
+  /** The app over `service`; the `@Batch()` route batches like the service's own batchers. */
+  static forRoot(service: TextCompletionService): DynamicModule {
+    const { maxBatchSize, batchWaitTimeoutMs, maxConcurrentBatches } = service.generate;
+    return {
+      module: TextCompletionModule,
+      imports: [BatchModule.forRoot({ maxBatchSize, batchWaitTimeoutMs, maxConcurrentBatches })],
+      controllers: [TextCompletionController],
+      providers: [
+        { provide: TEXT_COMPLETION_SERVICE, useValue: service },
+        { provide: APP_FILTER, useClass: JsonErrorFilter },
+        TextQueryPipe,
+        ServiceLifecycle,
+        HideServerStack,
+      ],
+    };
+  }
+
+  /**
+   * Bodies are read by `jsonBody()` (415, 413 before reading, fixed messages), as in the Express and Koa apps;
+   * create the app with `bodyParser: false` so that Nest's parser, which quotes the body in its errors, does not
+   * read them first. HEAD of the batched route answers at once: it never runs the model for a bodiless answer.
+   */
+  configure(consumer: MiddlewareConsumer): void {
+    consumer.apply(jsonBody()).forRoutes({ path: 'v1/completions', method: RequestMethod.POST });
+    consumer
+      .apply((_req: unknown, res: { setHeader(name: string, value: string): void; end(): void }) => {
+        res.setHeader('Content-Type', 'text/plain; charset=utf-8');
+        res.end();
+      })
+      .forRoutes({ path: '/', method: RequestMethod.HEAD });
+  }
+}

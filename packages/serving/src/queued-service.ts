@@ -1,0 +1,91 @@
+import type { Batcher, StreamingBatcher } from '@microbatch/core';
+import { createTextGenerationParser } from '@microbatch/inference';
+import type { TextGenerationChunk, TextGenerationInput, TextGenerationLimits, TextGenerationOutput } from '@microbatch/inference';
+import type { TextCompletionService } from './text-completion-model.js';
+
+/**
+ * The handler names a text-completion worker serves on a queue, and web replicas call.
+ *
+ * @example
+ * ```ts
+ * createRedisWorker({ ..., handlers: { [TEXT_COMPLETION_HANDLERS.generate]: pool.handler } });
+ * ```
+ */
+export const TEXT_COMPLETION_HANDLERS = { generate: 'generate', stream: 'stream' } as const;
+
+/**
+ * A queue that web replicas send items to (for example `@microbatch/redis`'s `createRedisQueue`).
+ *
+ * @example
+ * ```ts
+ * const queue: TextCompletionQueue = createRedisQueue({ url, queue: 'tinystories-656k' });
+ * ```
+ */
+export interface TextCompletionQueue {
+  readonly ready: Promise<void>;
+  batcher<I, O>(name: string): Batcher<I, O>;
+  streamingBatcher<I, O>(name: string): StreamingBatcher<I, O>;
+  /** Connected, with at least one worker alive. */
+  isReady(): boolean | PromiseLike<boolean>;
+  close(): Promise<void>;
+}
+
+/**
+ * Options of {@link createQueuedTextCompletionService}.
+ *
+ * @example
+ * ```ts
+ * createQueuedTextCompletionService(queue, { id: 'tinystories-656k', limits: { maxNewTokens: 128 } });
+ * ```
+ */
+export interface QueuedTextCompletionServiceOptions {
+  /** The name responses report as `model`. */
+  readonly id: string;
+  /** Bounds on prompts and `max_tokens`, checked here before anything is queued; workers count tokens. */
+  readonly limits?: TextGenerationLimits;
+}
+
+/**
+ * A text-completion service whose model runs elsewhere: on workers behind a queue. The same apps serve it
+ * (`@microbatch/serving/express` ...). Requests are checked here before they are queued (the workers count prompt
+ * tokens, whose refusals come back as the same 400); readiness means the queue is connected and a worker is alive.
+ *
+ * @example
+ * ```ts
+ * const service = createQueuedTextCompletionService(createRedisQueue({ url, queue: 'tinystories-656k' }), { id: 'tinystories-656k' });
+ * await startTextCompletionApp(service, { port: 8000, host: '127.0.0.1' });
+ * ```
+ */
+export function createQueuedTextCompletionService(queue: TextCompletionQueue, options: QueuedTextCompletionServiceOptions): TextCompletionService {
+  if (typeof queue?.batcher !== 'function' || typeof queue.streamingBatcher !== 'function') {
+    throw new TypeError('Expected `queue` to be a queue with `batcher()` and `streamingBatcher()`, such as `createRedisQueue()`');
+  }
+  if (typeof options?.id !== 'string' || options.id === '') throw new TypeError('Expected `id` to be a non-empty string');
+  const generate = queue.batcher<TextGenerationInput, TextGenerationOutput>(TEXT_COMPLETION_HANDLERS.generate);
+  const streamer = queue.streamingBatcher<TextGenerationInput, TextGenerationChunk>(TEXT_COMPLETION_HANDLERS.stream);
+  const batchers = [generate, streamer] as const;
+  const drain = async (): Promise<void> => {
+    await Promise.all(batchers.map((batcher) => batcher.close()));
+  };
+  return {
+    id: options.id,
+    generate,
+    streamer,
+    batchers,
+    ready: queue.ready,
+    isReady: () => queue.isReady(),
+    validate: createTextGenerationParser(options.limits),
+    // Nest's `@Batch()` formed a batch here; its items join the workers' batches like any others.
+    runBatch: (inputs, runOptions) =>
+      Promise.all(inputs.map((input) => generate(input, { signal: runOptions?.signal }).catch((error: unknown) => toError(error)))),
+    drain,
+    close: async () => {
+      await drain();
+      await queue.close();
+    },
+  };
+}
+
+function toError(error: unknown): Error {
+  return error instanceof Error ? error : new Error(String(error));
+}
