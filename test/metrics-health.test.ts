@@ -1,7 +1,7 @@
 import { createBatcher } from '@microbatch/core';
 import { describe, expect, it } from 'vitest';
-import { deferred } from '../packages/core/test/helpers.js';
-import { createHealth } from '../packages/prometheus/src/index.js';
+import { createHealth } from '@microbatch/prometheus';
+import { deferred } from '@microbatch/test-kit';
 
 const OK = { status: 200, body: { status: 'ok' } };
 const unavailable = (...reasons: string[]) => ({ status: 503, body: { status: 'unavailable', reasons } });

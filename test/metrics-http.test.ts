@@ -18,8 +18,9 @@ import {
   metricsHandler,
   scrapeMetrics,
   toNodeHandler,
-} from '../packages/prometheus/src/index.js';
-import { type OpenMetricsContentType, Registry, samplesOf } from '../packages/prometheus/test/helpers.js';
+} from '@microbatch/prometheus';
+import { samplesOf } from '@microbatch/test-kit';
+import { type OpenMetricsContentType, Registry } from 'prom-client';
 
 const PROMETHEUS_TEXT = 'text/plain; version=0.0.4; charset=utf-8';
 const JSON_UTF8 = 'application/json; charset=utf-8';

@@ -17,7 +17,8 @@ import { IsNotEmpty, IsString } from 'class-validator';
 import { Test } from '@nestjs/testing';
 import request from 'supertest';
 import { describe, expect, expectTypeOf, it, vi } from 'vitest';
-import { PLATFORMS, deferred, startApp } from './nest-helpers/nest-app.js';
+import { deferred } from '@microbatch/test-kit';
+import { PLATFORMS, startApp } from './nest-helpers/nest-app.js';
 
 class GenerateDto {
   @IsString()

@@ -4,6 +4,7 @@ import {
   Body,
   Controller,
   ForbiddenException,
+  HttpException,
   Get,
   Injectable,
   type LoggerService,
@@ -18,7 +19,8 @@ import {
 import { Test } from '@nestjs/testing';
 import request from 'supertest';
 import { describe, expect, it, vi } from 'vitest';
-import { PLATFORMS, deferred, startApp } from './nest-helpers/nest-app.js';
+import { deferred } from '@microbatch/test-kit';
+import { PLATFORMS, startApp } from './nest-helpers/nest-app.js';
 
 const GENERIC_500 = { error: { code: 'HANDLER_ERROR', message: 'Internal Server Error' } };
 
@@ -127,6 +129,82 @@ describe.each(PLATFORMS)('@Batch() error responses on %s', (platform) => {
     });
   });
 
+  it('reports each 500 once to BatchModule.forRoot({ onError }) instead of the Logger, and never a 4xx or 503', async () => {
+    const failure = new Error('secret: weights not loaded');
+    @Controller()
+    class ReportedController {
+      @Post('fail')
+      @Batch({ maxBatchSize: 2, batchWaitTimeoutMs: 60_000 })
+      fail(): never {
+        throw failure;
+      }
+      @Post('invalid')
+      @Batch()
+      invalid(): unknown[] {
+        return [new BatchError('INVALID_INPUT', 'no')];
+      }
+      @Post('full')
+      @Batch()
+      full(): unknown[] {
+        return [new BatchError('QUEUE_FULL', 'busy')];
+      }
+    }
+    const reported: unknown[] = [];
+    @Module({ imports: [BatchModule.forRoot({ onError: (error) => reported.push(error) })], controllers: [ReportedController] })
+    class AppModule {}
+    const logged: unknown[] = [];
+    const logger: LoggerService = { log: () => undefined, warn: () => undefined, error: (error) => logged.push(error) };
+    const app = await startApp(platform, AppModule, (nest) => nest.useLogger(logger));
+    try {
+      const post = (path: string) => request(app.getHttpServer()).post(path).send({});
+      const failed = await Promise.all([post('/fail'), post('/fail')]);
+      const invalid = await post('/invalid');
+      const full = await post('/full');
+      expect(failed.map((response) => response.status)).toEqual([500, 500]);
+      expect([invalid.status, full.status]).toEqual([400, 503]);
+      expect(reported).toEqual([failure]);
+      expect(logged).toEqual([]);
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('lets a subclass of BatchInterceptor change how errors become exceptions through its protected methods', async () => {
+    @Injectable()
+    class TeapotInterceptor extends BatchInterceptor {
+      protected override toException(error: unknown, response: unknown): HttpException {
+        const exception = super.toException(error, response);
+        return exception.getStatus() === 500 ? new HttpException({ error: { code: 'TEAPOT', message: 'short and stout' } }, 418) : exception;
+      }
+    }
+    // Applied on the class, the subclass runs outside the BatchInterceptor that @Batch() adds, which steps aside.
+    @Controller()
+    @UseInterceptors(TeapotInterceptor)
+    class TeapotController {
+      @Post('brew')
+      @Batch()
+      brew(): never {
+        throw new Error('no water');
+      }
+      @Post('full')
+      @Batch()
+      full(): unknown[] {
+        return [new BatchError('QUEUE_FULL', 'busy')];
+      }
+    }
+    @Module({ imports: [BatchModule.forRoot({ onError: () => undefined })], controllers: [TeapotController] })
+    class AppModule {}
+    const app = await startApp(platform, AppModule);
+    try {
+      const brew = await request(app.getHttpServer()).post('/brew').send({});
+      expect([brew.status, brew.body]).toEqual([418, { error: { code: 'TEAPOT', message: 'short and stout' } }]);
+      const full = await request(app.getHttpServer()).post('/full').send({});
+      expect([full.status, full.body.error.code, full.headers['retry-after']]).toEqual([503, 'QUEUE_FULL', '1']);
+    } finally {
+      await app.close();
+    }
+  });
+
   it('answers 503 QUEUE_FULL with Retry-After, and 504 DEADLINE_EXCEEDED for an item that waited too long', async () => {
     const held = deferred();
     const entered = deferred();
@@ -213,12 +291,18 @@ describe('misuse', () => {
     );
     expect(() =>
       Batch({ paramTypes: ['GenerateDto'] } as object)(class {}.prototype, 'generate', { value: () => [] }),
-    ).toThrow(/^@Batch\(\): Expected `paramTypes` to be an array of classes, got `GenerateDto` \(object\)/);
+    ).toThrow(/^@Batch\(\): Expected `paramTypes` to be an array of classes, got `\["GenerateDto"\]` \(array\)/);
     expect(() => BatchModule.forRoot({ maxQueueSize: -1 })).toThrow(
       new TypeError('BatchModule.forRoot(): Expected `maxQueueSize` to be an integer >= 1, got `-1` (number)'),
     );
     expect(() => BatchModule.forRoot({ batchKey: () => 1 } as object)).toThrow(
       new TypeError('BatchModule.forRoot(): Option `batchKey` is not accepted here; set it on @Batch() or batched()'),
+    );
+    expect(() => BatchModule.forRoot({ onError: 'log' } as never)).toThrow(
+      new TypeError('BatchModule.forRoot(): Expected `onError` of `BatchModule` to be a function, got `"log"` (string)'),
+    );
+    expect(() => Batch({ onError: () => undefined } as object)(class Reporting {})).toThrow(
+      new TypeError('@Batch(): Option `onError` is not accepted here; set it on BatchModule.forRoot() (in Reporting)'),
     );
     expect(() => BatchModule.forRootAsync({} as never)).toThrow(
       new TypeError('BatchModule.forRootAsync(): Expected `useFactory` to be a function, got `undefined` (undefined)'),

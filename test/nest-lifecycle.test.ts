@@ -5,7 +5,8 @@ import { Batch, BatchModule, BatchRegistry } from '@microbatch/nest';
 import { Body, Controller, type INestApplication, Module, Post } from '@nestjs/common';
 import request from 'supertest';
 import { describe, expect, it, vi } from 'vitest';
-import { PLATFORMS, deferred, startApp } from './nest-helpers/nest-app.js';
+import { deferred } from '@microbatch/test-kit';
+import { PLATFORMS, startApp } from './nest-helpers/nest-app.js';
 
 /** Sends a JSON POST with a raw client, so that the test can drop the connection; resolves with the request. */
 function rawPost(

@@ -2,9 +2,10 @@ import { END, SKIP } from '@microbatch/core';
 import { Batch, BatchModule } from '@microbatch/nest';
 import { Body, Controller, Module, Post } from '@nestjs/common';
 import request from 'supertest';
+import { connect } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { PLATFORMS, startApp } from './nest-helpers/nest-app.js';
-import { parseSse } from './nest-helpers/sse.js';
+import { parseSse } from '@microbatch/test-kit';
 
 const data = (text: string) => parseSse(text).map((event) => [event.event ?? 'message', event.data]);
 
@@ -57,6 +58,35 @@ describe.each(PLATFORMS)('streaming @Batch() routes on %s', (platform) => {
         ['message', '{"token":"b#0"}'],
         ['message', '[DONE]'],
       ]);
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('honours `Connection: close`: the stream answers with `Connection: close` and the server closes the socket', async () => {
+    const app = await startApp(platform, AppModule);
+    try {
+      const { port } = (app.getHttpServer() as import('node:http').Server).address() as import('node:net').AddressInfo;
+      const body = JSON.stringify({ prompt: 'a', steps: 1 });
+      // A second request fills the batch of 2, so neither waits for the 60 s batch window.
+      const mate = request(app.getHttpServer()).post('/tokens').send({ prompt: 'b', steps: 1 });
+      const raw = new Promise<string>((resolve, reject) => {
+        const socket = connect(port, '127.0.0.1');
+        let text = '';
+        socket.on('data', (chunk) => (text += chunk.toString()));
+        socket.on('error', reject);
+        // Resolves only when the server closes the connection: a kept-alive socket would hang the test.
+        socket.on('close', () => resolve(text));
+        socket.write(
+          `POST /tokens HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`,
+        );
+      });
+      const [received, mateResponse] = await Promise.all([raw, mate]);
+      expect(mateResponse.status).toBe(200);
+      expect(received).toMatch(/^HTTP\/1\.1 200 /);
+      expect(received.toLowerCase()).toContain('connection: close');
+      expect(received.toLowerCase()).not.toContain('connection: keep-alive');
+      expect(received).toContain('data: [DONE]');
     } finally {
       await app.close();
     }

@@ -1,59 +1,12 @@
-// Helpers shared by the Express and Koa adapter tests: real servers, deterministic handler gates, SSE reading.
+// Helpers of the adapter tests beyond the shared test kit: deterministic handler gates, response and process error
+// recorders, README examples as modules.
 import { execFile } from 'node:child_process';
 import { mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promises';
-import { type RequestListener, type Server, type ServerResponse, createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { ServerResponse } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { createParser } from 'eventsource-parser';
-
-/** A promise with its resolve/reject exposed. */
-export interface Deferred<T> {
-  readonly promise: Promise<T>;
-  resolve(value: T): void;
-  reject(error: unknown): void;
-}
-
-export function deferred<T = void>(): Deferred<T> {
-  let resolve!: (value: T) => void;
-  let reject!: (error: unknown) => void;
-  const promise = new Promise<T>((res, rej) => {
-    resolve = res;
-    reject = rej;
-  });
-  return { promise, resolve, reject };
-}
-
-/** Polls `condition` until it holds; fails with `what` if it never does (a hang, not a timing assertion). */
-export async function waitFor(what: string, condition: () => boolean, limitMs = 5_000): Promise<void> {
-  const start = Date.now();
-  while (!condition()) {
-    if (Date.now() - start > limitMs) throw new Error(`Timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 2));
-  }
-}
-
-/** A server listening on 127.0.0.1 on a free port. */
-export interface TestServer {
-  readonly url: string;
-  readonly server: Server;
-  close(): Promise<void>;
-}
-
-export async function listen(listener: RequestListener): Promise<TestServer> {
-  const server = createServer(listener);
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  return { url: `http://127.0.0.1:${port}`, server, close: () => closeServer(server) };
-}
-
-export function closeServer(server: Server): Promise<void> {
-  return new Promise((resolve, reject) => {
-    server.closeAllConnections();
-    server.close((error) => (error === undefined ? resolve() : reject(error)));
-  });
-}
+import { type Deferred, deferred } from '@microbatch/test-kit';
 
 /**
  * A batch handler the test drives: it records every batch it receives and holds each one until the test calls
@@ -96,45 +49,6 @@ export class GatedHandler<I, O> {
   get inputs(): I[] {
     return this.batches.flat();
   }
-}
-
-/** One parsed Server-Sent Event. */
-export interface SseMessage {
-  readonly event: string | undefined;
-  readonly data: string;
-}
-
-/**
- * Reads a `fetch` response as Server-Sent Events (parsed by `eventsource-parser`) until it ends; `onMessage` sees
- * each event as it arrives, and returning `false` stops reading (the caller then aborts the request).
- */
-export async function readSse(
-  response: Response,
-  onMessage: (message: SseMessage, index: number) => boolean | void | Promise<boolean | void> = () => undefined,
-): Promise<SseMessage[]> {
-  const messages: SseMessage[] = [];
-  const parser = createParser({ onEvent: (event) => messages.push({ event: event.event, data: event.data }) });
-  const body = response.body;
-  if (body === null) throw new Error('The response has no body');
-  const decoder = new TextDecoder();
-  let seen = 0;
-  for await (const chunk of body) {
-    parser.feed(decoder.decode(chunk, { stream: true }));
-    while (seen < messages.length) {
-      const keepReading = await onMessage(messages[seen] as SseMessage, seen);
-      seen += 1;
-      if (keepReading === false) return messages;
-    }
-  }
-  return messages;
-}
-
-/** The values of `data:` events, JSON-decoded, and whether the stream ended with `[DONE]`. */
-export function sseValues(messages: readonly SseMessage[]): { values: unknown[]; done: boolean } {
-  const last = messages.at(-1);
-  const done = last?.event === undefined && last?.data === '[DONE]';
-  const payload = done ? messages.slice(0, -1) : messages;
-  return { values: payload.map((message) => JSON.parse(message.data) as unknown), done };
 }
 
 /**

@@ -21,20 +21,3 @@ export async function startApp(
   await app.listen(0, '127.0.0.1');
   return app;
 }
-
-/** A promise resolved from the outside, to hold a batch handler until the test lets it go. */
-export interface Deferred<T> {
-  readonly promise: Promise<T>;
-  resolve(value: T): void;
-  reject(error: unknown): void;
-}
-
-export function deferred<T = void>(): Deferred<T> {
-  let resolve!: (value: T) => void;
-  let reject!: (error: unknown) => void;
-  const promise = new Promise<T>((res, rej) => {
-    resolve = res;
-    reject = rej;
-  });
-  return { promise, resolve, reject };
-}

@@ -1,4 +1,4 @@
-// The bad-input corpus sent to the real Express text-completion example. `BAD_INPUTS` must each be answered with
+// The bad-input corpus sent to the real text-completion examples (Express, Koa and Nest alike). `BAD_INPUTS` must each be answered with
 // their exact 4xx status and error code, as `{"error":{"code","message"}}` with no stack trace; `EDGE_INPUTS` are
 // odd but not wrong (unicode edge cases, ignored fields) and must be answered 200 or a 4xx JSON error, never 5xx;
 // `PROTOCOL_INPUTS` are broken HTTP that Node's parser (or Express's 404) answers before microbatch sees them.
@@ -86,13 +86,14 @@ const GROUPS: Record<string, Bad[]> = {
     ['a duplicate key, last wins', post('{"prompt": "a", "prompt": 5}'), 400, INVALID, 'prompt'],
   ],
   'content-type': [
-    ['text/plain', post('{"prompt": "hi"}', { 'content-type': 'text/plain' }), 400, INVALID, 'body'],
-    ['no content-type', post('{"prompt": "hi"}', {}), 400, INVALID, 'body'],
-    ['form-urlencoded', post('prompt=hi', { 'content-type': 'application/x-www-form-urlencoded' }), 400, INVALID, 'body'],
-    ['multipart', post('--x\r\n\r\nhi\r\n--x--', { 'content-type': 'multipart/form-data; boundary=x' }), 400, INVALID, 'body'],
-    ['application/xml', post('<prompt>hi</prompt>', { 'content-type': 'application/xml' }), 400, INVALID, 'body'],
+    // A JSON route takes JSON only: a form post needs no CORS preflight, so any web page could spend the model.
+    ['text/plain', post('{"prompt": "hi"}', { 'content-type': 'text/plain' }), 415, MEDIA],
+    ['no content-type', post('{"prompt": "hi"}', {}), 415, MEDIA],
+    ['form-urlencoded', post('prompt=hi', { 'content-type': 'application/x-www-form-urlencoded' }), 415, MEDIA],
+    ['multipart', post('--x\r\n\r\nhi\r\n--x--', { 'content-type': 'multipart/form-data; boundary=x' }), 415, MEDIA],
+    ['application/xml', post('<prompt>hi</prompt>', { 'content-type': 'application/xml' }), 415, MEDIA],
     ['charset latin1', post('{"prompt": "hi"}', { 'content-type': 'application/json; charset=latin1' }), 415, MEDIA],
-    ['charset utf-16 on UTF-8 bytes', post('{"prompt": "hi"}', { 'content-type': 'application/json; charset=utf-16' }), 400, INVALID],
+    ['charset utf-16 on UTF-8 bytes', post('{"prompt": "hi"}', { 'content-type': 'application/json; charset=utf-16' }), 415, MEDIA],
     ['unknown content-encoding', post('{"prompt": "hi"}', { ...JSON_TYPE, 'content-encoding': 'x-unknown' }), 415, MEDIA],
     ['gzip that is not gzip', post('{"prompt": "hi"}', { ...JSON_TYPE, 'content-encoding': 'gzip' }), 400, INVALID],
   ],
@@ -266,6 +267,30 @@ export const IGNORED_INPUTS: readonly EdgeInput[] = [
     check: completionWithin(4),
   },
   {
+    name: 'temperature 1e-45 (a denormal, below the floor MIN_TEMPERATURE: greedy)',
+    group: 'numbers',
+    request: post('{"prompt": "Once upon a time ", "max_tokens": 4, "temperature": 1e-45}'),
+    allowed: [200],
+    check: completionWithin(4),
+  },
+  {
+    name: '16 prompts (no MaxListenersExceededWarning on stderr)',
+    group: 'prompt-array',
+    request: postValue({ prompt: Array.from({ length: 16 }, (_, index) => `Once upon a time ${index} `), max_tokens: 1 }),
+    allowed: [200],
+    check: (body) => {
+      const parsed = JSON.parse(body) as { choices?: unknown[] };
+      return parsed.choices?.length === 16 ? undefined : `${String(parsed.choices?.length)} choices, expected 16`;
+    },
+  },
+  {
+    name: 'max_tokens 1.0 (JSON has one number type: the integer 1)',
+    group: 'numbers',
+    request: post('{"prompt": "Once upon a time ", "max_tokens": 1.0}'),
+    allowed: [200],
+    check: completionWithin(1),
+  },
+  {
     name: 'temperature 1e-400 (underflows to 0: greedy)',
     group: 'numbers',
     request: post('{"prompt": "Once upon a time ", "max_tokens": 4, "temperature": 1e-400}'),
@@ -296,6 +321,16 @@ export const PROTOCOL_INPUTS: readonly ProtocolInput[] = [
   },
   { name: 'a 20 KB header', bytes: h(['GET /healthz HTTP/1.1', 'Host: x', `X-Big: ${'a'.repeat(20_000)}`]), status: 431 },
   { name: 'a 20 KB URL', bytes: h([`GET /?text=${'a'.repeat(20_000)} HTTP/1.1`, 'Host: x']), status: 431 },
-  { name: 'an unknown path (Express 404)', bytes: h(['GET /nope HTTP/1.1', 'Host: x', 'Connection: close']), status: 404 },
-  { name: 'PUT on the completions route (Express 404)', bytes: h(['PUT /v1/completions HTTP/1.1', 'Host: x', 'Content-Length: 0', 'Connection: close']), status: 404 },
+  { name: 'an unknown path (404)', bytes: h(['GET /nope HTTP/1.1', 'Host: x', 'Connection: close']), status: 404 },
+  { name: 'PUT on the completions route (405 with Allow)', bytes: h(['PUT /v1/completions HTTP/1.1', 'Host: x', 'Content-Length: 0', 'Connection: close']), status: 405 },
+  {
+    name: 'an announced 200 MB body, none sent (413 before reading)',
+    bytes: h(['POST /v1/completions HTTP/1.1', 'Host: x', 'Content-Type: application/json', 'Content-Length: 200000000']),
+    status: 413,
+  },
+  {
+    name: 'Expect: 100-continue for 200 MB (413 instead of 100 Continue)',
+    bytes: h(['POST /v1/completions HTTP/1.1', 'Host: x', 'Content-Type: application/json', 'Content-Length: 200000000', 'Expect: 100-continue']),
+    status: 413,
+  },
 ];

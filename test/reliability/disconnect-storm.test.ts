@@ -202,23 +202,28 @@ describe(`a disconnect storm of ${CLIENTS} clients (${CONCURRENCY} at a time)`, 
 });
 
 /**
- * Clients in a row that each leave while their batch (of one: theirs) runs, so the pool stops its worker. Each one
- * costs a worker restart (a model load): `pnpm test` bounds the work to a few, `pnpm test:reliability` does 20.
+ * Clients in a row that each leave while their batch (of one: theirs) runs. Each one costs a worker restart under
+ * request scheduling (a model load): `pnpm test` bounds the work to a few, `pnpm test:reliability` does 20.
  */
 const ABANDONED = FULL ? 20 : 6;
 
-describe('clients that all leave a running batch, so that its worker is stopped in the middle of inference', () => {
+describe.each([
+  // One generate() call per batch: the only way to stop it is to stop its worker, in the middle of inference.
+  { scheduling: 'request', restarts: ABANDONED, how: 'its worker is stopped in the middle of inference and replaced' },
+  // The decode loop drops a cancelled sequence at its next step: the worker keeps running.
+  { scheduling: 'continuous', restarts: 0, how: 'the decode loop drops it at its next step and the worker keeps running' },
+] as const)('clients that all leave a running batch, $scheduling scheduling: $how', ({ scheduling, restarts }) => {
   let lone: ServerProcess;
 
   beforeAll(async () => {
-    lone = await startFaultServer({ executionTimeoutMs: 60_000, batchWaitMs: 0 });
+    lone = await startFaultServer({ executionTimeoutMs: 60_000, batchWaitMs: 0, scheduling });
   });
 
   afterAll(async () => {
     await lone?.stop();
   });
 
-  it(`survives ${ABANDONED} in a row: each time the worker is replaced, and the next request gets 200`, async () => {
+  it(`survives ${ABANDONED} in a row, with ${restarts} worker restarts, and the next request gets 200`, async () => {
     const before = await faultStats(lone);
     const fates: string[] = [];
     for (let index = 0; index < ABANDONED && lone.exitInfo() === undefined; index += 1) {
@@ -234,23 +239,24 @@ describe('clients that all leave a running batch, so that its worker is stopped 
     }
     const afterRead = await pollUntil(() => statsOrExit(lone), (stats) => stats === undefined || idle(stats), 30_000, 50);
     if (afterRead.value === undefined) {
-      recordCrash('abandoned-running-batches', lone, { waiting: 0, answered: 0, abandoned: fates.length, fates });
-      expect.fail(`The server died when a worker was stopped mid-inference (${JSON.stringify(lone.exitInfo())}):\n${lone.output().slice(-1_000)}`);
+      recordCrash(`abandoned-running-batches-${scheduling}`, lone, { waiting: 0, answered: 0, abandoned: fates.length, fates });
+      expect.fail(`The server died when a running batch was abandoned (${JSON.stringify(lone.exitInfo())}):\n${lone.output().slice(-1_000)}`);
     }
     const after = afterRead.value;
     const next = await postJson(lone.url, '/generate-plain', { prompt: 'Once upon a time ', max_tokens: 4 }, { timeoutMs: 60_000 });
     const answered = next.kind === 'answered' ? 1 : 0;
     record({
-      scenario: 'abandoned-running-batches',
+      scenario: scheduling === 'request' ? 'abandoned-running-batches' : `abandoned-running-batches-${scheduling}`,
       server: 'fault-server',
       requests_sent: 1,
       answered_exactly_once: answered,
       lost: 1 - answered,
       crashes: lone.exitInfo() === undefined ? 0 : 1,
-      detail: { abandoned: fates.length, fates, worker_restarts: after.pool.restarts - before.pool.restarts, stderr: lone.stderr() },
+      detail: { scheduling, abandoned: fates.length, fates, worker_restarts: after.pool.restarts - before.pool.restarts, stderr: lone.stderr() },
     });
     expect(fates).toEqual(Array(ABANDONED).fill('aborted by the client'));
-    expect(after.pool.restarts - before.pool.restarts).toBe(ABANDONED);
+    expect(after.pool.restarts - before.pool.restarts).toBe(restarts);
+    expect(after.pool.crashes - before.pool.crashes).toBe(0);
     expect(after.batchers['generate-plain'].cancelled - before.batchers['generate-plain'].cancelled).toBe(ABANDONED);
     expect(next.kind === 'answered' && next.answer.status).toBe(200);
     expect(lone.stderr()).toBe('');

@@ -15,7 +15,8 @@
 //   GET /__stats          test-only counters (never mount anything like it in production)
 //
 // Environment: PORT (0), HOST (127.0.0.1), MODEL_DIR (the bundled model), EXECUTION_TIMEOUT_MS (4000),
-// MAX_QUEUE_SIZE (256), MAX_BATCH_SIZE (8), BATCH_WAIT_MS (50), START_TIMEOUT_MS (30000).
+// MAX_QUEUE_SIZE (256), MAX_BATCH_SIZE (8), BATCH_WAIT_MS (50), START_TIMEOUT_MS (30000), SCHEDULING (the runner's
+// default: continuous).
 import { type IncomingMessage, type ServerResponse, createServer } from 'node:http';
 import type { Socket } from 'node:net';
 import { fileURLToPath } from 'node:url';
@@ -44,8 +45,9 @@ const maxBatchSize = envNumber('MAX_BATCH_SIZE', 8);
 const batchWaitTimeoutMs = envNumber('BATCH_WAIT_MS', 50);
 const startTimeoutMs = envNumber('START_TIMEOUT_MS', 30_000);
 
+const scheduling = process.env.SCHEDULING === 'request' || process.env.SCHEDULING === 'continuous' ? process.env.SCHEDULING : undefined;
 const pool = createWorkerPoolForTesting(
-  { runner: { task: 'text-generation', model: modelDir }, size: 1, startTimeoutMs, name: 'fault-pool' },
+  { runner: { task: 'text-generation', model: modelDir, ...(scheduling === undefined ? {} : { scheduling }) }, size: 1, startTimeoutMs, name: 'fault-pool' },
   { exitOn: MARKERS.exit, throwOn: MARKERS.throw, hangOn: MARKERS.hang },
 );
 
@@ -109,9 +111,18 @@ app.use((req, res, next) => {
   }
   next();
 });
-app.post('/generate', express.json({ limit: '64kb' }), batchRoute({ batcher: isolating, input: inputFor('generate') }));
-app.post('/generate-plain', express.json({ limit: '64kb' }), batchRoute({ batcher: plain, input: inputFor('generate-plain') }));
-app.post('/stream', express.json({ limit: '64kb' }), batchRoute({ batcher: streaming, input: inputFor('stream') }));
+/**
+ * The errors answered with 500 (a poison batch's own error), by message: counted for /__stats rather than printed,
+ * so that stderr stays for what nobody expected (a crash, a warning).
+ */
+const serverErrors: Record<string, number> = {};
+const onError = (error: unknown): void => {
+  const message = error instanceof Error ? error.message : String(error);
+  serverErrors[message] = (serverErrors[message] ?? 0) + 1;
+};
+app.post('/generate', express.json({ limit: '64kb' }), batchRoute({ batcher: isolating, input: inputFor('generate'), onError }));
+app.post('/generate-plain', express.json({ limit: '64kb' }), batchRoute({ batcher: plain, input: inputFor('generate-plain'), onError }));
+app.post('/stream', express.json({ limit: '64kb' }), batchRoute({ batcher: streaming, input: inputFor('stream'), onError }));
 const health = createHealth({ batchers, ready: () => pool.isReady });
 app.get('/healthz', toNodeHandler(health.liveness));
 app.get('/readyz', toNodeHandler(health.readiness));
@@ -154,6 +165,7 @@ async function stats() {
     pool: { ...pool.stats(), isReady: pool.isReady },
     calls,
     enqueued,
+    serverErrors,
     requests: { ...counts, open: responses.length },
     connections,
     listeners: {

@@ -12,6 +12,8 @@ const RESULTS = fileURLToPath(new URL('../../bench/results/reliability.json', im
 /** The scenarios every full run must report; a missing one is named in the file. */
 const EXPECTED = [
   'bad-input',
+  'bad-input-koa',
+  'bad-input-nest',
   'poison-isolate',
   'poison-fail-batch',
   'poison-worker-crash-isolate',
@@ -22,6 +24,7 @@ const EXPECTED = [
   'load-failure-fault-server',
   'disconnect-storm',
   'abandoned-running-batches',
+  'abandoned-running-batches-continuous',
   'overload',
 ];
 
@@ -46,6 +49,23 @@ export default async function setup(project: TestProject): Promise<() => Promise
       bad_inputs_tried: total('bad_inputs_tried'),
       bad_inputs_rejected_4xx: total('bad_inputs_rejected_4xx'),
       missing_scenarios: EXPECTED.filter((name) => !names.has(name)),
+      // The bad-input corpus runs against each framework's example: the same line on all three.
+      bad_input_by_framework: Object.fromEntries(
+        scenarios
+          .filter((scenario) => scenario.scenario.startsWith('bad-input'))
+          .map((scenario) => [
+            scenario.server.replace(/-text-completion$/, ''),
+            {
+              requests_sent: scenario.requests_sent,
+              lost: scenario.lost,
+              crashes: scenario.crashes,
+              bad_inputs_tried: scenario.bad_inputs_tried,
+              bad_inputs_rejected_4xx: scenario.bad_inputs_rejected_4xx,
+              protocol_inputs_rejected_4xx: scenario.detail.protocol_inputs_rejected_4xx,
+              protocol_inputs_tried: scenario.detail.protocol_inputs_tried,
+            },
+          ]),
+      ),
       definitions: {
         requests_sent: 'requests that must be answered (deliberately aborted storm clients are counted in their scenario only)',
         answered_exactly_once: 'requests with exactly one complete HTTP response',

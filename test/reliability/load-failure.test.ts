@@ -49,17 +49,18 @@ describe('a model that fails to load', () => {
   const exampleRuns: Record<string, unknown>[] = [];
 
   // Three independent processes: run side by side.
+  // A folder that is not there is refused before listening (nothing to wait for); the others listen first (so
+  // readiness could say "not ready" while the model loaded), then fail.
   it.concurrent.for([
-    ['a model folder that does not exist', 'missing', /^Failed to load the text-generation model from "(.+)": missing config\.json/m],
-    ['a folder of garbage files', 'garbage', /^Failed to load the (?:tokenizer|text-generation model) from "(.+)": /m],
-    ['a valid tokenizer with a corrupt ONNX file', 'corruptOnnx', /^Failed to load the text-generation model from "(.+)": .*Protobuf parsing failed/m],
-  ] as const)('the Express example, %s: prints one clear line naming the folder and exits 1, no hang', async ([what, dir, message], { expect }) => {
+    ['a model folder that does not exist', 'missing', /^Cannot start: Model folder not found: (.+)$/m, false],
+    ['a folder of garbage files', 'garbage', /^Failed to load the (?:tokenizer|text-generation model) from "(.+)": /m, true],
+    ['a valid tokenizer with a corrupt ONNX file', 'corruptOnnx', /^Failed to load the text-generation model from "(.+)": .*Protobuf parsing failed/m, true],
+  ] as const)('the Express example, %s: prints one clear line naming the folder and exits 1, no hang', async ([what, dir, message, listensFirst], { expect }) => {
     const run = await runToExit(exampleStartArgs(), { MODEL_DIR: dirs[dir] }, EXIT_WITHIN_MS);
     exampleRuns.push({ model: what, exit: run.exit, killed_after_ms: run.killed ? EXIT_WITHIN_MS : null, ms: Math.round(run.ms), stderr: run.stderr });
     expect(run.killed, `no exit within ${EXIT_WITHIN_MS} ms:\n${run.output}`).toBe(false);
     expect(run.exit).toEqual({ code: 1, signal: null });
-    // It listened first (so readiness could say "not ready" while the model loaded), then failed.
-    expect(run.output).toMatch(/^listening on http:\/\/127\.0\.0\.1:\d+$/m);
+    expect(/^listening on http:\/\/127\.0\.0\.1:\d+$/m.test(run.output)).toBe(listensFirst);
     expect(run.stderr).toMatch(message);
     expect(message.exec(run.stderr)?.[1]).toBe(dirs[dir]);
     expect(run.stderr.trim().split('\n')).toHaveLength(1);
@@ -86,11 +87,20 @@ describe('a model that fails to load', () => {
     /** The FIFO case's server, left running for the exit test. */
     let fifoServer: ServerProcess | undefined;
 
-    async function failedServer(modelDir: string, startTimeoutMs?: number): Promise<{ server: ServerProcess; stderr: string }> {
+    /**
+     * How long the corrupt ONNX case took from start to its load failure: the time a worker needs on this machine to
+     * reach the model file. The FIFO case's startTimeoutMs is a multiple of it, so its worker is surely blocked in
+     * open() when the timeout fires (on a slow machine a fixed 1.5 s could fire before, and the case would not test
+     * a blocked worker at all).
+     */
+    let reachModelFileMs = 0;
+
+    async function failedServer(modelDir: string, startTimeoutMs?: number): Promise<{ server: ServerProcess; stderr: string; ms: number }> {
+      const started = performance.now();
       const server = await startFaultServer({ modelDir, until: 'listening', ...(startTimeoutMs === undefined ? {} : { startTimeoutMs }) });
-      const failed = await pollUntil(async () => server.stderr(), (stderr) => stderr.includes('load failed: '), 30_000, 50);
-      expect(failed.ok, `no "load failed" within 30 s:\n${server.output()}`).toBe(true);
-      return { server, stderr: failed.value };
+      const failed = await pollUntil(async () => server.stderr(), (stderr) => stderr.includes('load failed: '), 120_000, 50);
+      expect(failed.ok, `no "load failed" within 120 s:\n${server.output()}`).toBe(true);
+      return { server, stderr: failed.value, ms: performance.now() - started };
     }
 
     async function probe(server: ServerProcess) {
@@ -106,10 +116,16 @@ describe('a model that fails to load', () => {
     }
 
     it.each([
-      ['a corrupt ONNX file', 'corruptOnnx', undefined, /^load failed: Failed to load the text-generation model from "(.+)": /m],
-      ['a model file that blocks on open (FIFO), startTimeoutMs 1500', 'fifo', 1_500, /^load failed: Inference worker 0 did not load the model from "(.+)" within 1500 ms$/m],
-    ] as const)('%s: not ready (503 with a reason), live, every request 503 UNAVAILABLE + Retry-After at once', async (what, dir, startTimeoutMs, message) => {
-      const { server, stderr } = await failedServer(dirs[dir], startTimeoutMs);
+      ['a corrupt ONNX file', 'corruptOnnx'],
+      ['a model file that blocks on open (FIFO), startTimeoutMs 3x the time to reach it', 'fifo'],
+    ] as const)('%s: not ready (503 with a reason), live, every request 503 UNAVAILABLE + Retry-After at once', async (what, dir) => {
+      const startTimeoutMs = dir === 'fifo' ? Math.max(1_500, Math.ceil(3 * reachModelFileMs)) : undefined;
+      const message =
+        startTimeoutMs === undefined
+          ? /^load failed: Failed to load the text-generation model from "(.+)": /m
+          : new RegExp(`^load failed: Inference worker 0 did not load the model from "(.+)" within ${startTimeoutMs} ms$`, 'm');
+      const { server, stderr, ms } = await failedServer(dirs[dir], startTimeoutMs);
+      if (dir === 'corruptOnnx') reachModelFileMs = ms;
       try {
         const { health, ready, requests, stats } = await probe(server);
         scenarios.push({ model: what, stderr, readyz: JSON.parse(ready.body), requests: requests.map((outcome) => (outcome.kind === 'answered' ? outcome.answer.status : outcome.kind)) });

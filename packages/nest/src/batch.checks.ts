@@ -1,12 +1,5 @@
-import {
-  INTERCEPTORS_METADATA,
-  PATH_METADATA,
-  RESPONSE_PASSTHROUGH_METADATA,
-  ROUTE_ARGS_METADATA,
-  SSE_METADATA,
-} from '@nestjs/common/constants.js';
-import { RouteParamtypes } from '@nestjs/common/enums/route-paramtypes.enum.js';
 import { BatchInterceptor } from './batch.interceptor.js';
+import { INTERCEPTORS_KEY, PATH_KEY, SSE_KEY, takesResponse } from './batch.metadata.js';
 import { methodsOf, routeTargetOf, routesOf } from './batch.target.js';
 
 // Checks run when the application initializes: these mistakes would otherwise surface on every request, or as
@@ -27,7 +20,7 @@ export function checkController(metatype: unknown): void {
   const onClass = usesBatchInterceptor(metatype);
   for (const [key, { value }] of methodsOf(metatype.prototype)) {
     const method = value as Function;
-    if (!Reflect.hasOwnMetadata(PATH_METADATA, method)) continue;
+    if (!Reflect.hasOwnMetadata(PATH_KEY, method)) continue;
     const where = `${metatype.name}.${String(key)}`;
     if (routeTargetOf(method) === undefined) {
       if (onClass || usesBatchInterceptor(method)) {
@@ -38,7 +31,7 @@ export function checkController(metatype: unknown): void {
       }
       continue;
     }
-    if (Reflect.hasMetadata(SSE_METADATA, method)) {
+    if (Reflect.hasMetadata(SSE_KEY, method)) {
       throw new TypeError(
         `@Batch(): ${where} is an @Sse() route; drop @Sse() and write the method as an async function*, whose ` +
           'values each client receives as Server-Sent Events',
@@ -54,16 +47,6 @@ export function checkController(metatype: unknown): void {
 }
 
 function usesBatchInterceptor(target: Function): boolean {
-  const interceptors = (Reflect.getMetadata(INTERCEPTORS_METADATA, target) ?? []) as unknown[];
+  const interceptors = (Reflect.getMetadata(INTERCEPTORS_KEY, target) ?? []) as unknown[];
   return interceptors.some((used) => used === BatchInterceptor || used instanceof BatchInterceptor);
-}
-
-function takesResponse(metatype: Function, key: string | symbol): boolean {
-  if (Reflect.getMetadata(RESPONSE_PASSTHROUGH_METADATA, metatype, key) === true) return false;
-  const params = Object.keys((Reflect.getMetadata(ROUTE_ARGS_METADATA, metatype, key) ?? {}) as object);
-  // Keys are `${paramtype}:${index}`.
-  return params.some((param) => {
-    const type = Number(param.split(':')[0]);
-    return type === RouteParamtypes.RESPONSE || type === RouteParamtypes.NEXT;
-  });
 }

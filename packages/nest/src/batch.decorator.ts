@@ -1,7 +1,7 @@
-import { UseInterceptors } from '@nestjs/common';
-import { HTTP_CODE_METADATA, PARAMTYPES_METADATA, PATH_METADATA } from '@nestjs/common/constants.js';
+import { HttpCode, UseInterceptors } from '@nestjs/common';
 import { BATCH_CLASS_OPTIONS, BATCH_HTTP_STATUS } from './batch.constants.js';
 import { BatchInterceptor } from './batch.interceptor.js';
+import { HTTP_CODE_KEY, PARAMTYPES_KEY, PATH_KEY } from './batch.metadata.js';
 import { type BatchOptions, OPTIONS_SCOPES, checkOptions, describe } from './batch.options.js';
 import { methodsOf, routeTargetOf, wrapRoute } from './batch.target.js';
 
@@ -52,7 +52,7 @@ function batchClass(type: Function, options: AnyBatchOptions | undefined): void 
   // Class decorators run after the method decorators, so every route's own metadata is in place by now.
   for (const [key, descriptor] of methodsOf(type.prototype)) {
     const method: unknown = descriptor.value;
-    if (!Reflect.hasOwnMetadata(PATH_METADATA, method as object) || routeTargetOf(method) !== undefined) continue;
+    if (!Reflect.hasOwnMetadata(PATH_KEY, method as object) || routeTargetOf(method) !== undefined) continue;
     Object.defineProperty(type.prototype, key, batchRoute(type.prototype as object, key, descriptor, {}));
   }
 }
@@ -65,16 +65,15 @@ function batchRoute(
 ): PropertyDescriptor {
   const { paramTypes, ...options } = own;
   const wrapper = wrapRoute(key, descriptor.value as (...args: unknown[]) => unknown, options);
-  if (!Reflect.hasOwnMetadata(HTTP_CODE_METADATA, wrapper)) {
-    Reflect.defineMetadata(HTTP_CODE_METADATA, BATCH_HTTP_STATUS, wrapper);
-  }
+  const replaced: PropertyDescriptor = { ...descriptor, value: wrapper };
+  // `@HttpCode()` applied before `@Batch()` (written below it) was copied onto the wrapper and wins.
+  if (!Reflect.hasOwnMetadata(HTTP_CODE_KEY, wrapper)) HttpCode(BATCH_HTTP_STATUS)(prototype, key, replaced);
   if (paramTypes !== undefined) {
-    const declared = (Reflect.getMetadata(PARAMTYPES_METADATA, prototype, key) ?? []) as unknown[];
+    const declared = (Reflect.getMetadata(PARAMTYPES_KEY, prototype, key) ?? []) as unknown[];
     const length = Math.max(declared.length, paramTypes.length);
     const types = Array.from({ length }, (_, index) => paramTypes[index] ?? declared[index]);
-    Reflect.defineMetadata(PARAMTYPES_METADATA, types, prototype, key);
+    Reflect.defineMetadata(PARAMTYPES_KEY, types, prototype, key);
   }
-  const replaced: PropertyDescriptor = { ...descriptor, value: wrapper };
   UseInterceptors(BatchInterceptor)(prototype, key, replaced);
   return replaced;
 }

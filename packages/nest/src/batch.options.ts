@@ -1,5 +1,8 @@
-import { describeValue as describe, validateBatcherOptions } from '@microbatch/core';
+import { validateBatcherOptions } from '@microbatch/core';
+import { describeValue as describe, dropUndefined } from '@microbatch/core/util';
+import { checkServerErrorListener } from '@microbatch/core/http';
 import type { BatcherOptions } from '@microbatch/core';
+import type { ServerErrorListener } from '@microbatch/core/http';
 import type { Type } from '@nestjs/common';
 
 /**
@@ -10,7 +13,15 @@ import type { Type } from '@nestjs/common';
  * BatchModule.forRoot({ batchWaitTimeoutMs: 5, maxQueueSize: 256 } satisfies BatchModuleOptions);
  * ```
  */
-export type BatchModuleOptions = Omit<BatcherOptions<never>, 'name' | 'batchKey' | 'cost'>;
+export interface BatchModuleOptions extends Omit<BatcherOptions<never>, 'name' | 'batchKey' | 'cost'> {
+  /**
+   * Told once about each error a batched route answers with 500 (a handler that threw or returned a bad result);
+   * never about 4xx, 503 or 504 answers, nor about a route's own `HttpException`s. The client only ever sees a
+   * generic message. Module-level only: it is the application's error channel, as in the Express and Koa adapters.
+   * @default (error) => new Logger('BatchInterceptor').error(error)
+   */
+  readonly onError?: ServerErrorListener;
+}
 
 /**
  * Options of `@Batch()`: every core batcher option, for the batcher of each request's arguments (`batchKey` and
@@ -58,6 +69,7 @@ const CORE_OPTION_KEYS = {
   name: true,
   maxBatchSize: true,
   batchWaitTimeoutMs: true,
+  maxLatencyMs: true,
   maxConcurrentBatches: true,
   maxQueueSize: true,
   timeoutMs: true,
@@ -81,7 +93,7 @@ const ALL_KEYS = Object.keys(CORE_OPTION_KEYS);
 /** The options each place accepts. */
 export const OPTIONS_SCOPES = {
   module: {
-    keys: ALL_KEYS.filter((key) => !['name', 'batchKey', 'cost'].includes(key)),
+    keys: [...ALL_KEYS.filter((key) => !['name', 'batchKey', 'cost'].includes(key)), 'onError'],
     elsewhere: '@Batch() or batched()',
   },
   classLevel: { keys: ALL_KEYS.filter((key) => key !== 'name'), elsewhere: 'a method-level @Batch()' },
@@ -109,9 +121,10 @@ export function checkOptions<T extends object>(
   if (typeof options !== 'object' || options === null || Array.isArray(options)) {
     fail(`Expected options to be an object, got ${describe(options)}`);
   }
-  const { paramTypes, ...core } = options as BatchOptions;
+  const { paramTypes, onError, ...core } = options as BatchOptions & BatchModuleOptions;
   for (const key of Object.keys(options)) {
     if (scope.keys.includes(key)) continue;
+    if (key === 'onError') fail('Option `onError` is not accepted here; set it on BatchModule.forRoot()');
     if (key in CORE_OPTION_KEYS || key === 'paramTypes') {
       fail(`Option \`${key}\` is not accepted here; set it on ${scope.elsewhere}`);
     }
@@ -121,6 +134,7 @@ export function checkOptions<T extends object>(
     fail(`Expected \`paramTypes\` to be an array of classes, got ${describe(paramTypes)}`);
   }
   try {
+    checkServerErrorListener('BatchModule', onError);
     validateBatcherOptions(core);
   } catch (error) {
     if (error instanceof TypeError) fail(error.message, error);
@@ -142,9 +156,5 @@ function isTypeOrHole(value: unknown): boolean {
  * ```
  */
 export function mergeOptions<T extends object>(...layers: ReadonlyArray<Partial<T> | undefined>): Partial<T> {
-  const merged: Record<string, unknown> = {};
-  for (const layer of layers) {
-    for (const [key, value] of Object.entries(layer ?? {})) if (value !== undefined) merged[key] = value;
-  }
-  return merged as Partial<T>;
+  return Object.assign({}, ...layers.map((layer) => dropUndefined(layer ?? {}))) as Partial<T>;
 }

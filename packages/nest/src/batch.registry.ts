@@ -86,7 +86,9 @@ export class BatchRegistry implements OnModuleInit, BeforeApplicationShutdown {
 
   #bind(instance: object, key: string | symbol, target: BatchTarget, classOptions: object | undefined): void {
     const name = `${instance.constructor.name}.${String(key)}`;
-    const options = mergeOptions<Record<string, unknown>>(this.#options, classOptions, { name }, target.options);
+    // `onError` is the interceptor's; the batchers get the batching options.
+    const { onError: _onError, ...moduleOptions } = this.#options;
+    const options = mergeOptions<Record<string, unknown>>(moduleOptions, classOptions, { name }, target.options);
     try {
       this.#entries.push({ instance, key, batcher: bindTarget(instance, target, options) });
     } catch (error) {

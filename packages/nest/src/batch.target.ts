@@ -1,5 +1,6 @@
 import { createBatcher, createStreamingBatcher } from '@microbatch/core';
 import type { BatchContext, Batcher, StreamingBatcher } from '@microbatch/core';
+import { isAsyncGeneratorFunction } from '@microbatch/core/util';
 import { defer } from 'rxjs';
 import { claimRequestScope } from './batch.storage.js';
 
@@ -26,11 +27,6 @@ const bindings = new WeakMap<object, Map<BatchTarget, AnyBatcher>>();
 // copies its metadata (as Nest-aware ones do) keeps the route batched.
 const ROUTE_TARGET_METADATA = Symbol('microbatch:route-target');
 const fieldTargets = new WeakMap<object, BatchTarget[]>();
-
-/** Whether `fn` is an `async function*`, which makes a streaming batcher. */
-export function isAsyncGeneratorFunction(fn: unknown): boolean {
-  return Object.prototype.toString.call(fn) === '[object AsyncGeneratorFunction]';
-}
 
 /** Creates the batcher of `target` for `instance` and remembers it for the calls that follow. */
 export function bindTarget(instance: object, target: BatchTarget, options: object): AnyBatcher {

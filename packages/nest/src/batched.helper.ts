@@ -6,13 +6,8 @@ import type {
   StreamingBatcher,
 } from '@microbatch/core';
 import { type BatchedOptions, OPTIONS_SCOPES, checkOptions, describe } from './batch.options.js';
-import {
-  type AnyBatcher,
-  type BatchTarget,
-  addFieldTarget,
-  boundBatcher,
-  isAsyncGeneratorFunction,
-} from './batch.target.js';
+import { isAsyncGeneratorFunction } from '@microbatch/core/util';
+import { type AnyBatcher, type BatchTarget, addFieldTarget, boundBatcher } from './batch.target.js';
 
 type Handler<I> = (inputs: I[], context: BatchContext) => unknown;
 

@@ -7,3 +7,7 @@ export type { BatchModuleOptions, BatchOptions, BatchedOptions } from './batch.o
 export { BatchRegistry } from './batch.registry.js';
 export { batched } from './batched.helper.js';
 export type { BatchedMethod, StreamingBatchedMethod } from './batched.helper.js';
+export { JSON_BODY_LIMIT, jsonBody } from './json-body.middleware.js';
+export type { JsonBodyOptions } from './json-body.middleware.js';
+export type { BatchContext } from '@microbatch/core';
+export { END, SKIP } from '@microbatch/core';

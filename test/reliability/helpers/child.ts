@@ -1,36 +1,20 @@
 // Servers under test run as child processes, exactly as an operator starts them, so a crash, a hang or a leak is
 // the server's own and not hidden by the test runner's process. Every wait here is bounded.
-import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync, readdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { type ExitInfo, type ServerProcess as KitServerProcess, startProcess, startServerProcess } from '@microbatch/test-kit';
 import { assertLoopback } from './http.js';
 
 /** The repository root. */
 export const REPO_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 
 /** How a child process ended. */
-export interface ExitInfo {
-  readonly code: number | null;
-  readonly signal: NodeJS.Signals | null;
-}
+export type { ExitInfo } from '@microbatch/test-kit';
 
-/** A server started as a child process. */
-export interface ServerProcess {
-  readonly child: ChildProcess;
-  readonly pid: number;
-  /** The URL of its `listening on ...` line. */
-  readonly url: string;
-  /** Everything it printed on stdout and stderr so far. */
-  output(): string;
-  /** What it printed on stderr so far. */
-  stderr(): string;
-  /** How it ended, once it has. */
-  exitInfo(): ExitInfo | undefined;
-  readonly exited: Promise<ExitInfo>;
+/** A server started as a child process (the test kit's), with its resident memory. */
+export interface ServerProcess extends KitServerProcess {
   /** Its resident memory from /proc, in bytes; `undefined` where /proc is not available or it has exited. */
   rssBytes(): number | undefined;
-  /** SIGTERM, then SIGKILL if it has not exited after `graceMs`; resolves with how it ended. */
-  stop(graceMs?: number): Promise<ExitInfo>;
 }
 
 export interface StartOptions {
@@ -43,12 +27,6 @@ export interface StartOptions {
   /** Longest wait for that line. */
   readonly timeoutMs?: number;
 }
-
-const running = new Set<ChildProcess>();
-// A test run that dies or times out must not leave servers behind.
-process.once('exit', () => {
-  for (const child of running) child.kill('SIGKILL');
-});
 
 /**
  * The documented start command of the Express text-completion example: the root `start` script, which is
@@ -66,76 +44,15 @@ export function exampleStartArgs(): string[] {
 
 /** Starts a server process and waits (bounded) until it prints `listening on URL` / `ready: URL`. */
 export async function startServer(options: StartOptions): Promise<ServerProcess> {
-  const child = spawn(process.execPath, [...options.args], {
+  const server = await startServerProcess({
+    args: options.args,
     cwd: options.cwd ?? REPO_ROOT,
     env: childEnv(options.env),
-    stdio: ['ignore', 'pipe', 'pipe'],
+    ready: options.until === 'listening' ? /^listening on (http:\S+)$/m : /^ready: (http:\S+)$/m,
+    readyTimeoutMs: options.timeoutMs ?? 90_000,
   });
-  running.add(child);
-  let output = '';
-  let stderr = '';
-  // Read both pipes to the end always: a server blocked on a full pipe would look hung.
-  child.stdout?.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
-  child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
-    output += chunk;
-    stderr += chunk;
-  });
-  let exit: ExitInfo | undefined;
-  const exited = new Promise<ExitInfo>((resolve) => {
-    child.once('exit', (code, signal) => {
-      running.delete(child);
-      exit = { code, signal };
-      resolve(exit);
-    });
-  });
-  const pattern = options.until === 'listening' ? /^listening on (http:\S+)$/m : /^ready: (http:\S+)$/m;
-  const timeoutMs = options.timeoutMs ?? 90_000;
-  const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => {
-      cleanup();
-      child.kill('SIGKILL');
-      reject(new Error(`The server did not print ${pattern} within ${timeoutMs} ms:\n${output}`));
-    }, timeoutMs);
-    const check = (): void => {
-      const match = pattern.exec(output);
-      if (match?.[1] === undefined) return;
-      cleanup();
-      resolve(match[1]);
-    };
-    const onExit = (): void => {
-      cleanup();
-      reject(new Error(`The server exited (${JSON.stringify(exit)}) before printing ${pattern}:\n${output}`));
-    };
-    const cleanup = (): void => {
-      clearTimeout(timer);
-      child.stdout?.off('data', check);
-      child.off('exit', onExit);
-    };
-    child.stdout?.on('data', check);
-    child.once('exit', onExit);
-  });
-  assertLoopback(url);
-  const pid = child.pid as number;
-  return {
-    child,
-    pid,
-    url,
-    output: () => output,
-    stderr: () => stderr,
-    exitInfo: () => exit,
-    exited,
-    rssBytes: () => readRss(pid),
-    stop: async (graceMs = 15_000) => {
-      if (exit !== undefined) return exit;
-      child.kill('SIGTERM');
-      const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
-      try {
-        return await exited;
-      } finally {
-        clearTimeout(timer);
-      }
-    },
-  };
+  assertLoopback(server.url);
+  return { ...server, rssBytes: () => (server.exitInfo() === undefined ? readRss(server.pid) : undefined) };
 }
 
 /** Runs a process to its end (bounded: killed after `timeoutMs`) and returns how it ended and what it printed. */
@@ -145,28 +62,15 @@ export async function runToExit(
   timeoutMs: number,
 ): Promise<{ exit: ExitInfo; output: string; stderr: string; ms: number; killed: boolean }> {
   const started = performance.now();
-  const child = spawn(process.execPath, [...args], {
-    cwd: REPO_ROOT,
-    env: childEnv(env),
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  running.add(child);
-  let output = '';
-  let stderr = '';
-  child.stdout?.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
-  child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
-    output += chunk;
-    stderr += chunk;
-  });
+  const run = startProcess({ args, cwd: REPO_ROOT, env: childEnv(env) });
   let killed = false;
   const timer = setTimeout(() => {
     killed = true;
-    child.kill('SIGKILL');
+    run.child.kill('SIGKILL');
   }, timeoutMs);
-  const exit = await new Promise<ExitInfo>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+  const exit = await run.exited;
   clearTimeout(timer);
-  running.delete(child);
-  return { exit, output, stderr, ms: performance.now() - started, killed };
+  return { exit, output: run.output(), stderr: run.stderr(), ms: performance.now() - started, killed };
 }
 
 /**
@@ -190,21 +94,7 @@ export function readRss(pid: number): number | undefined {
   }
 }
 
-/** Polls `read` every `everyMs` until `done(value)` holds or `limitMs` passes; returns the last value read. */
-export async function pollUntil<T>(
-  read: () => Promise<T>,
-  done: (value: T) => boolean,
-  limitMs: number,
-  everyMs = 100,
-): Promise<{ value: T; ok: boolean }> {
-  const deadline = performance.now() + limitMs;
-  for (;;) {
-    const value = await read();
-    if (done(value)) return { value, ok: true };
-    if (performance.now() > deadline) return { value, ok: false };
-    await new Promise((resolve) => setTimeout(resolve, everyMs));
-  }
-}
+export { pollUntil } from '@microbatch/test-kit';
 
 /** CPU time (ms) a process has used so far, split into its main thread and all its other threads (Linux /proc). */
 export function readCpu(pid: number): { main: number; others: number } | undefined {

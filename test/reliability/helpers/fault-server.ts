@@ -14,6 +14,8 @@ export interface FaultServerOptions {
   readonly maxBatchSize?: number;
   readonly startTimeoutMs?: number;
   readonly modelDir?: string;
+  /** The text-generation runner's scheduling (the runner's default, continuous, when absent). */
+  readonly scheduling?: 'continuous' | 'request';
   /** Wait for `ready:` (model loaded, the default) or only `listening on`. */
   readonly until?: 'ready' | 'listening';
 }
@@ -26,6 +28,7 @@ export function startFaultServer(options: FaultServerOptions = {}): Promise<Serv
   if (options.maxBatchSize !== undefined) env.MAX_BATCH_SIZE = String(options.maxBatchSize);
   if (options.startTimeoutMs !== undefined) env.START_TIMEOUT_MS = String(options.startTimeoutMs);
   if (options.modelDir !== undefined) env.MODEL_DIR = options.modelDir;
+  if (options.scheduling !== undefined) env.SCHEDULING = options.scheduling;
   return startServer({ args: ['--import', 'tsx', FAULT_SERVER], env, until: options.until ?? 'ready' });
 }
 
@@ -58,6 +61,8 @@ export interface FaultStats {
   };
   readonly calls: Record<'generate' | 'generate-plain', number[]>;
   readonly enqueued: Record<string, number>;
+  /** Errors answered with 500, by message (the routes report them to `onError` instead of stderr). */
+  readonly serverErrors: Record<string, number>;
   readonly requests: { readonly requests: number; readonly finished: number; readonly closedEarly: number; readonly open: number };
   readonly connections: number;
   readonly listeners: { readonly openResponses: number; readonly openSockets: number; readonly server: number; readonly process: number };

@@ -1,28 +1,17 @@
+import { connect } from 'node:net';
 import { type BatchContext, END, exposeError } from '@microbatch/core';
-import { bodyParser } from '@koa/bodyparser';
-import { batchRoute } from '@microbatch/koa';
-import Koa, { type Next, type ParameterizedContext } from 'koa';
+import { type Deferred, deferred, readSse, sseValues, waitFor } from '@microbatch/test-kit';
 import request from 'supertest';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import {
-  type Deferred,
-  ProcessErrorSpy,
-  ResponseRecorder,
-  type TestServer,
-  deferred,
-  listen,
-  readSse,
-  sseValues,
-  waitFor,
-} from './helpers/adapter-http.js';
+import { ProcessErrorSpy, ResponseRecorder } from '../helpers/adapter-http.js';
+import { DRIVERS, type Driver, closeServers } from './drivers.js';
 
 const processErrors = new ProcessErrorSpy();
 beforeAll(() => processErrors.install());
 afterAll(() => processErrors.uninstall());
 
-const servers: TestServer[] = [];
 afterEach(async () => {
-  await Promise.all(servers.splice(0).map((server) => server.close()));
+  await closeServers();
   expect(processErrors.errors).toEqual([]);
 });
 
@@ -49,43 +38,38 @@ function steppedModel() {
 }
 let model: ReturnType<typeof steppedModel>;
 
-async function streamingApp() {
+async function streamingApp(driver: Driver) {
   model = steppedModel();
   const responses = new ResponseRecorder();
-  const route = batchRoute({
-    input: (ctx: ParameterizedContext) => {
-      const { prompt } = ctx.request.body as { prompt?: unknown };
+  const reported: unknown[] = [];
+  const route = driver.route<string, string>({
+    input: (req) => {
+      const { prompt } = (req.body ?? {}) as { prompt?: unknown };
       if (typeof prompt !== 'string') throw new Error('`prompt` must be a string');
       return prompt;
     },
     handler: model.handler,
     maxBatchSize: 4,
     batchWaitTimeoutMs: 20,
+    onError: (problem) => reported.push(problem),
   });
-  const app = new Koa();
-  const appErrors: unknown[] = [];
-  app.on('error', (error: unknown) => appErrors.push(error));
-  app.use((ctx: ParameterizedContext, next: Next) => {
-    responses.record(ctx.res);
-    return next();
+  const { url, appErrors } = await driver.serve({
+    routes: [{ method: 'post', path: '/generate', route }],
+    beforeRoute: async (res) => responses.record(res),
   });
-  app.use(bodyParser());
-  app.use(route);
-  const server = await listen(app.callback());
-  servers.push(server);
   const open = (prompt: string, signal?: AbortSignal) =>
-    fetch(`${server.url}/generate`, {
+    fetch(`${url}/generate`, {
       method: 'POST',
       headers: { 'Content-Type': 'application/json' },
       body: JSON.stringify({ prompt }),
       signal,
     });
-  return { route, responses, open, appErrors, url: server.url };
+  return { route, responses, open, reported, appErrors, url };
 }
 
-describe('batchRoute (Koa): streaming', () => {
+describe.each(DRIVERS.map((driver) => [driver.name, driver] as const))('batchRoute (%s): streaming', (_name, driver) => {
   it('streams each caller its own values as Server-Sent Events, flushed as produced, then [DONE]', async () => {
-    const { open } = await streamingApp();
+    const { open } = await streamingApp(driver);
 
     const pendingA = open('a');
     const pendingB = open('b');
@@ -109,8 +93,28 @@ describe('batchRoute (Koa): streaming', () => {
     }
   });
 
-  it('answers a failure before the first value with a plain JSON error', async () => {
-    const { url, appErrors } = await streamingApp();
+  it('honours a client\'s `Connection: close`: the socket is closed once the stream has ended', async () => {
+    const { url } = await streamingApp(driver);
+    model.releaseAll();
+    const { port } = new URL(url);
+    const body = JSON.stringify({ prompt: 'a' });
+    const received = await new Promise<string>((resolve, reject) => {
+      const socket = connect(Number(port), '127.0.0.1');
+      let text = '';
+      socket.on('data', (chunk) => (text += chunk.toString()));
+      socket.on('error', reject);
+      // Resolves only when the server closes the connection: a kept-alive socket would hang the test.
+      socket.on('close', () => resolve(text));
+      socket.write(`POST /generate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`);
+    });
+    expect(received).toMatch(/^HTTP\/1\.1 200 /);
+    expect(received.toLowerCase()).toContain('connection: close');
+    expect(received.toLowerCase()).not.toContain('connection: keep-alive');
+    expect(received).toContain('data: [DONE]');
+  });
+
+  it('answers a failure before the first value with a plain JSON error, and reports the hidden one', async () => {
+    const { url, reported, appErrors } = await streamingApp(driver);
 
     const hidden = await request(url).post('/generate').send({ prompt: 'throw' });
     const exposed = await request(url).post('/generate').send({ prompt: 'throw exposed' });
@@ -118,14 +122,15 @@ describe('batchRoute (Koa): streaming', () => {
 
     expect(hidden.status).toBe(500);
     expect(hidden.headers['content-type']).toBe('application/json; charset=utf-8');
-    expect((appErrors[0] as Error).message).toBe('secret: weights not loaded');
     expect(hidden.body).toEqual({ error: { code: 'HANDLER_ERROR', message: 'Internal Server Error' } });
     expect([exposed.status, exposed.body]).toEqual([500, { error: { code: 'HANDLER_ERROR', message: 'model is warming up' } }]);
     expect([invalid.status, invalid.body]).toEqual([400, { error: { code: 'INVALID_INPUT', message: '`prompt` must be a string' } }]);
+    expect((reported[0] as Error).message).toBe('secret: weights not loaded');
+    expect(appErrors).toEqual([]);
   });
 
   it('ends a stream that fails midway with an `error` event and no [DONE]; its batch-mates are unaffected', async () => {
-    const { open } = await streamingApp();
+    const { open } = await streamingApp(driver);
 
     const failing = open('fail@1');
     const healthy = open('ok');
@@ -141,7 +146,7 @@ describe('batchRoute (Koa): streaming', () => {
   });
 
   it("stops only the disconnecting caller's stream; the others complete", async () => {
-    const { route, open, responses } = await streamingApp();
+    const { route, open, responses } = await streamingApp(driver);
 
     const controller = new AbortController();
     const leaving = open('leaving', controller.signal);
@@ -165,7 +170,7 @@ describe('batchRoute (Koa): streaming', () => {
   });
 
   it("aborts the handler's signal when the only streaming client disconnects", async () => {
-    const { route, open } = await streamingApp();
+    const { route, open } = await streamingApp(driver);
 
     const controller = new AbortController();
     const leaving = open('alone', controller.signal);

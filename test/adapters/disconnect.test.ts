@@ -1,26 +1,15 @@
-import { bodyParser } from '@koa/bodyparser';
-import { Router } from '@koa/router';
-import { batchRoute } from '@microbatch/koa';
-import Koa, { type Next, type ParameterizedContext } from 'koa';
+import { deferred, waitFor } from '@microbatch/test-kit';
 import request from 'supertest';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import {
-  GatedHandler,
-  ProcessErrorSpy,
-  ResponseRecorder,
-  type TestServer,
-  deferred,
-  listen,
-  waitFor,
-} from './helpers/adapter-http.js';
+import { GatedHandler, ProcessErrorSpy, ResponseRecorder } from '../helpers/adapter-http.js';
+import { DRIVERS, type Driver, type NeutralRequest, closeServers } from './drivers.js';
 
 const processErrors = new ProcessErrorSpy();
 beforeAll(() => processErrors.install());
 afterAll(() => processErrors.uninstall());
 
-const servers: TestServer[] = [];
 afterEach(async () => {
-  await Promise.all(servers.splice(0).map((server) => server.close()));
+  await closeServers();
   expect(processErrors.errors).toEqual([]);
 });
 
@@ -28,39 +17,38 @@ afterEach(async () => {
  * An adder app whose responses are recorded (to check listeners) and whose `output` calls are counted;
  * `beforeRoute` runs in a middleware just before `batchRoute` (an async auth check, say).
  */
-async function adderApp({
-  input = (ctx) => (ctx.request.body as { number: number }).number,
-  beforeRoute = async () => undefined,
-}: {
-  input?: (ctx: ParameterizedContext) => number | Promise<number>;
-  beforeRoute?: () => Promise<void>;
-} = {}) {
+async function adderApp(
+  driver: Driver,
+  {
+    input = (req) => req.body.number as number,
+    beforeRoute = async () => undefined,
+  }: {
+    input?: (req: NeutralRequest) => number | Promise<number>;
+    beforeRoute?: () => Promise<void>;
+  } = {},
+) {
   const model = new GatedHandler((n: number) => n + 1);
   const responses = new ResponseRecorder();
   const outputs: number[] = [];
-  const route = batchRoute({
+  const route = driver.route<number, number>({
     input,
     handler: model.handler,
-    output: (result: number, ctx: ParameterizedContext) => {
+    output: (result, _req, reply) => {
       outputs.push(result);
-      ctx.body = result;
+      reply.json(result);
     },
   });
-  const record = async (ctx: ParameterizedContext, next: Next) => {
-    responses.record(ctx.res);
-    await beforeRoute();
-    await next();
-  };
-  const router = new Router();
-  router.post('/adder', bodyParser(), record, route);
-  const app = new Koa();
-  app.use(router.routes());
-  const server = await listen(app.callback());
-  servers.push(server);
-  const post = (number: number) => request(server.url).post('/adder').send({ number }).then((response) => response);
+  const { url } = await driver.serve({
+    routes: [{ method: 'post', path: '/adder', route }],
+    beforeRoute: async (res) => {
+      responses.record(res);
+      await beforeRoute();
+    },
+  });
+  const post = (number: number) => request(url).post('/adder').send({ number }).then((response) => response);
   const abortable = (number: number) => {
     const controller = new AbortController();
-    const response = fetch(`${server.url}/adder`, {
+    const response = fetch(`${url}/adder`, {
       method: 'POST',
       headers: { 'Content-Type': 'application/json' },
       body: JSON.stringify({ number }),
@@ -75,9 +63,9 @@ async function adderApp({
   return { model, route, outputs, responses, post, abortable, allClosed };
 }
 
-describe('batchRoute (Koa): client disconnects', () => {
+describe.each(DRIVERS.map((driver) => [driver.name, driver] as const))('batchRoute (%s): client disconnects', (_name, driver) => {
   it('removes a queued item whose client disconnects: it never reaches the handler', async () => {
-    const { model, route, outputs, responses, post, abortable, allClosed } = await adderApp();
+    const { model, route, outputs, responses, post, abortable, allClosed } = await adderApp(driver);
 
     const busy = post(0);
     await waitFor('the first batch to start', () => model.batches.length === 1);
@@ -102,7 +90,7 @@ describe('batchRoute (Koa): client disconnects', () => {
   });
 
   it('discards the result of a running item whose client disconnects; the rest of its batch is answered', async () => {
-    const { model, route, outputs, responses, post, abortable, allClosed } = await adderApp();
+    const { model, route, outputs, responses, post, abortable, allClosed } = await adderApp(driver);
 
     const busy = post(0);
     await waitFor('the first batch to start', () => model.batches.length === 1);
@@ -129,7 +117,7 @@ describe('batchRoute (Koa): client disconnects', () => {
   });
 
   it("aborts the handler's signal when every client of a running batch disconnects", async () => {
-    const { model, route, outputs, abortable, allClosed, responses } = await adderApp();
+    const { model, route, outputs, abortable, allClosed, responses } = await adderApp(driver);
 
     const gone = abortable(7);
     await waitFor('the batch to start', () => model.batches.length === 1);
@@ -149,11 +137,11 @@ describe('batchRoute (Koa): client disconnects', () => {
   it('never enqueues a request whose client disconnected while `input` was still running', async () => {
     const inputStarted = deferred();
     const inputGate = deferred();
-    const { model, route, abortable, allClosed, responses } = await adderApp({
-      input: async (ctx) => {
+    const { model, route, abortable, allClosed, responses } = await adderApp(driver, {
+      input: async (req) => {
         inputStarted.resolve();
         await inputGate.promise;
-        return (ctx.request.body as { number: number }).number;
+        return req.body.number as number;
       },
     });
 
@@ -173,7 +161,7 @@ describe('batchRoute (Koa): client disconnects', () => {
   it('never enqueues a request whose client disconnected before batchRoute ran', async () => {
     const middlewareStarted = deferred();
     const middlewareGate = deferred();
-    const { model, route, abortable, allClosed, responses } = await adderApp({
+    const { model, route, abortable, allClosed, responses } = await adderApp(driver, {
       beforeRoute: async () => {
         middlewareStarted.resolve();
         await middlewareGate.promise;

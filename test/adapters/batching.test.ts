@@ -1,38 +1,23 @@
-import { bodyParser } from '@koa/bodyparser';
-import { Router, type RouterContext } from '@koa/router';
 import { createBatcher } from '@microbatch/core';
-import { batchRoute } from '@microbatch/koa';
-import Koa, { type ParameterizedContext } from 'koa';
+import { waitFor } from '@microbatch/test-kit';
 import request from 'supertest';
 import { afterEach, describe, expect, it } from 'vitest';
-import { GatedHandler, type TestServer, listen, waitFor } from './helpers/adapter-http.js';
+import { GatedHandler } from '../helpers/adapter-http.js';
+import { DRIVERS, type NeutralRequest, closeServers } from './drivers.js';
 
-const servers: TestServer[] = [];
-afterEach(async () => {
-  await Promise.all(servers.splice(0).map((server) => server.close()));
-});
+afterEach(closeServers);
 
-async function serve(app: Koa): Promise<string> {
-  const server = await listen(app.callback());
-  servers.push(server);
-  return server.url;
-}
-
-function parseNumber(ctx: ParameterizedContext): number {
-  const value = (ctx.request.body as { number?: unknown } | undefined)?.number;
+function parseNumber(req: NeutralRequest): number {
+  const value = (req.body as { number?: unknown } | undefined)?.number;
   if (typeof value !== 'number' || !Number.isInteger(value)) throw new Error('`number` must be an integer');
   return value;
 }
 
-describe('batchRoute (Koa): coalescing', () => {
+describe.each(DRIVERS.map((driver) => [driver.name, driver] as const))('batchRoute (%s): coalescing', (_name, driver) => {
   it('batches 9 concurrent requests as [1, 4, 4] and answers each with its own result and batch headers', async () => {
     const model = new GatedHandler((n: number) => n + 1);
-    const route = batchRoute({ input: parseNumber, handler: model.handler, maxBatchSize: 4, batchWaitTimeoutMs: 5 });
-    const router = new Router();
-    router.post('/adder', bodyParser(), route);
-    const app = new Koa();
-    app.use(router.routes());
-    const url = await serve(app);
+    const route = driver.route({ input: parseNumber, handler: model.handler, maxBatchSize: 4, batchWaitTimeoutMs: 5 });
+    const { url } = await driver.serve({ routes: [{ method: 'post', path: '/adder', route }] });
 
     // Like Ray Serve's adder: the first request finds the handler idle and runs alone; the 8 that arrive while it
     // is busy queue up and then fill two batches of 4.
@@ -49,8 +34,8 @@ describe('batchRoute (Koa): coalescing', () => {
     expect(model.inputs.toSorted((a, b) => a - b)).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8]);
     responses.forEach((response, number) => {
       expect(response.status).toBe(200);
-      expect(response.headers['content-type']).toBe('application/json; charset=utf-8');
       expect(response.body).toBe(number + 1);
+      expect(response.headers['content-type']).toBe('application/json; charset=utf-8');
       const batchId = Number(response.headers['x-batch-id']);
       const batch = model.batches[batchId - 1];
       expect(batch).toContain(number);
@@ -63,12 +48,12 @@ describe('batchRoute (Koa): coalescing', () => {
   it('lets one batcher serve several routes, so their requests share batches', async () => {
     const model = new GatedHandler((text: string) => text.length);
     const batcher = createBatcher(model.handler, { maxBatchSize: 8, batchWaitTimeoutMs: 5 });
-    const router = new Router();
-    router.post('/length', bodyParser(), batchRoute({ input: (ctx) => String((ctx.request.body as { text: string }).text), batcher }));
-    router.get('/length/:text', batchRoute({ input: (ctx: RouterContext) => String(ctx.params.text), batcher }));
-    const app = new Koa();
-    app.use(router.routes());
-    const url = await serve(app);
+    const { url } = await driver.serve({
+      routes: [
+        { method: 'post', path: '/length', route: driver.route({ input: (req) => String(req.body.text), batcher }) },
+        { method: 'get', path: '/length/:text', route: driver.route({ input: (req) => String(req.param('text')), batcher }), json: false },
+      ],
+    });
 
     const warmup = request(url).get('/length/x').then((response) => response);
     await waitFor('the first batch to start', () => model.batches.length === 1);
@@ -90,15 +75,14 @@ describe('batchRoute (Koa): coalescing', () => {
     const square = new GatedHandler((n: number) => n * n);
     double.release(true);
     square.release(true);
-    const doubleRoute = batchRoute({ input: parseNumber, handler: double.handler, name: 'double' });
-    const squareRoute = batchRoute({ input: parseNumber, handler: square.handler, name: 'square' });
-    const router = new Router();
-    router.post('/double', doubleRoute);
-    router.post('/square', squareRoute);
-    const app = new Koa();
-    app.use(bodyParser());
-    app.use(router.routes());
-    const url = await serve(app);
+    const doubleRoute = driver.route({ input: parseNumber, handler: double.handler, name: 'double' });
+    const squareRoute = driver.route({ input: parseNumber, handler: square.handler, name: 'square' });
+    const { url } = await driver.serve({
+      routes: [
+        { method: 'post', path: '/double', route: doubleRoute },
+        { method: 'post', path: '/square', route: squareRoute },
+      ],
+    });
 
     const [a, b] = await Promise.all([
       request(url).post('/double').send({ number: 5 }),
@@ -111,13 +95,10 @@ describe('batchRoute (Koa): coalescing', () => {
     expect([doubleRoute.batcher.name, squareRoute.batcher.name]).toEqual(['double', 'square']);
   });
 
-  it('works with app.use and, without `input` and `output`, batches ctx.request.body and answers JSON', async () => {
+  it('works with app.use and, without `input` and `output`, batches the parsed body and answers JSON', async () => {
     const model = new GatedHandler((body: unknown) => `echo ${JSON.stringify(body)}`);
     model.release(true);
-    const app = new Koa();
-    app.use(bodyParser());
-    app.use(batchRoute({ handler: model.handler }));
-    const url = await serve(app);
+    const { url } = await driver.serve({ routes: [{ method: 'use', route: driver.route({ handler: model.handler }) }] });
 
     const response = await request(url).put('/anything').send({ a: 1 });
 
@@ -131,19 +112,12 @@ describe('batchRoute (Koa): coalescing', () => {
   it('sends the result through `output` when given', async () => {
     const model = new GatedHandler((n: number) => ({ sum: n + 1 }));
     model.release(true);
-    const app = new Koa();
-    app.use(bodyParser());
-    app.use(
-      batchRoute({
-        input: parseNumber,
-        handler: model.handler,
-        output: (result, ctx) => {
-          ctx.status = 201;
-          ctx.body = `${(ctx.request.body as { number: number }).number}+1=${result.sum}`;
-        },
-      }),
-    );
-    const url = await serve(app);
+    const route = driver.route({
+      input: parseNumber,
+      handler: model.handler,
+      output: (result, req, reply) => reply.text(201, `${req.body.number}+1=${result.sum}`),
+    });
+    const { url } = await driver.serve({ routes: [{ method: 'post', path: '/adder', route }] });
 
     const response = await request(url).post('/adder').send({ number: 41 });
 
@@ -154,16 +128,13 @@ describe('batchRoute (Koa): coalescing', () => {
 
   it('applies per-request `callOptions`: a higher priority runs first within the next batch', async () => {
     const model = new GatedHandler((n: number) => n);
-    const route = batchRoute({
+    const route = driver.route({
       input: parseNumber,
       handler: model.handler,
-      callOptions: (ctx) => ({ priority: Number(ctx.query.priority ?? 0) }),
+      callOptions: (req) => ({ priority: Number(req.query('priority') ?? 0) }),
       maxBatchSize: 2,
     });
-    const app = new Koa();
-    app.use(bodyParser());
-    app.use(route);
-    const url = await serve(app);
+    const { url } = await driver.serve({ routes: [{ method: 'post', path: '/echo', route }], errorHandler: {} });
 
     const busy = request(url).post('/echo').send({ number: 0 }).then((response) => response);
     await waitFor('the first batch to start', () => model.batches.length === 1);
