@@ -1,8 +1,13 @@
 /** @type {import('tsup').Options} */
 export default {
-  entry: ['src/index.ts'],
+  // One entry per subpath export: `@microbatch/core`, `@microbatch/core/http`, `@microbatch/core/util`.
+  entry: { index: 'src/index.ts', 'http/index': 'src/http/index.ts', 'util/index': 'src/util/index.ts' },
   format: ['esm', 'cjs'],
-  // Declarations come from `tsc -p tsconfig.build.json`: TypeScript 7 has no compiler API for tsup's dts step.
+  // Shared modules go to chunks in the CommonJS build as well (esbuild splits ESM only; tsup converts for CJS):
+  // without it each CJS entry carries its own copy of `BatchError`, the batcher and the options checks.
+  splitting: true,
+  // Declarations come from `tsc -p tsconfig.build.json`, then scripts/cjs-declarations.mjs writes the `.d.cts`
+  // twins: TypeScript 7 has no compiler API for tsup's dts step.
   dts: false,
   clean: true,
   sourcemap: true,

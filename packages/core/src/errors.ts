@@ -9,14 +9,15 @@
 export const ErrorCode = {
   /** The input was rejected before it joined a batch (adapter validation, `batchKey`/`cost` threw). */
   INVALID_INPUT: 'INVALID_INPUT',
-  /** No route answers this method and path. */
-  NOT_FOUND: 'NOT_FOUND',
-  /** The request body is not of a media type the route accepts. */
-  UNSUPPORTED_MEDIA_TYPE: 'UNSUPPORTED_MEDIA_TYPE',
   /** The item (or request body) is larger than any batch may hold (`maxBatchCost`, body limit). */
   ITEM_TOO_LARGE: 'ITEM_TOO_LARGE',
   /** The queue already holds `maxQueueSize` items. */
   QUEUE_FULL: 'QUEUE_FULL',
+  /**
+   * Refused at once because the predicted wait (from the batcher's latency estimate) exceeds `maxLatencyMs` or the
+   * item's deadline, or the item's fair share of the admissible work is used up (see `fairnessKey`).
+   */
+  OVERLOADED: 'OVERLOADED',
   /** The item's deadline (`timeoutMs`) passed before its batch was dispatched. */
   DEADLINE_EXCEEDED: 'DEADLINE_EXCEEDED',
   /** The item's batch ran longer than `executionTimeoutMs`. */
@@ -49,24 +50,42 @@ export interface BatchErrorOptions {
   readonly details?: Readonly<Record<string, unknown>>;
 }
 
-const INTERNAL_CODES: ReadonlySet<ErrorCode> = new Set([ErrorCode.HANDLER_ERROR, ErrorCode.BAD_HANDLER_RESULT]);
+const INTERNAL_CODES: ReadonlySet<string> = new Set([ErrorCode.HANDLER_ERROR, ErrorCode.BAD_HANDLER_RESULT]);
+
+/**
+ * Marks a `BatchError`. Registered with `Symbol.for`, so an error made by another copy of core in the same process
+ * (one loaded by `import`, one by `require`) is recognised as a `BatchError` too, and keeps its HTTP status. JSON
+ * cannot carry a symbol key, so a request body can never pass for one.
+ */
+const ERROR_BRAND: unique symbol = Symbol.for('microbatch.error');
+
+function isBranded(value: unknown): boolean {
+  return typeof value === 'object' && value !== null && (value as { [ERROR_BRAND]?: unknown })[ERROR_BRAND] === true;
+}
 
 /**
  * The one error class of microbatch: a `code` from {@link ErrorCode} and a message that says what went wrong.
+ * `C` widens the code for layers that add their own (`@microbatch/core/http`'s `HttpErrorCode`).
  *
  * @example
  * ```ts
  * throw new BatchError('INVALID_INPUT', '`prompt` must be a non-empty string', { details: { field: 'prompt' } });
  * ```
  */
-export class BatchError extends Error {
+export class BatchError<C extends string = ErrorCode> extends Error {
   override readonly name = 'BatchError';
-  readonly code: ErrorCode;
+  readonly code: C;
   readonly expose: boolean;
   readonly retryAfterSeconds: number | undefined;
   readonly details: Readonly<Record<string, unknown>> | undefined;
 
-  constructor(code: ErrorCode, message: string, options: BatchErrorOptions = {}) {
+  /** `error instanceof BatchError` holds for errors of any copy of core (subclasses keep the usual test). */
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    if (this !== BatchError) return Function.prototype[Symbol.hasInstance].call(this, value);
+    return isBranded(value);
+  }
+
+  constructor(code: C, message: string, options: BatchErrorOptions = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
     this.code = code;
     this.expose = options.expose ?? !INTERNAL_CODES.has(code);
@@ -83,9 +102,11 @@ export class BatchError extends Error {
  * if (isBatchError(error, 'DEADLINE_EXCEEDED')) metrics.timeouts.inc();
  * ```
  */
-export function isBatchError(value: unknown, code?: ErrorCode): value is BatchError {
-  return value instanceof BatchError && (code === undefined || value.code === code);
+export function isBatchError<C extends string = ErrorCode>(value: unknown, code?: C): value is BatchError<C> {
+  return isBranded(value) && (code === undefined || (value as BatchError<string>).code === code);
 }
+
+Object.defineProperty(BatchError.prototype, ERROR_BRAND, { value: true });
 
 /**
  * Marks an error thrown by a handler or validator as safe to show to clients (like `http-errors`' `expose`).

@@ -1,28 +1,11 @@
-export {
-  batcherForRoute,
-  serveBatched,
-  toInputError,
-  watchDisconnect,
-  writeHttpError,
-  writeSse,
-} from './adapter-kit.js';
-export type { BatchedExchange, DisconnectWatch, RequestCallOptions, RouteBatcherOptions, RouteHooks } from './adapter-kit.js';
+// `@microbatch/core`: the batching engine alone. HTTP lives in `@microbatch/core/http`, shared helpers in
+// `@microbatch/core/util`.
 export { createBatcher, createStreamingBatcher } from './batcher.js';
+export { isBatcher } from './batcher-brand.js';
 export { BatchError, ErrorCode, exposeError, isBatchError } from './errors.js';
 export type { BatchErrorOptions } from './errors.js';
-export {
-  SSE_DONE,
-  SSE_HEADERS,
-  batchHeaders,
-  httpStatusFor,
-  sseError,
-  sseEvent,
-  toBatchError,
-  toHttpError,
-} from './http.js';
-export type { HttpErrorBody, HttpErrorResponse } from './http.js';
-export { describe as describeValue, validateBatcherOptions } from './options.js';
-export { END, SKIP } from './types.js';
+export { validateBatcherOptions } from './options.js';
+export { BATCHER_BRAND, END, SKIP } from './types.js';
 export type {
   BatchContext,
   BatchHandler,
@@ -44,3 +27,4 @@ export type {
   StreamingBatcher,
   Summary,
 } from './types.js';
+export { describeValue } from './util/describe-value.js';

@@ -1,46 +1,4 @@
-import type { DispatchInfo } from './types.js';
-import type { ItemStream } from './item-stream.js';
-
-/** Where an item is in its life: waiting, in a running batch, or done (settled exactly once). */
-export const ItemState = { Queued: 0, Running: 1, Settled: 2 } as const;
-export type ItemState = (typeof ItemState)[keyof typeof ItemState];
-
-/** One call's bookkeeping from enqueue until it settles. */
-export interface Item {
-  readonly input: unknown;
-  key: unknown;
-  cost: number;
-  readonly priority: number;
-  readonly seq: number;
-  readonly enqueuedAt: number;
-  state: ItemState;
-  resolve: ((value: unknown) => void) | undefined;
-  reject: ((error: unknown) => void) | undefined;
-  sink: ItemStream<unknown> | undefined;
-  signal: AbortSignal | undefined;
-  onAbort: (() => void) | undefined;
-  timer: unknown;
-  onDispatch: ((info: DispatchInfo) => void) | undefined;
-  batch: RunningBatch | undefined;
-}
-
-/** A dispatched batch, from its handler call until it finishes or times out. */
-export interface RunningBatch {
-  readonly id: number;
-  readonly key: unknown;
-  readonly items: Item[];
-  /** Created on first use (see `controllerOf`). */
-  controller: AbortController | undefined;
-  readonly startedAt: number;
-  /** Items not yet settled; when it reaches 0 early, the handler's signal aborts. */
-  open: number;
-  /** Items that failed in the handler (for the `batchEnd` event). */
-  failed: number;
-  timer: unknown;
-  /** When the handler was done (or timed out): the slot is free from then on. */
-  endedAt: number | undefined;
-  finished: boolean;
-}
+import type { Item } from './item.js';
 
 /**
  * The waiting items of one batch key, highest priority first and FIFO within a priority, with their total cost
@@ -50,6 +8,8 @@ export class KeyQueue {
   readonly key: unknown;
   items: Item[] = [];
   cost = 0;
+  /** The total cost of the batch the last `take` returned. */
+  takenCost = 0;
   windowStart: number;
 
   constructor(key: unknown, now: number) {
@@ -111,6 +71,47 @@ export class KeyQueue {
       batch = items.splice(0, count);
     }
     this.cost -= cost;
+    this.takenCost = cost;
+    if (this.items.length > 0) this.windowStart = oldestArrival(this.items);
+    return batch;
+  }
+
+  /**
+   * Like {@link take}, but the batch takes from the fairness keys in turn, always from the key that has put the
+   * least cost into it so far (ties: the key whose first item is oldest in the queue), so a key with a long backlog
+   * cannot fill a batch while another key waits. The batch keeps queue order.
+   */
+  takeFair(maxBatchSize: number, maxBatchCost: number): Item[] {
+    const groups = new Map<unknown, Item[]>();
+    for (const item of this.items) {
+      const group = groups.get(item.fairnessKey);
+      if (group === undefined) groups.set(item.fairnessKey, [item]);
+      else group.push(item);
+    }
+    if (groups.size <= 1) return this.take(maxBatchSize, maxBatchCost);
+    const lists = [...groups.values()];
+    const heads = lists.map(() => 0);
+    const given = lists.map(() => 0);
+    const chosen = new Set<Item>();
+    let cost = 0;
+    while (chosen.size < maxBatchSize) {
+      let best = -1;
+      for (let index = 0; index < lists.length; index += 1) {
+        if ((heads[index] as number) >= (lists[index] as Item[]).length) continue;
+        if (best === -1 || (given[index] as number) < (given[best] as number)) best = index;
+      }
+      if (best === -1) break;
+      const item = (lists[best] as Item[])[heads[best] as number] as Item;
+      if (chosen.size > 0 && cost + item.cost > maxBatchCost) break;
+      heads[best] = (heads[best] as number) + 1;
+      given[best] = (given[best] as number) + item.cost;
+      cost += item.cost;
+      chosen.add(item);
+    }
+    const batch = this.items.filter((item) => chosen.has(item));
+    this.items = this.items.filter((item) => !chosen.has(item));
+    this.cost -= cost;
+    this.takenCost = cost;
     if (this.items.length > 0) this.windowStart = oldestArrival(this.items);
     return batch;
   }

@@ -1,4 +1,4 @@
-import type { BatcherEvents, BatcherStats, RejectReason, Summary } from './types.js';
+import type { BatcherEvents, BatcherStats, LatencyEstimate, OverloadCause, RejectReason, Summary } from './types.js';
 import { ErrorCode } from './errors.js';
 
 type Listener<E extends keyof BatcherEvents> = (payload: BatcherEvents[E]) => void;
@@ -70,6 +70,7 @@ export class StatsRecorder {
   succeeded = 0;
   failed = 0;
   readonly rejected = Object.fromEntries(REASONS.map((reason) => [reason, 0])) as Record<RejectReason, number>;
+  readonly overloaded: Record<OverloadCause, number> = { latency: 0, deadline: 0, 'fair-share': 0 };
 
   recordBatch(size: number, maxBatchSize: number): void {
     this.batches += 1;
@@ -78,7 +79,14 @@ export class StatsRecorder {
     this.utilizationSum += size / maxBatchSize;
   }
 
-  snapshot(name: string, queueLength: number, inFlightBatches: number): BatcherStats {
+  snapshot(
+    name: string,
+    queueLength: number,
+    inFlightBatches: number,
+    estimate: LatencyEstimate,
+    maxLatencyMs: number,
+    predictedLatencyMs: number,
+  ): BatcherStats {
     return {
       name,
       queueLength,
@@ -95,6 +103,10 @@ export class StatsRecorder {
       rejected: { ...this.rejected },
       expired: this.rejected.DEADLINE_EXCEEDED,
       cancelled: this.rejected.CANCELLED,
+      overloaded: { ...this.overloaded },
+      estimate,
+      maxLatencyMs,
+      predictedLatencyMs,
     };
   }
 }

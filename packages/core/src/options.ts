@@ -1,4 +1,7 @@
 import type { BatcherOptions, CallOptions, Clock, OnBatchError } from './types.js';
+import { describeValue } from './util/describe-value.js';
+import { MAX_FINITE, checkFunction, checkInteger, checkNumber, checkOneOf, fail } from './util/checks.js';
+import { dropUndefined } from './util/defined.js';
 
 /** The options after defaults are applied and every value is checked. */
 export type ResolvedOptions<I> = Required<BatcherOptions<I>>;
@@ -16,9 +19,10 @@ const systemClock: Clock = {
 export const DEFAULT_OPTIONS = {
   name: 'default',
   maxBatchSize: 8,
-  batchWaitTimeoutMs: 5,
+  batchWaitTimeoutMs: 0,
   maxConcurrentBatches: 1,
   maxQueueSize: 1024,
+  maxLatencyMs: Number.POSITIVE_INFINITY,
   timeoutMs: Number.POSITIVE_INFINITY,
   executionTimeoutMs: Number.POSITIVE_INFINITY,
   batchKey: () => undefined,
@@ -32,58 +36,6 @@ export const DEFAULT_OPTIONS = {
 const ON_BATCH_ERROR: readonly OnBatchError[] = ['fail-batch', 'isolate'];
 
 /**
- * Renders a value for a misuse message, as every microbatch `TypeError` does.
- *
- * @example
- * ```ts
- * describeValue(0); // '`0` (number)'
- * ```
- */
-export function describe(value: unknown): string {
-  return `\`${show(value)}\` (${value === null ? 'null' : typeof value})`;
-}
-
-/** `String(value)`, except that it never throws and never runs long: request bodies reach here too. */
-function show(value: unknown): string {
-  if (typeof value === 'function') return 'function';
-  let shown: string;
-  try {
-    shown = typeof value === 'string' ? JSON.stringify(value) : String(value);
-  } catch {
-    // JSON such as {"toString": 1} has no callable toString/valueOf, and arrays nested thousands deep overflow
-    // the stack in Array.prototype.join: both throw, and a message about a bad value must not.
-    return Array.isArray(value) ? `[array of ${value.length}]` : '[object]';
-  }
-  return shown.length > 200 ? `${shown.slice(0, 197)}...` : shown;
-}
-
-/** Throws the house-style `TypeError` for an option that fails its check. */
-export function fail(name: string, expectation: string, value: unknown): never {
-  throw new TypeError(`Expected \`${name}\` to be ${expectation}, got ${describe(value)}`);
-}
-
-/** Checks an integer option `>= min`. */
-export function checkInteger(name: string, value: unknown, min: number): number {
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < min) fail(name, `an integer >= ${min}`, value);
-  return value;
-}
-
-/** Checks a number option `>= min` (or `> min` when `exclusive`); Infinity is allowed only when `allowInfinity`. */
-export function checkNumber(name: string, value: unknown, min: number, exclusive: boolean, allowInfinity: boolean): number {
-  const ok =
-    typeof value === 'number' &&
-    !Number.isNaN(value) &&
-    (exclusive ? value > min : value >= min) &&
-    (allowInfinity || Number.isFinite(value));
-  if (!ok) fail(name, `a ${allowInfinity ? '' : 'finite '}number ${exclusive ? '>' : '>='} ${min}`, value);
-  return value as number;
-}
-
-function checkFunction(name: string, value: unknown): void {
-  if (typeof value !== 'function') fail(name, 'a function', value);
-}
-
-/**
  * Applies the defaults and validates every option once, throwing `TypeError` on misuse.
  *
  * @example
@@ -93,22 +45,21 @@ function checkFunction(name: string, value: unknown): void {
  */
 export function resolveOptions<I>(options: BatcherOptions<I> | undefined): ResolvedOptions<I> {
   if (options !== undefined && (typeof options !== 'object' || options === null)) fail('options', 'an object', options);
-  const defined = Object.fromEntries(Object.entries(options ?? {}).filter(([, value]) => value !== undefined));
+  const defined = options === undefined ? {} : dropUndefined(options);
   const resolved = { ...DEFAULT_OPTIONS, ...defined } as ResolvedOptions<I>;
   if (typeof resolved.name !== 'string' || resolved.name.length === 0) fail('name', 'a non-empty string', resolved.name);
   checkInteger('maxBatchSize', resolved.maxBatchSize, 1);
-  checkNumber('batchWaitTimeoutMs', resolved.batchWaitTimeoutMs, 0, false, false);
+  checkNumber('batchWaitTimeoutMs', resolved.batchWaitTimeoutMs, 0, MAX_FINITE);
   checkInteger('maxConcurrentBatches', resolved.maxConcurrentBatches, 1);
   checkInteger('maxQueueSize', resolved.maxQueueSize, 1);
-  checkNumber('timeoutMs', resolved.timeoutMs, 0, true, true);
-  checkNumber('executionTimeoutMs', resolved.executionTimeoutMs, 0, true, true);
+  checkNumber('maxLatencyMs', resolved.maxLatencyMs, 0, Number.POSITIVE_INFINITY, true);
+  checkNumber('timeoutMs', resolved.timeoutMs, 0, Number.POSITIVE_INFINITY, true);
+  checkNumber('executionTimeoutMs', resolved.executionTimeoutMs, 0, Number.POSITIVE_INFINITY, true);
   checkFunction('batchKey', resolved.batchKey);
   checkFunction('cost', resolved.cost);
-  checkNumber('maxBatchCost', resolved.maxBatchCost, 0, true, true);
-  if (!ON_BATCH_ERROR.includes(resolved.onBatchError)) {
-    fail('onBatchError', `one of ${ON_BATCH_ERROR.map((v) => `'${v}'`).join(', ')}`, resolved.onBatchError);
-  }
-  checkNumber('retryAfterSeconds', resolved.retryAfterSeconds, 0, false, false);
+  checkNumber('maxBatchCost', resolved.maxBatchCost, 0, Number.POSITIVE_INFINITY, true);
+  checkOneOf('onBatchError', resolved.onBatchError, ON_BATCH_ERROR);
+  checkNumber('retryAfterSeconds', resolved.retryAfterSeconds, 0, MAX_FINITE);
   const { clock } = resolved;
   if (
     typeof clock !== 'object' ||
@@ -138,11 +89,48 @@ export function validateBatcherOptions(options: unknown): void {
 /** Validates per-call options, throwing `TypeError` on misuse. */
 export function checkCallOptions(options: CallOptions): void {
   if (typeof options !== 'object' || options === null) fail('options', 'an object', options);
-  const { signal, timeoutMs, priority, onDispatch } = options;
+  const { signal, timeoutMs, priority, onDispatch, maxLatencyMs, fairnessKey } = options;
   if (signal !== undefined && (typeof signal !== 'object' || signal === null || typeof signal.addEventListener !== 'function')) {
     fail('signal', 'an AbortSignal', signal);
   }
-  if (timeoutMs !== undefined) checkNumber('timeoutMs', timeoutMs, 0, true, true);
-  if (priority !== undefined) checkNumber('priority', priority, Number.NEGATIVE_INFINITY, true, false);
+  if (timeoutMs !== undefined) checkNumber('timeoutMs', timeoutMs, 0, Number.POSITIVE_INFINITY, true);
+  if (priority !== undefined) checkNumber('priority', priority, -MAX_FINITE, MAX_FINITE);
   if (onDispatch !== undefined) checkFunction('onDispatch', onDispatch);
+  if (maxLatencyMs !== undefined) checkNumber('maxLatencyMs', maxLatencyMs, 0, Number.POSITIVE_INFINITY, true);
+  if (fairnessKey !== undefined) checkFairnessKey(fairnessKey);
+}
+
+/** Longest `fairnessKey` string: keys often come from requests, and each active one is kept while it has work. */
+const MAX_FAIRNESS_KEY_LENGTH = 256;
+
+function checkFairnessKey(value: unknown): void {
+  const ok =
+    (typeof value === 'string' && value.length <= MAX_FAIRNESS_KEY_LENGTH) ||
+    (typeof value === 'number' && Number.isFinite(value));
+  if (!ok) fail('fairnessKey', `a string of at most ${MAX_FAIRNESS_KEY_LENGTH} characters or a finite number`, value);
+}
+
+/** The options that may change after creation (`batcher.maxBatchSize = 16`), shared by the engine's parts. */
+export class Settings {
+  maxBatchSize: number;
+  batchWaitTimeoutMs: number;
+  maxConcurrentBatches: number;
+
+  constructor(options: ResolvedOptions<unknown>) {
+    this.maxBatchSize = options.maxBatchSize;
+    this.batchWaitTimeoutMs = options.batchWaitTimeoutMs;
+    this.maxConcurrentBatches = options.maxConcurrentBatches;
+  }
+}
+
+/**
+ * The `TypeError` for a handler that is not a function.
+ *
+ * @example
+ * ```ts
+ * checkHandler(1); // TypeError: Expected `handler` to be a function, got `1` (number)
+ * ```
+ */
+export function checkHandler(handler: unknown): void {
+  if (typeof handler !== 'function') throw new TypeError(`Expected \`handler\` to be a function, got ${describeValue(handler)}`);
 }

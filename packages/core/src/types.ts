@@ -1,4 +1,8 @@
-import type { ErrorCode } from './errors.js';
+import type { BatcherEvents, BatcherStats } from './stats-types.js';
+import type { CallOptions } from './option-types.js';
+
+export type { BatcherOptions, CallOptions, DispatchInfo, OnBatchError } from './option-types.js';
+export type { BatcherEvents, BatcherStats, LatencyEstimate, OverloadCause, RejectReason, Summary } from './stats-types.js';
 
 /** What a batch handler receives besides its inputs. */
 export interface BatchContext {
@@ -22,6 +26,13 @@ export type BatchHandler<I, O> = (
   context: BatchContext,
 ) => ReadonlyArray<O | Error> | PromiseLike<ReadonlyArray<O | Error>>;
 
+/**
+ * The property that marks a batcher. Registered with `Symbol.for`, so a batcher made by a second copy of core, or
+ * by a transport such as a Redis-backed batcher, is recognised too: set `[BATCHER_BRAND]: true` on any object that
+ * implements {@link Batcher} or {@link StreamingBatcher} and the adapters accept it.
+ */
+export const BATCHER_BRAND: unique symbol = Symbol.for('microbatch.batcher');
+
 /** The type of {@link END}. */
 export interface StreamEnd {
   readonly microbatch: 'end';
@@ -29,6 +40,17 @@ export interface StreamEnd {
 /** The type of {@link SKIP}. */
 export interface StreamSkip {
   readonly microbatch: 'skip';
+}
+
+/**
+ * One frozen object per process under a `Symbol.for` key of `globalThis`: two copies of core (`import` and
+ * `require`) then hand out the very same `END` and `SKIP`, so a handler of one copy can end a stream of the other.
+ */
+function shared<T extends object>(name: string, value: T): T {
+  const registry = globalThis as { [key: symbol]: unknown };
+  const key = Symbol.for(name);
+  registry[key] ??= Object.freeze(value);
+  return registry[key] as T;
 }
 
 // Markers are frozen objects rather than symbols: a `unique symbol` widens to `symbol` inside `inputs.map(...)`,
@@ -41,7 +63,7 @@ export interface StreamSkip {
  * yield prompts.map((prompt, i) => (finished[i] ? END : nextToken[i]));
  * ```
  */
-export const END: StreamEnd = Object.freeze({ microbatch: 'end' });
+export const END: StreamEnd = shared('microbatch.end', { microbatch: 'end' });
 /**
  * A slot of a streaming step that carries nothing for its item this step.
  *
@@ -50,7 +72,7 @@ export const END: StreamEnd = Object.freeze({ microbatch: 'end' });
  * yield prompts.map((prompt, i) => (produced[i] ? piece[i] : SKIP));
  * ```
  */
-export const SKIP: StreamSkip = Object.freeze({ microbatch: 'skip' });
+export const SKIP: StreamSkip = shared('microbatch.skip', { microbatch: 'skip' });
 
 /** One slot of a streaming step: a value, an `Error` (fails that item's stream), {@link END} or {@link SKIP}. */
 export type StreamSlot<O> = O | Error | StreamEnd | StreamSkip;
@@ -72,167 +94,6 @@ export interface Clock {
   clearTimeout(handle: unknown): void;
 }
 
-/** What to do with a batch whose handler throws. */
-export type OnBatchError = 'fail-batch' | 'isolate';
-
-/** Options of {@link createBatcher}; every one is validated once, when the batcher is created. */
-export interface BatcherOptions<I> {
-  /**
-   * A name for logs and metrics labels.
-   * @default 'default'
-   */
-  readonly name?: string;
-  /**
-   * The most inputs one handler call receives.
-   * @default 8
-   */
-  readonly maxBatchSize?: number;
-  /**
-   * How long the first item of a batch waits for others before the batch is dispatched anyway. Non-zero by
-   * default: with 0, requests that arrive a few event-loop turns apart would never meet.
-   * @default 5
-   */
-  readonly batchWaitTimeoutMs?: number;
-  /**
-   * How many handler calls may run at once. While all are busy, arriving items gather into the next batch.
-   * @default 1
-   */
-  readonly maxConcurrentBatches?: number;
-  /**
-   * The most items waiting (not yet dispatched); one more is refused at once with `QUEUE_FULL`.
-   * @default 1024
-   */
-  readonly maxQueueSize?: number;
-  /**
-   * Each item's deadline, from the call: queued past it, the item is removed (`DEADLINE_EXCEEDED`) and never
-   * reaches the handler; running past it, its promise rejects and its result is discarded. A call may lower it.
-   * @default Infinity
-   */
-  readonly timeoutMs?: number;
-  /**
-   * The longest one handler call may run: past it, its items reject with `EXECUTION_TIMEOUT`, the handler's
-   * signal aborts and its concurrency slot is freed.
-   * @default Infinity
-   */
-  readonly executionTimeoutMs?: number;
-  /**
-   * Partitions inputs: only inputs with equal keys (`Object.is`) share a batch. A throw rejects only that call.
-   * @default () => undefined
-   */
-  readonly batchKey?: (input: I) => unknown;
-  /**
-   * The cost of one input (for example its token count); a batch's total never exceeds `maxBatchCost`.
-   * A throw rejects only that call.
-   * @default () => 1
-   */
-  readonly cost?: (input: I) => number;
-  /**
-   * The most total `cost` one batch may hold; an input costing more on its own rejects with `ITEM_TOO_LARGE`.
-   * @default Infinity
-   */
-  readonly maxBatchCost?: number;
-  /**
-   * `'fail-batch'` rejects every item of a batch whose handler throws. `'isolate'` re-runs it by halves so only
-   * the offending items fail; it costs extra handler calls, so it is opt-in.
-   * @default 'fail-batch'
-   */
-  readonly onBatchError?: OnBatchError;
-  /**
-   * The `Retry-After` hint, in seconds, carried by `QUEUE_FULL` and `CLOSED` errors.
-   * @default 1
-   */
-  readonly retryAfterSeconds?: number;
-  /**
-   * Time source and timers (tests inject a fake one).
-   * @default performance.now() and the global timers
-   */
-  readonly clock?: Clock;
-}
-
-/** Options of one call. */
-export interface CallOptions {
-  /** Cancels the call: queued, it is removed; running, its promise rejects with `signal.reason`. */
-  readonly signal?: AbortSignal;
-  /** This call's deadline in ms; it may only lower the batcher's `timeoutMs`. */
-  readonly timeoutMs?: number;
-  /**
-   * Higher runs first within a batch key; equal priorities run in arrival order.
-   * @default 0
-   */
-  readonly priority?: number;
-  /** Called once, synchronously, when the item's batch is dispatched (before the handler runs). */
-  readonly onDispatch?: (info: DispatchInfo) => void;
-}
-
-/** Facts about the batch an item joined, given to `onDispatch`. */
-export interface DispatchInfo {
-  readonly batchId: number;
-  readonly batchSize: number;
-  /** Milliseconds the item waited in the queue. */
-  readonly queueTimeMs: number;
-  readonly key: unknown;
-}
-
-/** Why an item was refused or failed, as counted in stats and reported by the `reject` event. */
-export type RejectReason = ErrorCode | 'CANCELLED';
-
-/** The events a batcher emits, with their payloads. */
-export interface BatcherEvents {
-  /** A batch was dispatched to the handler. */
-  batchStart: {
-    readonly batchId: number;
-    readonly batchSize: number;
-    readonly maxBatchSize: number;
-    readonly key: unknown;
-    /** Each item's time in the queue, in ms. */
-    readonly queueTimesMs: readonly number[];
-  };
-  /** A handler call finished (or timed out). */
-  batchEnd: {
-    readonly batchId: number;
-    readonly batchSize: number;
-    readonly key: unknown;
-    readonly executionMs: number;
-    /** How many of its items failed. */
-    readonly failed: number;
-  };
-  /** An item was refused, expired, cancelled, or failed. */
-  reject: { readonly reason: RejectReason; readonly error: unknown };
-}
-
-/** Running totals since the batcher was created. */
-export interface BatcherStats {
-  readonly name: string;
-  /** Items waiting to be dispatched. */
-  readonly queueLength: number;
-  /** Handler calls running now. */
-  readonly inFlightBatches: number;
-  readonly batchesProcessed: number;
-  /** Items dispatched to the handler. */
-  readonly itemsProcessed: number;
-  readonly lastBatchSize: number;
-  readonly meanBatchSize: number;
-  /** Mean of actual / max batch size over all batches, in percent (Ray Serve's batch utilisation). */
-  readonly batchUtilizationPercent: number;
-  readonly queueWaitMs: Summary;
-  readonly executionMs: Summary;
-  readonly succeeded: number;
-  /** Items that failed in the handler (thrown, `Error` result, bad result, execution timeout). */
-  readonly failed: number;
-  /** Items refused or failed, by reason. */
-  readonly rejected: Readonly<Record<RejectReason, number>>;
-  readonly expired: number;
-  readonly cancelled: number;
-}
-
-/** Count, sum, mean and max of a series of measurements, in ms. */
-export interface Summary {
-  readonly count: number;
-  readonly sum: number;
-  readonly mean: number;
-  readonly max: number;
-}
-
 /** Options of `close()`. */
 export interface CloseOptions {
   /** Reject queued items with `CLOSED` instead of running them. Running batches still finish. */
@@ -241,6 +102,8 @@ export interface CloseOptions {
 
 /** What every batcher has, streaming or not. */
 export interface BatcherBase {
+  /** Marks the object as a batcher for {@link isBatcher}; transports implementing this interface set it too. */
+  readonly [BATCHER_BRAND]: true;
   readonly name: string;
   /** Whether the handler streams (then use `stream()`). */
   readonly streaming: boolean;

@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { BatchError, createBatcher, type BatcherOptions } from '../src/index.js';
-import { ManualClock, deferred, flush, settleOf } from './helpers.js';
+import { ManualClock, deferred, flush, settleOf } from '@microbatch/test-kit';
 
 let clock: ManualClock;
 let unhandled: unknown[];
@@ -72,10 +72,10 @@ describe('dispatch', () => {
     expect(batches).toEqual([[1, 2]]);
   });
 
-  it('waits 5 ms by default, so calls made together share a batch', async () => {
+  it('is work-conserving by default, and calls made together still share a batch', async () => {
     const { batches, handler } = recorder();
     const batcher = createBatcher(handler);
-    expect(batcher.batchWaitTimeoutMs).toBe(5);
+    expect(batcher.batchWaitTimeoutMs).toBe(0);
     expect(batcher.maxBatchSize).toBe(8);
     expect(await Promise.all([batcher(1), batcher(2), batcher(3)])).toEqual([10, 20, 30]);
     expect(batches).toEqual([[1, 2, 3]]);

@@ -1,25 +1,27 @@
 import { describe, expect, it } from 'vitest';
+import { BatchError, exposeError } from '../src/index.js';
 import {
-  BatchError,
-  ErrorCode,
+  HttpErrorCode,
   SSE_DONE,
   batchHeaders,
-  exposeError,
   httpStatusFor,
   sseError,
   sseEvent,
   toBatchError,
   toHttpError,
-} from '../src/index.js';
+  unmatchedRoute,
+} from '../src/http/index.js';
 
 describe('httpStatusFor', () => {
   it('maps every code to its status', () => {
-    expect(Object.fromEntries(Object.values(ErrorCode).map((code) => [code, httpStatusFor(code)]))).toEqual({
+    expect(Object.fromEntries(Object.values(HttpErrorCode).map((code) => [code, httpStatusFor(code)]))).toEqual({
       INVALID_INPUT: 400,
       NOT_FOUND: 404,
+      METHOD_NOT_ALLOWED: 405,
       UNSUPPORTED_MEDIA_TYPE: 415,
       ITEM_TOO_LARGE: 413,
       QUEUE_FULL: 503,
+      OVERLOADED: 503,
       DEADLINE_EXCEEDED: 504,
       EXECUTION_TIMEOUT: 504,
       BAD_HANDLER_RESULT: 500,
@@ -38,6 +40,23 @@ describe('toHttpError', () => {
       headers: { 'Retry-After': '3' },
       body: { error: { code: 'QUEUE_FULL', message: 'queue is full' } },
     });
+  });
+
+  it('answers a known path with another method 405 and its Allow header, an unknown one 404', () => {
+    const routes = { '/v1/completions': ['POST'], '/': ['GET', 'HEAD'] };
+    expect(toHttpError(unmatchedRoute('PUT', '/v1/completions', routes))).toEqual({
+      status: 405,
+      headers: { Allow: 'POST' },
+      body: { error: { code: 'METHOD_NOT_ALLOWED', message: 'PUT is not allowed on /v1/completions; allowed: POST', details: { allowed: ['POST'] } } },
+    });
+    expect(toHttpError(unmatchedRoute('OPTIONS', '/', routes)).headers).toEqual({ Allow: 'GET, HEAD' });
+    expect(toHttpError(unmatchedRoute('GET', '/nope', routes))).toEqual({
+      status: 404,
+      headers: {},
+      body: { error: { code: 'NOT_FOUND', message: 'No route for GET /nope' } },
+    });
+    // `toString` is a property of every object, not a route.
+    expect(toHttpError(unmatchedRoute('GET', 'toString', routes)).status).toBe(404);
   });
 
   it('shows validation details but never an unexposed handler message or a stack', () => {
@@ -106,9 +125,63 @@ describe('describeValue', () => {
     let deep: unknown[] = [];
     for (let i = 0; i < 20_000; i += 1) deep = [deep];
     expect(describeValue({ toString: 1 })).toBe('`[object]` (object)');
-    expect(describeValue(deep)).toBe('`[array of 1]` (object)');
+    expect(describeValue(deep)).toBe('`[array of 1]` (array)');
     expect(describeValue('x'.repeat(500))).toBe(`\`"${'x'.repeat(196)}...\` (string)`);
-    expect(describeValue(Array.from({ length: 300 }, () => 1))).toBe(`\`${'1,'.repeat(98)}1...\` (object)`);
+    expect(describeValue(Array.from({ length: 300 }, () => 1))).toBe('`[array of 300]` (array)');
+    expect(describeValue([1, 2])).toBe('`[1,2]` (array)');
     expect(describeValue(0)).toBe('`0` (number)');
+  });
+});
+
+describe('the transport seam', () => {
+  /** A batcher implemented elsewhere (a Redis queue, a second copy of core): only the interface and the brand. */
+  function remoteBatcher() {
+    const call = async (input: number) => input * 2;
+    return Object.assign(call, {
+      [Symbol.for('microbatch.batcher')]: true as const,
+      call,
+      streaming: false as const,
+    });
+  }
+
+  it('accepts any branded object implementing Batcher, and refuses an unbranded look-alike', async () => {
+    const { BATCHER_BRAND, isBatcher, createBatcher } = await import('../src/index.js');
+    const { batcherForRoute } = await import('../src/http/index.js');
+    const remote = remoteBatcher();
+    expect(isBatcher(remote)).toBe(true);
+    expect(isBatcher(createBatcher(async (xs: number[]) => xs))).toBe(true);
+    expect(BATCHER_BRAND).toBe(Symbol.for('microbatch.batcher'));
+    expect(batcherForRoute('batchRoute', { batcher: remote as never })).toBe(remote);
+    const lookAlike = Object.assign(async (x: number) => x, { call: async (x: number) => x, streaming: false });
+    expect(isBatcher(lookAlike)).toBe(false);
+    expect(() => batcherForRoute('batchRoute', { batcher: lookAlike as never })).toThrow(
+      'Expected `batcher` to be a batcher from `createBatcher()`, got `function` (function)',
+    );
+  });
+});
+
+describe('writeJson', () => {
+  it('writes the status, the extra headers and the body as JSON', async () => {
+    const { writeJson } = await import('../src/http/index.js');
+    const written: { status?: number; headers: Record<string, string>; body?: string } = { headers: {} };
+    const res = {
+      set statusCode(status: number) {
+        written.status = status;
+      },
+      setHeader: (name: string, value: string) => {
+        written.headers[name] = value;
+      },
+      end: (body: string) => {
+        written.body = body;
+      },
+    };
+    writeJson(res as never, 201, { ok: true }, { 'Cache-Control': 'no-store' });
+    expect(written).toEqual({
+      status: 201,
+      headers: { 'Cache-Control': 'no-store', 'Content-Type': 'application/json; charset=utf-8' },
+      body: '{"ok":true}',
+    });
+    writeJson(res as never, 200, undefined);
+    expect(written.body).toBe('null');
   });
 });

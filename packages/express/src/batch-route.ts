@@ -1,7 +1,8 @@
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
-import { batcherForRoute, serveBatched } from '@microbatch/core';
-import type { Batcher, RequestCallOptions, RouteBatcherOptions, StreamingBatcher } from '@microbatch/core';
-import { sendError } from './error-handler.js';
+import { batcherForRoute, serveBatched } from '@microbatch/core/http';
+import type { Batcher, StreamingBatcher } from '@microbatch/core';
+import type { BatchedExchange, RequestCallOptions, RouteBatcherOptions, ServerErrorListener } from '@microbatch/core/http';
+import { errorReporter, sendError } from './error-handler.js';
 
 /**
  * Options of {@link batchRoute}: the route's own, plus `handler` and every core batcher option, or `batcher`.
@@ -28,6 +29,12 @@ export interface BatchRouteOptions<I, O> extends RouteBatcherOptions<I, O> {
    * @default () => ({})
    */
   readonly callOptions?: (req: Request) => RequestCallOptions;
+  /**
+   * Told once about each error this route answers with 500 (a handler that threw or returned a bad result); never
+   * about 4xx, 503 or 504 answers. The client only ever sees a generic message.
+   * @default (error) => console.error(error), as Express's own final handler logs
+   */
+  readonly onError?: ServerErrorListener;
 }
 
 /**
@@ -61,26 +68,61 @@ const ROUTE_NAME = 'batchRoute';
  * ```
  */
 export function batchRoute<I, O>(options: BatchRouteOptions<I, O>): BatchRouteHandler<I, O> {
-  const batcher = batcherForRoute<I, O>(ROUTE_NAME, options);
-  const { input = defaultInput as (req: Request) => I, output, callOptions } = options;
-  const send = output ?? defaultOutput;
-
-  function serve(req: Request, res: Response): Promise<void> {
-    return serveBatched<I, O>(batcher, {
-      res,
-      readInput: () => input(req),
-      callOptions: () => callOptions?.(req),
-      setHeaders: (headers) => res.set(headers),
-      send: (result) => send(result, req, res),
-      sendError: (error) => sendError(res, error),
-    });
-  }
+  const report = errorReporter(ROUTE_NAME, options);
+  const { onError: _onError, ...routeOptions } = options;
+  const batcher = batcherForRoute<I, O>(ROUTE_NAME, routeOptions);
+  const { input = defaultInput as (req: Request) => I, output, callOptions } = routeOptions;
+  const hooks: Route<I, O> = { input, send: output ?? defaultOutput, callOptions, report };
 
   // Never returns a rejected promise: Express 4 would not catch it, and every failure is answered here anyway.
   const route = (req: Request, res: Response, _next: NextFunction): void => {
-    void serve(req, res);
+    void serveBatched<I, O>(batcher, new ExpressExchange(hooks, req, res));
   };
   return Object.defineProperty(route, 'batcher', { value: batcher, enumerable: true }) as BatchRouteHandler<I, O>;
+}
+
+/** What a route does with each request, fixed when the route is made. */
+interface Route<I, O> {
+  readonly input: (req: Request) => I | PromiseLike<I>;
+  readonly send: (result: O, req: Request, res: Response) => unknown;
+  readonly callOptions: ((req: Request) => RequestCallOptions) | undefined;
+  readonly report: (error: unknown) => void;
+}
+
+/** One request's exchange: a class, so a request allocates one object rather than a closure per hook. */
+class ExpressExchange<I, O> implements BatchedExchange<I, O> {
+  readonly #route: Route<I, O>;
+  readonly #req: Request;
+  readonly res: Response;
+
+  constructor(route: Route<I, O>, req: Request, res: Response) {
+    this.#route = route;
+    this.#req = req;
+    this.res = res;
+  }
+
+  readInput(): I | PromiseLike<I> {
+    return this.#route.input(this.#req);
+  }
+
+  callOptions(): RequestCallOptions | undefined {
+    return this.#route.callOptions?.(this.#req);
+  }
+
+  setHeaders(headers: Record<string, string>): void {
+    // Plain string headers, none of them Content-Type: what `res.set` would do, without its per-header wrapper calls.
+    const { res } = this;
+    for (const name in headers) res.setHeader(name, headers[name] as string);
+  }
+
+  send(result: O): unknown {
+    return this.#route.send(result, this.#req, this.res);
+  }
+
+  sendError(error: unknown): void {
+    sendError(this.res, error);
+    this.#route.report(error);
+  }
 }
 
 function defaultInput(req: Request): unknown {

@@ -1,7 +1,8 @@
 import type { Next, ParameterizedContext } from 'koa';
-import { batcherForRoute, serveBatched } from '@microbatch/core';
-import type { Batcher, RequestCallOptions, RouteBatcherOptions, StreamingBatcher } from '@microbatch/core';
-import { renderError } from './error-handler.js';
+import { batcherForRoute, serveBatched } from '@microbatch/core/http';
+import type { Batcher, StreamingBatcher } from '@microbatch/core';
+import type { BatchedExchange, RequestCallOptions, RouteBatcherOptions, ServerErrorListener } from '@microbatch/core/http';
+import { errorReporter, sendError } from './error-handler.js';
 
 /**
  * Options of {@link batchRoute}: the route's own, plus `handler` and every core batcher option, or `batcher`.
@@ -30,6 +31,12 @@ export interface BatchRouteOptions<I, O, C extends ParameterizedContext = Parame
    * @default () => ({})
    */
   readonly callOptions?: (ctx: C) => RequestCallOptions;
+  /**
+   * Told once about each error this route answers with 500 (a handler that threw or returned a bad result); never
+   * about 4xx, 503 or 504 answers. The client only ever sees a generic message.
+   * @default (error, ctx) => ctx.app.emit('error', error, ctx), which Koa logs unless `app.silent`
+   */
+  readonly onError?: ServerErrorListener;
 }
 
 /**
@@ -37,14 +44,17 @@ export interface BatchRouteOptions<I, O, C extends ParameterizedContext = Parame
  *
  * @example
  * ```ts
- * const route: BatchRouteMiddleware<string, string> = batchRoute({ handler: generate });
+ * const route: BatchRouteHandler<string, string> = batchRoute({ handler: generate });
  * router.get('/stats', (ctx) => { ctx.body = route.batcher.stats(); });
  * ```
  */
-export interface BatchRouteMiddleware<I, O, C extends ParameterizedContext = ParameterizedContext> {
+export interface BatchRouteHandler<I, O, C extends ParameterizedContext = ParameterizedContext> {
   (ctx: C, next: Next): Promise<void>;
   readonly batcher: Batcher<I, O> | StreamingBatcher<I, O>;
 }
+
+/** @deprecated Renamed {@link BatchRouteHandler}, the name the Express adapter uses. */
+export type BatchRouteMiddleware<I, O, C extends ParameterizedContext = ParameterizedContext> = BatchRouteHandler<I, O, C>;
 
 const ROUTE_NAME = 'batchRoute';
 
@@ -66,28 +76,68 @@ const ROUTE_NAME = 'batchRoute';
  */
 export function batchRoute<I, O, C extends ParameterizedContext = ParameterizedContext>(
   options: BatchRouteOptions<I, O, C>,
-): BatchRouteMiddleware<I, O, C> {
-  const batcher = batcherForRoute<I, O>(ROUTE_NAME, options);
-  const { input = defaultInput as (ctx: C) => I, output, callOptions } = options;
-  const send = output ?? defaultOutput;
+): BatchRouteHandler<I, O, C> {
+  const report = errorReporter(ROUTE_NAME, options);
+  const { onError: _onError, ...routeOptions } = options;
+  const batcher = batcherForRoute<I, O>(ROUTE_NAME, routeOptions);
+  const { input = defaultInput as (ctx: C) => I, output, callOptions } = routeOptions;
+  const route: Route<I, O, C> = { input, send: output ?? defaultOutput, callOptions, report };
 
   function batchRouteMiddleware(ctx: C, _next: Next): Promise<void> {
-    return serveBatched<I, O>(batcher, {
-      res: ctx.res,
-      readInput: () => input(ctx),
-      callOptions: () => callOptions?.(ctx),
-      setHeaders: (headers) => ctx.set(headers),
-      send: (result) => send(result, ctx),
-      sendError: (error) => renderError(ctx, error),
-      beforeStream: () => {
-        ctx.status = 200;
-        // Koa would pipe a body stream and log every client disconnect as an error; the adapter writes itself.
-        ctx.respond = false;
-      },
-    });
+    return serveBatched<I, O>(batcher, new KoaExchange(route, ctx));
   }
 
-  return Object.defineProperty(batchRouteMiddleware, 'batcher', { value: batcher, enumerable: true }) as BatchRouteMiddleware<I, O, C>;
+  return Object.defineProperty(batchRouteMiddleware, 'batcher', { value: batcher, enumerable: true }) as BatchRouteHandler<I, O, C>;
+}
+
+/** What a route does with each request, fixed when the route is made. */
+interface Route<I, O, C extends ParameterizedContext> {
+  readonly input: (ctx: C) => I | PromiseLike<I>;
+  readonly send: (result: O, ctx: C) => unknown;
+  readonly callOptions: ((ctx: C) => RequestCallOptions) | undefined;
+  readonly report: (error: unknown, ctx: ParameterizedContext) => void;
+}
+
+/** One request's exchange: a class, so a request allocates one object rather than a closure per hook. */
+class KoaExchange<I, O, C extends ParameterizedContext> implements BatchedExchange<I, O> {
+  readonly #route: Route<I, O, C>;
+  readonly #ctx: C;
+  readonly res: C['res'];
+
+  constructor(route: Route<I, O, C>, ctx: C) {
+    this.#route = route;
+    this.#ctx = ctx;
+    this.res = ctx.res;
+  }
+
+  readInput(): I | PromiseLike<I> {
+    return this.#route.input(this.#ctx);
+  }
+
+  callOptions(): RequestCallOptions | undefined {
+    return this.#route.callOptions?.(this.#ctx);
+  }
+
+  setHeaders(headers: Record<string, string>): void {
+    // Plain string headers: what `ctx.set` would do, without its per-header wrapper calls.
+    const { res } = this;
+    for (const name in headers) res.setHeader(name, headers[name] as string);
+  }
+
+  send(result: O): unknown {
+    return this.#route.send(result, this.#ctx);
+  }
+
+  sendError(error: unknown): void {
+    sendError(this.#ctx, error);
+    this.#route.report(error, this.#ctx);
+  }
+
+  beforeStream(): void {
+    this.#ctx.status = 200;
+    // Koa would pipe a body stream and log every client disconnect as an error; the adapter writes itself.
+    this.#ctx.respond = false;
+  }
 }
 
 function defaultInput(ctx: ParameterizedContext): unknown {

@@ -1,11 +1,12 @@
 import type { BatcherBase } from '@microbatch/core';
 import type { HttpResult } from './node-handler.js';
-import { fail, isObjectLike } from './options.js';
+import { MAX_FINITE, checkNumber, fail, isObjectLike } from '@microbatch/core/util';
 
 /** Options of {@link createHealth}; checked once, when the health checks are created. */
 export interface HealthOptions {
   /**
-   * Batchers whose closing makes the process unready, so a load balancer stops sending work before it is refused.
+   * Batchers whose closing, or whose overload (predicted latency above `maxLatencyMs`), makes the process unready,
+   * so a load balancer stops sending work before it is refused.
    * @default []
    */
   readonly batchers?: readonly BatcherBase[];
@@ -38,7 +39,10 @@ export type HealthBody =
 export interface Health {
   /** Always 200 `{ status: 'ok' }`: the process answers, so restarting it would not help. */
   liveness(): HttpResult<HealthBody>;
-  /** 200 `{ status: 'ok' }`, or 503 `{ status: 'unavailable', reasons }` while the model is not ready or a batcher closed. */
+  /**
+   * 200 `{ status: 'ok' }`, or 503 `{ status: 'unavailable', reasons }` while the model is not ready, a batcher
+   * closed, or a batcher's predicted latency for new work exceeds its `maxLatencyMs` (it would refuse it).
+   */
   readiness(): Promise<HttpResult<HealthBody>>;
 }
 
@@ -63,9 +67,7 @@ export function createHealth(options: HealthOptions = {}): Health {
   const ready: () => boolean | PromiseLike<boolean> = options.ready ?? DEFAULTS.ready;
   if (typeof ready !== 'function') fail('ready', 'a function', ready);
   const readyTimeoutMs = options.readyTimeoutMs ?? DEFAULTS.readyTimeoutMs;
-  if (typeof readyTimeoutMs !== 'number' || !(readyTimeoutMs > 0) || !Number.isFinite(readyTimeoutMs)) {
-    fail('readyTimeoutMs', 'a finite number > 0', readyTimeoutMs);
-  }
+  checkNumber('readyTimeoutMs', readyTimeoutMs, 0, MAX_FINITE, true);
   // A copy: the array the caller keeps must not change what was checked above.
   const watched = [...batchers];
 
@@ -75,11 +77,33 @@ export function createHealth(options: HealthOptions = {}): Health {
       const reasons: string[] = [];
       const model = await checkReady(ready, readyTimeoutMs);
       if (model !== undefined) reasons.push(model);
-      for (const batcher of watched) if (batcher.closed) reasons.push(`batcher ${JSON.stringify(batcher.name)} is closed`);
+      for (const batcher of watched) {
+        const overload = batcher.closed ? undefined : overloadOf(batcher);
+        if (batcher.closed) reasons.push(`batcher ${JSON.stringify(batcher.name)} is closed`);
+        else if (overload !== undefined) reasons.push(overload);
+      }
       if (reasons.length === 0) return { status: 200, body: { status: 'ok' } };
       return { status: 503, body: { status: 'unavailable', reasons } };
     },
   };
+}
+
+/**
+ * Why a batcher would refuse new work now: its predicted latency for a new item exceeds its `maxLatencyMs`, so a
+ * load balancer should send the work elsewhere. `undefined` while it would admit (or has no estimate yet).
+ */
+function overloadOf(batcher: BatcherBase): string | undefined {
+  let stats: ReturnType<BatcherBase['stats']>;
+  try {
+    stats = batcher.stats();
+  } catch {
+    return undefined; // a transport whose stats fail says nothing about overload; its own errors surface elsewhere
+  }
+  const { predictedLatencyMs, maxLatencyMs } = stats as { predictedLatencyMs?: unknown; maxLatencyMs?: unknown };
+  if (typeof predictedLatencyMs !== 'number' || typeof maxLatencyMs !== 'number' || !(predictedLatencyMs > maxLatencyMs)) {
+    return undefined;
+  }
+  return `batcher ${JSON.stringify(batcher.name)} is overloaded: predicted latency ${Math.ceil(predictedLatencyMs)} ms exceeds maxLatencyMs ${maxLatencyMs} ms`;
 }
 
 /** Runs `ready()`, bounded by `timeoutMs`; returns why the model is not ready, or `undefined` when it is. */

@@ -1,6 +1,7 @@
 import type { BatcherBase } from '@microbatch/core';
 import { MetricSet } from './metric-set.js';
-import { type InstrumentOptions, fail, isObjectLike, resolveOptions } from './options.js';
+import { fail, isObjectLike } from '@microbatch/core/util';
+import { type InstrumentOptions, resolveOptions } from './options.js';
 
 /** What {@link instrumentBatcher} returns. */
 export interface Instrumentation {
@@ -16,7 +17,9 @@ export interface Instrumentation {
 /**
  * Records a batcher's Ray Serve-style metrics in a prom-client registry, labelled `name` = `batcher.name`:
  * histograms of queue wait (ms), execution time (ms), batch size and batch utilisation (% of `maxBatchSize`),
- * gauges of queue length and in-flight batches, and counters of batches, items and rejections by `reason`.
+ * gauges of queue length and in-flight batches, and counters of batches, items and rejections by `reason`; for
+ * latency-aware admission, gauges of the predicted latency and of the estimate (`ms_per_cost`, `ms_per_batch`) and
+ * a counter of `OVERLOADED` refusals by `cause` (latency, deadline, fair_share).
  * Several batchers may share one registry if their names differ.
  *
  * @example

@@ -16,6 +16,10 @@ interface Metrics {
   readonly batches: Counter<'name'>;
   readonly items: Counter<'name'>;
   readonly rejections: Counter<'name' | 'reason'>;
+  readonly predictedLatency: Gauge<'name'>;
+  readonly msPerCost: Gauge<'name'>;
+  readonly msPerBatch: Gauge<'name'>;
+  readonly overloaded: Counter<'name' | 'cause'>;
 }
 
 /** Each metric's name, without the prefix. */
@@ -29,6 +33,10 @@ const NAMES = {
   batches: 'batches_total',
   items: 'items_total',
   rejections: 'rejections_total',
+  predictedLatency: 'predicted_latency_ms',
+  msPerCost: 'latency_estimate_ms_per_cost',
+  msPerBatch: 'latency_estimate_ms_per_batch',
+  overloaded: 'overload_refusals_total',
 } as const satisfies Record<keyof Metrics, string>;
 
 /** Each metric's `# HELP` text. */
@@ -42,9 +50,27 @@ const HELP = {
   batches: 'Batches dispatched to the handler.',
   items: 'Items dispatched to the handler.',
   rejections: 'Items refused, expired, cancelled or failed, by reason.',
+  predictedLatency: 'Predicted milliseconds from now until a new item of cost 1 would have its result (NaN until the estimate is ready).',
+  msPerCost: "The latency estimate's handler milliseconds per unit of batch cost.",
+  msPerBatch: "The latency estimate's fixed handler milliseconds per batch.",
+  overloaded: 'Items refused with OVERLOADED, by cause: latency (maxLatencyMs), deadline, fair_share.',
 } as const satisfies Record<keyof Metrics, string>;
 
 const KEYS = Object.keys(NAMES) as Array<keyof Metrics>;
+
+/** The `cause` label of each overload cause; every series starts at 0. */
+const CAUSE_LABELS = { latency: 'latency', deadline: 'deadline', 'fair-share': 'fair_share' } as const;
+
+/** A stats field that a batcher from an older core (or a transport) may not have: NaN, which Prometheus shows as such. */
+function statOf(batcher: BatcherBase, read: (stats: Partial<ReturnType<BatcherBase['stats']>>) => number | undefined): number {
+  if (typeof batcher.stats !== 'function') return Number.NaN;
+  try {
+    const value = read(batcher.stats());
+    return typeof value === 'number' ? value : Number.NaN;
+  } catch {
+    return Number.NaN; // a scrape must not fail because one batcher's stats did
+  }
+}
 
 /** One instrumented batcher: what the gauges read, and which `reason` series exist, to remove them later. */
 interface Entry {
@@ -130,6 +156,15 @@ export class MetricSet {
         labelNames: ['name', 'reason'] as const,
         registers,
       }),
+      predictedLatency: gauge('predictedLatency', (batcher) => statOf(batcher, (stats) => stats.predictedLatencyMs)),
+      msPerCost: gauge('msPerCost', (batcher) => statOf(batcher, (stats) => stats.estimate?.msPerCost)),
+      msPerBatch: gauge('msPerBatch', (batcher) => statOf(batcher, (stats) => stats.estimate?.msPerBatch)),
+      overloaded: new Counter({
+        name: prefix + NAMES.overloaded,
+        help: HELP.overloaded,
+        labelNames: ['name', 'cause'] as const,
+        registers,
+      }),
     };
   }
 
@@ -149,6 +184,7 @@ export class MetricSet {
     m.batches.inc({ name }, 0);
     m.items.inc({ name }, 0);
     for (const reason of entry.reasons) m.rejections.inc({ name, reason }, 0);
+    for (const cause of Object.values(CAUSE_LABELS)) m.overloaded.inc({ name, cause }, 0);
     for (const histogram of [m.queueWait, m.execution, m.batchSize, m.utilization]) histogram.zero({ name });
   }
 
@@ -159,7 +195,8 @@ export class MetricSet {
     this.#entries.delete(name);
     const m = this.#metrics;
     for (const histogram of [m.queueWait, m.execution, m.batchSize, m.utilization]) histogram.remove({ name });
-    for (const gauge of [m.queueLength, m.inFlight]) gauge.remove({ name });
+    for (const gauge of [m.queueLength, m.inFlight, m.predictedLatency, m.msPerCost, m.msPerBatch]) gauge.remove({ name });
+    for (const cause of Object.values(CAUSE_LABELS)) m.overloaded.remove({ name, cause });
     for (const counter of [m.batches, m.items]) counter.remove({ name });
     for (const reason of entry.reasons) m.rejections.remove({ name, reason });
     if (this.#entries.size > 0) return;
@@ -185,10 +222,11 @@ export class MetricSet {
     this.#metrics.execution.observe({ name }, executionMs);
   }
 
-  reject(name: string, { reason }: BatcherEvents['reject']): void {
+  reject(name: string, { reason, cause }: BatcherEvents['reject']): void {
     const label = reasonLabel(reason);
     this.#entries.get(name)?.reasons.add(label);
     this.#metrics.rejections.inc({ name, reason: label });
+    if (cause !== undefined && Object.hasOwn(CAUSE_LABELS, cause)) this.#metrics.overloaded.inc({ name, cause: CAUSE_LABELS[cause] });
   }
 
   #isRegistered(): boolean {

@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { fail } from './options.js';
+import { fail } from '@microbatch/core/util';
 
 /**
  * A framework-free HTTP answer. A string `body` is sent as is, anything else as JSON; `contentType` defaults to

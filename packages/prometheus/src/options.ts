@@ -1,3 +1,4 @@
+import { fail, isObjectLike } from '@microbatch/core/util';
 import { type OpenMetricsContentType, type PrometheusContentType, type Registry, register } from 'prom-client';
 
 /** A prom-client registry of either exposition format. */
@@ -69,27 +70,6 @@ export const DEFAULT_OPTIONS = {
   prefix: 'microbatch_',
   buckets: DEFAULT_BUCKETS,
 } as const satisfies Required<InstrumentOptions>;
-
-/** Renders a value for a misuse message: `` `1` (number)``. */
-export function describe(value: unknown): string {
-  const shown =
-    typeof value === 'string' || Array.isArray(value)
-      ? JSON.stringify(value)
-      : typeof value === 'function'
-        ? 'function'
-        : String(value);
-  return `\`${shown}\` (${value === null ? 'null' : Array.isArray(value) ? 'array' : typeof value})`;
-}
-
-/** Throws the house-style `TypeError` for a value that fails its check. */
-export function fail(name: string, expectation: string, value: unknown): never {
-  throw new TypeError(`Expected \`${name}\` to be ${expectation}, got ${describe(value)}`);
-}
-
-/** Whether `value` is a non-null object or a function (batchers are callable). */
-export function isObjectLike(value: unknown): value is Record<string, unknown> {
-  return (typeof value === 'object' && value !== null) || typeof value === 'function';
-}
 
 /** Checks that `value` quacks like a prom-client registry; a plain object here would fail only at scrape time. */
 export function checkRegistry(name: string, value: unknown): AnyRegistry {

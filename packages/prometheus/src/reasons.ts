@@ -12,17 +12,16 @@ import type { RejectReason } from '@microbatch/core';
  */
 export const REASON_LABELS = Object.freeze({
   QUEUE_FULL: 'queue_full',
+  OVERLOADED: 'overloaded',
   DEADLINE_EXCEEDED: 'deadline',
   CANCELLED: 'cancelled',
   ITEM_TOO_LARGE: 'too_large',
   HANDLER_ERROR: 'error',
   INVALID_INPUT: 'invalid_input',
-  UNSUPPORTED_MEDIA_TYPE: 'unsupported_media_type',
   EXECUTION_TIMEOUT: 'execution_timeout',
   BAD_HANDLER_RESULT: 'bad_handler_result',
   CLOSED: 'closed',
   UNAVAILABLE: 'unavailable',
-  NOT_FOUND: 'not_found',
 }) satisfies Record<RejectReason, string>;
 
 /**

@@ -1,10 +1,30 @@
-import { BatchError, ErrorCode } from './errors.js';
-import type { DispatchInfo } from './types.js';
+import { BatchError, ErrorCode, isBatchError } from '../errors.js';
+
+/**
+ * The codes an HTTP answer may carry: every engine {@link ErrorCode} plus the ones only HTTP layers raise.
+ *
+ * @example
+ * ```ts
+ * throw new BatchError(HttpErrorCode.UNSUPPORTED_MEDIA_TYPE, 'Expected an application/json body');
+ * ```
+ */
+export const HttpErrorCode = {
+  ...ErrorCode,
+  /** No route answers this method and path. */
+  NOT_FOUND: 'NOT_FOUND',
+  /** A route answers this path, but not this method (405, with an `Allow` header from `details.allowed`). */
+  METHOD_NOT_ALLOWED: 'METHOD_NOT_ALLOWED',
+  /** The request body is not of a media type the route accepts. */
+  UNSUPPORTED_MEDIA_TYPE: 'UNSUPPORTED_MEDIA_TYPE',
+} as const;
+
+/** One of the {@link HttpErrorCode} values. */
+export type HttpErrorCode = (typeof HttpErrorCode)[keyof typeof HttpErrorCode];
 
 /** The JSON body every adapter sends for an error: `{"error":{"code","message"}}`. */
 export interface HttpErrorBody {
   readonly error: {
-    readonly code: ErrorCode;
+    readonly code: HttpErrorCode;
     readonly message: string;
     readonly details?: Readonly<Record<string, unknown>>;
   };
@@ -20,16 +40,18 @@ export interface HttpErrorResponse {
 const STATUS_BY_CODE = {
   INVALID_INPUT: 400,
   NOT_FOUND: 404,
+  METHOD_NOT_ALLOWED: 405,
   UNSUPPORTED_MEDIA_TYPE: 415,
   ITEM_TOO_LARGE: 413,
   QUEUE_FULL: 503,
+  OVERLOADED: 503,
   DEADLINE_EXCEEDED: 504,
   EXECUTION_TIMEOUT: 504,
   BAD_HANDLER_RESULT: 500,
   HANDLER_ERROR: 500,
   CLOSED: 503,
   UNAVAILABLE: 503,
-} as const satisfies Record<ErrorCode, number>;
+} as const satisfies Record<HttpErrorCode, number>;
 
 const GENERIC_MESSAGE = 'Internal Server Error';
 // What a client reads when the real message is not exposed (it may hold paths or a model's internals).
@@ -40,15 +62,16 @@ const GENERIC_BY_STATUS: Readonly<Record<number, string>> = {
 };
 
 /**
- * The HTTP status for an error code: the single place where codes become statuses.
+ * The HTTP status for an error code: the single place where codes become statuses. A code unknown to this
+ * version (raised by a newer package) is a 500.
  *
  * @example
  * ```ts
  * httpStatusFor('QUEUE_FULL'); // 503
  * ```
  */
-export function httpStatusFor(code: ErrorCode): number {
-  return STATUS_BY_CODE[code];
+export function httpStatusFor(code: HttpErrorCode): number {
+  return Object.hasOwn(STATUS_BY_CODE, code) ? STATUS_BY_CODE[code] : 500;
 }
 
 /**
@@ -61,25 +84,27 @@ export function httpStatusFor(code: ErrorCode): number {
  * error.code; // 'HANDLER_ERROR'
  * ```
  */
-export function toBatchError(error: unknown): BatchError {
-  if (error instanceof BatchError) return error;
+export function toBatchError(error: unknown): BatchError<HttpErrorCode> {
+  if (isBatchError<HttpErrorCode>(error)) return error;
   const status = statusOf(error);
   if (status !== undefined && status >= 400 && status < 500) {
     const code =
       status === 404
-        ? ErrorCode.NOT_FOUND
-        : status === 413
-          ? ErrorCode.ITEM_TOO_LARGE
+        ? HttpErrorCode.NOT_FOUND
+        : status === 405
+          ? HttpErrorCode.METHOD_NOT_ALLOWED
+          : status === 413
+          ? HttpErrorCode.ITEM_TOO_LARGE
           : status === 415
-            ? ErrorCode.UNSUPPORTED_MEDIA_TYPE
-            : ErrorCode.INVALID_INPUT;
+            ? HttpErrorCode.UNSUPPORTED_MEDIA_TYPE
+            : HttpErrorCode.INVALID_INPUT;
     const exposed = (error as { expose?: unknown }).expose !== false;
     const message = exposed && error instanceof Error ? error.message : `Bad request (HTTP ${status})`;
-    return new BatchError(code, message, { cause: error });
+    return new BatchError<HttpErrorCode>(code, message, { cause: error });
   }
   const expose = typeof error === 'object' && error !== null && (error as { expose?: unknown }).expose === true;
   const message = expose && error instanceof Error ? error.message : GENERIC_MESSAGE;
-  return new BatchError(ErrorCode.HANDLER_ERROR, message, { cause: error, expose });
+  return new BatchError<HttpErrorCode>(HttpErrorCode.HANDLER_ERROR, message, { cause: error, expose });
 }
 
 function statusOf(error: unknown): number | undefined {
@@ -104,6 +129,8 @@ export function toHttpError(error: unknown): HttpErrorResponse {
   const status = httpStatusFor(batchError.code);
   const headers: Record<string, string> = {};
   if (status === 503) headers['Retry-After'] = String(Math.max(1, Math.ceil(batchError.retryAfterSeconds ?? 1)));
+  const allowed = status === 405 ? batchError.details?.allowed : undefined;
+  if (Array.isArray(allowed)) headers.Allow = allowed.join(', ');
   const message = batchError.expose ? batchError.message : (GENERIC_BY_STATUS[status] ?? GENERIC_MESSAGE);
   const details = batchError.expose ? batchError.details : undefined;
   return {
@@ -111,56 +138,4 @@ export function toHttpError(error: unknown): HttpErrorResponse {
     headers,
     body: { error: details === undefined ? { code: batchError.code, message } : { code: batchError.code, message, details } },
   };
-}
-
-/**
- * The response headers that show batching at work: `X-Batch-Size`, `X-Batch-Id` and `X-Queue-Time-Ms`.
- *
- * @example
- * ```ts
- * await batcher.call(input, { onDispatch: (info) => res.set(batchHeaders(info)) });
- * ```
- */
-export function batchHeaders(info: DispatchInfo): Record<string, string> {
-  return {
-    'X-Batch-Size': String(info.batchSize),
-    'X-Batch-Id': String(info.batchId),
-    'X-Queue-Time-Ms': info.queueTimeMs.toFixed(2),
-  };
-}
-
-/** The headers of a Server-Sent Events response. */
-export const SSE_HEADERS: Readonly<Record<string, string>> = {
-  'Content-Type': 'text/event-stream; charset=utf-8',
-  'Cache-Control': 'no-cache, no-transform',
-  Connection: 'keep-alive',
-  'X-Accel-Buffering': 'no',
-};
-
-/**
- * One Server-Sent Event carrying `value` as JSON (`data: ...\n\n`); a named event when `event` is given.
- *
- * @example
- * ```ts
- * res.write(sseEvent({ token: 'Once' })); // 'data: {"token":"Once"}\n\n'
- * ```
- */
-export function sseEvent(value: unknown, event?: string): string {
-  const data = `data: ${JSON.stringify(value ?? null)}\n\n`;
-  return event === undefined ? data : `event: ${event}\n${data}`;
-}
-
-/** The last event of every stream. */
-export const SSE_DONE = 'data: [DONE]\n\n';
-
-/**
- * The event sent when a stream fails after its headers went out: `event: error` with the JSON error body.
- *
- * @example
- * ```ts
- * res.end(sseError(error));
- * ```
- */
-export function sseError(error: unknown): string {
-  return sseEvent(toHttpError(error).body, 'error');
 }

@@ -1,0 +1,266 @@
+import type { Admission } from './admission.js';
+import { type BatchLifecycle, type BatchRunner, controllerOf } from './batch-execution.js';
+import { ErrorCode } from './errors.js';
+import { type Item, ItemState, RunningBatch } from './item.js';
+import type { KeyQueue } from './key-queue.js';
+import type { LatencyModel } from './latency-model.js';
+import type { Emitter, StatsRecorder } from './metrics.js';
+import type { ResolvedOptions, Settings } from './options.js';
+import type { QueueSet } from './queues.js';
+import type { Settlement } from './settlement.js';
+import type { OverloadCause, RejectReason } from './types.js';
+
+/**
+ * When batches go. Work-conserving by default (`batchWaitTimeoutMs: 0`): while a slot is free, whatever is queued
+ * goes at once, a synchronous burst of calls sharing one batch (the engine flushes once per tick); while every slot
+ * is busy, arrivals gather and the next batch is formed when a slot frees. With `batchWaitTimeoutMs > 0`, a key's
+ * batch also waits for that long after its first item unless it fills up first.
+ */
+export class Dispatcher implements BatchLifecycle {
+  readonly #options: ResolvedOptions<unknown>;
+  readonly #settings: Settings;
+  readonly #queues: QueueSet;
+  readonly #stats: StatsRecorder;
+  readonly #emitter: Emitter;
+  readonly #settlement: Settlement;
+  readonly #model: LatencyModel;
+  readonly #onIdle: () => void;
+  readonly #costed: boolean;
+  admission!: Admission;
+  runner!: BatchRunner;
+  /** Handler calls whose slot is taken. */
+  inFlight = 0;
+  /** Batches whose handler is still running, for the admission's prediction. */
+  readonly running = new Set<RunningBatch>();
+  /** Set by `close()`: every queued item goes without waiting for its window. */
+  closing = false;
+  /** An arrival is waiting for the end-of-tick flush (work-conserving mode). */
+  flushWanted = false;
+  #batchSeq = 0;
+  #timer: unknown;
+  #timerAt = Number.POSITIVE_INFINITY;
+  #pumping = false;
+
+  constructor(
+    options: ResolvedOptions<unknown>,
+    settings: Settings,
+    queues: QueueSet,
+    stats: StatsRecorder,
+    emitter: Emitter,
+    settlement: Settlement,
+    model: LatencyModel,
+    costed: boolean,
+    onIdle: () => void,
+  ) {
+    this.#options = options;
+    this.#settings = settings;
+    this.#queues = queues;
+    this.#stats = stats;
+    this.#emitter = emitter;
+    this.#settlement = settlement;
+    this.#model = model;
+    this.#costed = costed;
+    this.#onIdle = onIdle;
+  }
+
+  /** After an item joined `queue`. */
+  arrived(queue: KeyQueue, now: number): void {
+    const settings = this.#settings;
+    if (this.inFlight >= settings.maxConcurrentBatches) return; // it joins the batch formed when a slot frees
+    if (queue.isFull(settings.maxBatchSize, this.#options.maxBatchCost)) this.pump(now);
+    else if (settings.batchWaitTimeoutMs === 0) this.flushWanted = true;
+    else if (queue.items.length === 1) this.pump(now); // a new window: arm its timer
+  }
+
+  /** The end of the tick the burst arrived in: dispatch what the burst queued. */
+  flush(now: number): void {
+    this.flushWanted = false;
+    if (this.#queues.length > 0) this.pump(now);
+  }
+
+  /** Dispatches every ready batch there is room for, then arms the timer for the next window to close. */
+  pump(now: number): void {
+    // A handler that calls the batcher synchronously re-enters here; the outer loop picks its item up.
+    if (this.#pumping) return;
+    this.#pumping = true;
+    try {
+      while (this.inFlight < this.#settings.maxConcurrentBatches && this.#queues.length > 0) {
+        const queue = this.#nextReady(now);
+        if (queue === undefined) break;
+        this.#dispatch(queue, now);
+      }
+      if (this.#queues.deadlined > 0 && this.#model.ready) this.#refuseLate(now);
+      this.armTimer();
+    } finally {
+      this.#pumping = false;
+    }
+  }
+
+  /** The ready queue whose head should go first: highest priority, then oldest; no key waits behind another forever. */
+  #nextReady(now: number): KeyQueue | undefined {
+    const waitMs = this.#closingOr(this.#settings.batchWaitTimeoutMs);
+    const { maxBatchSize } = this.#settings;
+    let best: KeyQueue | undefined;
+    for (const queue of this.#queues.queues()) {
+      const ready = waitMs === 0 || now - queue.windowStart >= waitMs || queue.isFull(maxBatchSize, this.#options.maxBatchCost);
+      if (!ready) continue;
+      if (best === undefined) {
+        best = queue;
+        continue;
+      }
+      const head = queue.items[0] as Item;
+      const bestHead = best.items[0] as Item;
+      if (head.priority > bestHead.priority || (head.priority === bestHead.priority && head.seq < bestHead.seq)) best = queue;
+    }
+    return best;
+  }
+
+  #closingOr(waitMs: number): number {
+    return this.closing ? 0 : waitMs;
+  }
+
+  armTimer(): void {
+    let at = Number.POSITIVE_INFINITY;
+    const waitMs = this.#closingOr(this.#settings.batchWaitTimeoutMs);
+    if (waitMs > 0 && this.inFlight < this.#settings.maxConcurrentBatches) {
+      for (const queue of this.#queues.queues()) at = Math.min(at, queue.windowStart + waitMs);
+    }
+    if (at === this.#timerAt) return;
+    const { clock } = this.#options;
+    if (this.#timer !== undefined) clock.clearTimeout(this.#timer);
+    this.#timer = undefined;
+    this.#timerAt = at;
+    if (at === Number.POSITIVE_INFINITY) return;
+    this.#timer = clock.setTimeout(() => {
+      this.#timer = undefined;
+      this.#timerAt = Number.POSITIVE_INFINITY;
+      this.pump(clock.now());
+    }, Math.max(0, at - clock.now()));
+  }
+
+  /** Forgets the armed timer, so the next `armTimer` re-arms it (after `batchWaitTimeoutMs` changed). */
+  resetTimer(): void {
+    this.#timerAt = Number.NaN;
+  }
+
+  #dispatch(queue: KeyQueue, now: number): void {
+    const items = this.#queues.take(queue, this.#settings.maxBatchSize, this.#options.maxBatchCost);
+    let cost = items.length;
+    if (this.#costed) {
+      cost = 0;
+      for (const item of items) cost += item.cost;
+    }
+    this.inFlight += 1;
+    const batch = new RunningBatch(++this.#batchSeq, queue.key, items, cost, now);
+    this.running.add(batch);
+    const { maxBatchSize } = this.#settings;
+    this.#stats.recordBatch(items.length, maxBatchSize);
+    const queueTimesMs: number[] | undefined = this.#emitter.has('batchStart') ? [] : undefined;
+    const { queueWait } = this.#stats;
+    for (const item of items) {
+      item.state = ItemState.Running;
+      item.batch = batch;
+      const queueTimeMs = now - item.enqueuedAt;
+      queueTimesMs?.push(queueTimeMs);
+      queueWait.add(queueTimeMs);
+      const onDispatch = item.watch?.onDispatch;
+      if (onDispatch !== undefined) {
+        try {
+          onDispatch({ batchId: batch.id, batchSize: items.length, queueTimeMs, key: queue.key });
+        } catch (error) {
+          this.#settlement.fail(item, error);
+        }
+      }
+    }
+    if (queueTimesMs !== undefined) {
+      this.#emitter.emit('batchStart', { batchId: batch.id, batchSize: items.length, maxBatchSize, key: queue.key, queueTimesMs });
+    }
+    const { executionTimeoutMs } = this.#options;
+    if (executionTimeoutMs !== Number.POSITIVE_INFINITY) {
+      batch.timer = this.#options.clock.setTimeout(() => {
+        this.runner.timeOut(batch, executionTimeoutMs);
+        // The slot is freed now: a handler that ignores its signal must not stall every later batch.
+        this.finish(batch);
+      }, executionTimeoutMs);
+    }
+    void this.runner.run(batch);
+  }
+
+  /** Frees the batch's concurrency slot, feeds the estimate, and dispatches what is ready; the first call counts. */
+  release(batch: RunningBatch): void {
+    if (batch.endedAt !== undefined) return;
+    const { clock } = this.#options;
+    const now = clock.now();
+    batch.endedAt = now;
+    if (batch.timer !== undefined) clock.clearTimeout(batch.timer);
+    this.inFlight -= 1;
+    this.running.delete(batch);
+    if (!batch.broken) this.#model.add(batch.cost, now - batch.startedAt);
+    this.pump(now);
+  }
+
+  finish(batch: RunningBatch): void {
+    if (batch.finished) return;
+    batch.finished = true;
+    this.release(batch);
+    const executionMs = (batch.endedAt as number) - batch.startedAt;
+    this.#stats.execution.add(executionMs);
+    if (this.#emitter.has('batchEnd')) {
+      const { id: batchId, items, key, failed } = batch;
+      this.#emitter.emit('batchEnd', { batchId, batchSize: items.length, key, executionMs, failed });
+    }
+    this.#onIdle();
+  }
+
+  /** Takes a waiting item out and settles it with `error`. */
+  rejectQueued(item: Item, error: unknown, reason: RejectReason, cause?: OverloadCause): void {
+    this.#queues.remove(item);
+    this.#settlement.settle(item, undefined, error, reason, cause);
+    this.armTimer();
+    this.#onIdle();
+  }
+
+  /** Settles a running item before its batch ends; the handler's signal aborts once no item still wants a result. */
+  settleEarly(item: Item, error: unknown, reason: RejectReason): void {
+    this.#settlement.settle(item, undefined, error, reason, undefined);
+    const batch = item.batch as RunningBatch;
+    batch.abandoned += 1;
+    if (batch.open === 0) {
+      const controller = controllerOf(batch);
+      if (!controller.signal.aborted) controller.abort(error);
+    }
+  }
+
+  /**
+   * Refuses, now, the queued items the estimate says will miss their deadline or their `maxLatencyMs` (the model
+   * slowed down since they were admitted), instead of answering them late: their clients can retry elsewhere while
+   * there is still time.
+   */
+  #refuseLate(now: number): void {
+    const late: Array<[Item, number]> = [];
+    const { fair } = this.#queues;
+    for (const queue of this.#queues.queues()) {
+      let cost = 0;
+      let count = 0;
+      // With fairness keys, an item waits for its own key's earlier work and the other keys' up to as much.
+      const own = fair ? new Map<unknown, number>() : undefined;
+      for (const item of queue.items) {
+        cost += item.cost;
+        count += 1;
+        const mine = own === undefined ? 0 : (own.get(item.fairnessKey) ?? 0) + item.cost;
+        own?.set(item.fairnessKey, mine);
+        if (item.deadlineAt === Number.POSITIVE_INFINITY) continue;
+        const predictedMs =
+          own === undefined ? this.admission.completionMs(cost, count, now) : this.admission.fairCompletionMs(mine, item.fairnessKey, now);
+        if (now + predictedMs > item.deadlineAt) late.push([item, predictedMs]);
+      }
+    }
+    for (const [item, predictedMs] of late) {
+      const cause = item.latencyBound ? 'latency' : 'deadline';
+      // The limit as the caller set it (from its arrival), against the wait predicted from its arrival too.
+      const waitedMs = now - item.enqueuedAt;
+      const error = this.admission.overloaded(cause, waitedMs + predictedMs, item.deadlineAt - item.enqueuedAt);
+      this.rejectQueued(item, error, ErrorCode.OVERLOADED, cause);
+    }
+  }
+}

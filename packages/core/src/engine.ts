@@ -1,0 +1,225 @@
+import { Admission, NO_OPTIONS } from './admission.js';
+import { type AnyHandler, BatchRunner } from './batch-execution.js';
+import { Dispatcher } from './dispatch.js';
+import { BatchError, ErrorCode } from './errors.js';
+import { Item, ItemState, Watch } from './item.js';
+import { ItemStream } from './item-stream.js';
+import { LatencyModel } from './latency-model.js';
+import { Emitter, StatsRecorder } from './metrics.js';
+import { DEFAULT_OPTIONS, type ResolvedOptions, Settings, checkHandler, resolveOptions } from './options.js';
+import { QueueSet } from './queues.js';
+import { Settlement } from './settlement.js';
+import type { BatcherEvents, BatcherOptions, BatcherStats, CallOptions, CloseOptions } from './types.js';
+import { MAX_FINITE, checkInteger, checkNumber } from './util/checks.js';
+
+const RESOLVED = Promise.resolve();
+/** One options object for every item's abort listener, rather than a literal per call. */
+const ONCE = Object.freeze({ once: true });
+
+/**
+ * One batcher's state and the way a call goes through it: admitted (`Admission`), queued (`QueueSet`), dispatched
+ * (`Dispatcher`), run (`BatchRunner`) and settled (`Settlement`). The facade in `batcher.ts` wraps it in a function.
+ */
+export class BatchEngine {
+  readonly #options: ResolvedOptions<unknown>;
+  readonly #settings: Settings;
+  readonly #streaming: boolean;
+  readonly #queues = new QueueSet();
+  readonly #model = new LatencyModel();
+  readonly #emitter = new Emitter();
+  readonly #stats = new StatsRecorder();
+  readonly #settlement: Settlement;
+  readonly #admission: Admission;
+  readonly #dispatcher: Dispatcher;
+  #seq = 0;
+  #closed = false;
+  #drained: Promise<void> | undefined;
+  #resolveDrained: (() => void) | undefined;
+  #now: number | undefined;
+  /**
+   * Runs once at the end of each tick that had calls: forgets the tick's clock reading and, in work-conserving
+   * mode, dispatches what the tick's calls queued (so a synchronous burst shares one batch without a timer).
+   */
+  readonly #endTick = (): void => {
+    const now = this.#now as number;
+    this.#now = undefined;
+    if (this.#dispatcher.flushWanted) this.#dispatcher.flush(now);
+  };
+  readonly #checkDrained = (): void => {
+    if (this.#resolveDrained !== undefined && this.#queues.length === 0 && this.#dispatcher.inFlight === 0) {
+      this.#resolveDrained();
+      this.#resolveDrained = undefined;
+    }
+  };
+
+  constructor(handler: AnyHandler, streaming: boolean, options: BatcherOptions<unknown> | undefined) {
+    checkHandler(handler);
+    this.#streaming = streaming;
+    const resolved = resolveOptions(options);
+    this.#options = resolved;
+    this.#settings = new Settings(resolved);
+    const batchKey = resolved.batchKey === DEFAULT_OPTIONS.batchKey ? undefined : resolved.batchKey;
+    const cost = resolved.cost === DEFAULT_OPTIONS.cost ? undefined : resolved.cost;
+    this.#settlement = new Settlement(resolved.clock, this.#stats, this.#emitter);
+    const dispatcher = new Dispatcher(
+      resolved,
+      this.#settings,
+      this.#queues,
+      this.#stats,
+      this.#emitter,
+      this.#settlement,
+      this.#model,
+      cost !== undefined,
+      this.#checkDrained,
+    );
+    this.#admission = new Admission(resolved, this.#settings, this.#queues, this.#model, dispatcher.running, batchKey, cost);
+    dispatcher.admission = this.#admission;
+    dispatcher.runner = new BatchRunner(handler, streaming, resolved.onBatchError, this.#settlement, dispatcher);
+    this.#dispatcher = dispatcher;
+  }
+
+  /**
+   * The clock read once per synchronous burst: calls made in the same tick arrived together, and reading the clock
+   * for each of them was the largest single cost per item.
+   */
+  #tickNow(): number {
+    if (this.#now === undefined) {
+      this.#now = this.#options.clock.now();
+      // Not queueMicrotask: in Node it allocates an AsyncResource per call.
+      void RESOLVED.then(this.#endTick);
+    }
+    return this.#now;
+  }
+
+  get name(): string {
+    return this.#options.name;
+  }
+  get streaming(): boolean {
+    return this.#streaming;
+  }
+  get maxBatchSize(): number {
+    return this.#settings.maxBatchSize;
+  }
+  set maxBatchSize(value: number) {
+    this.#settings.maxBatchSize = checkInteger('maxBatchSize', value, 1);
+    this.#dispatcher.pump(this.#options.clock.now());
+  }
+  get batchWaitTimeoutMs(): number {
+    return this.#settings.batchWaitTimeoutMs;
+  }
+  set batchWaitTimeoutMs(value: number) {
+    this.#settings.batchWaitTimeoutMs = checkNumber('batchWaitTimeoutMs', value, 0, MAX_FINITE);
+    this.#dispatcher.resetTimer();
+    this.#dispatcher.pump(this.#options.clock.now());
+  }
+  get maxConcurrentBatches(): number {
+    return this.#settings.maxConcurrentBatches;
+  }
+  set maxConcurrentBatches(value: number) {
+    this.#settings.maxConcurrentBatches = checkInteger('maxConcurrentBatches', value, 1);
+    this.#dispatcher.pump(this.#options.clock.now());
+  }
+  get queueLength(): number {
+    return this.#queues.length;
+  }
+  get inFlightBatches(): number {
+    return this.#dispatcher.inFlight;
+  }
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  stats(): BatcherStats {
+    const now = this.#options.clock.now();
+    const idle = this.#queues.length === 0 && this.#dispatcher.inFlight === 0;
+    const predicted = !this.#model.ready ? Number.NaN : idle ? 0 : this.#admission.predictMs(1, undefined, 0, now);
+    const { name, maxLatencyMs } = this.#options;
+    return this.#stats.snapshot(name, this.#queues.length, this.#dispatcher.inFlight, this.#model.snapshot(), maxLatencyMs, predicted);
+  }
+
+  on<E extends keyof BatcherEvents>(event: E, listener: (payload: BatcherEvents[E]) => void): () => void {
+    return this.#emitter.on(event, listener);
+  }
+
+  call(input: unknown, options: CallOptions = NO_OPTIONS): Promise<unknown> {
+    return new Promise((resolve, reject) => {
+      this.#submit(input, options, resolve, reject, undefined);
+    });
+  }
+
+  stream(input: unknown, options: CallOptions = NO_OPTIONS): ItemStream<unknown> {
+    const sink = new ItemStream<unknown>();
+    this.#submit(input, options, undefined, undefined, sink);
+    return sink;
+  }
+
+  close(options: CloseOptions = {}): Promise<void> {
+    this.#closed = true;
+    this.#admission.closed = true;
+    this.#dispatcher.closing = true;
+    if (options.force === true) {
+      const error = this.#admission.closedError();
+      for (const item of this.#queues.all()) this.#dispatcher.rejectQueued(item, error, ErrorCode.CLOSED);
+    }
+    this.#drained ??= new Promise((resolve) => {
+      this.#resolveDrained = resolve;
+    });
+    this.#dispatcher.pump(this.#options.clock.now());
+    this.#checkDrained();
+    return this.#drained;
+  }
+
+  #submit(
+    input: unknown,
+    options: CallOptions,
+    resolve: ((value: unknown) => void) | undefined,
+    reject: ((error: unknown) => void) | undefined,
+    sink: ItemStream<unknown> | undefined,
+  ): void {
+    const now = this.#tickNow();
+    const item = new Item(input, options === NO_OPTIONS ? 0 : (options.priority ?? 0), this.#seq++, now, resolve, reject);
+    const limitMs = this.#options.timeoutMs;
+    const timeoutMs = options.timeoutMs === undefined || !(options.timeoutMs < limitMs) ? limitMs : options.timeoutMs;
+    if (options !== NO_OPTIONS || sink !== undefined || timeoutMs !== Number.POSITIVE_INFINITY) {
+      item.watch = new Watch(sink, options.signal, options.onDispatch);
+    }
+    const admission = this.#admission;
+    const admitted = options === NO_OPTIONS && admission.plain ? admission.admitPlain(now) : admission.admit(item, options, timeoutMs, now);
+    if (!admitted) {
+      this.#settlement.settle(item, undefined, admission.error, admission.reason, admission.cause);
+      return;
+    }
+    if (item.watch !== undefined) this.#watch(item, item.watch, timeoutMs);
+    this.#dispatcher.arrived(this.#queues.insert(item, now), now);
+  }
+
+  /**
+   * Subscribes to the item's cancellation and deadline. Kept out of `#submit` because closures there would make
+   * every call allocate their scope, even calls with no signal and no deadline.
+   */
+  #watch(item: Item, watch: Watch, timeoutMs: number): void {
+    const { sink, signal } = watch;
+    if (sink !== undefined) sink.onCancel = () => this.#cancel(item, new DOMException('The stream consumer stopped', 'AbortError'));
+    if (signal !== undefined) {
+      watch.onAbort = () => this.#cancel(item, signal.reason);
+      signal.addEventListener('abort', watch.onAbort, ONCE);
+    }
+    if (timeoutMs !== Number.POSITIVE_INFINITY) {
+      watch.timer = this.#options.clock.setTimeout(() => this.#expire(item, timeoutMs), timeoutMs);
+    }
+  }
+
+  /** Called when the caller aborts or stops consuming: queued, the item leaves; running, it settles now. */
+  #cancel(item: Item, reason: unknown): void {
+    if (item.state === ItemState.Queued) this.#dispatcher.rejectQueued(item, reason, 'CANCELLED');
+    else if (item.state === ItemState.Running) this.#dispatcher.settleEarly(item, reason, 'CANCELLED');
+  }
+
+  #expire(item: Item, timeoutMs: number): void {
+    (item.watch as Watch).timer = undefined;
+    const where = item.state === ItemState.Queued ? 'queued' : 'running';
+    const error = new BatchError(ErrorCode.DEADLINE_EXCEEDED, `Deadline of ${timeoutMs} ms exceeded while ${where}`);
+    if (item.state === ItemState.Queued) this.#dispatcher.rejectQueued(item, error, ErrorCode.DEADLINE_EXCEEDED);
+    else if (item.state === ItemState.Running) this.#dispatcher.settleEarly(item, error, ErrorCode.DEADLINE_EXCEEDED);
+  }
+}
