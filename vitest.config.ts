@@ -1,17 +1,27 @@
 import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
 
-const packages = ['core', 'express', 'koa', 'nest', 'inference', 'prometheus', 'serving'];
+const packages = ['core', 'express', 'koa', 'nest', 'inference', 'prometheus', 'serving', 'redis', 'test-kit'];
 
 export default defineConfig({
   // Nest's dependency injection reads constructor parameter types from decorator metadata.
   oxc: { decorator: { legacy: true, emitDecoratorMetadata: true } },
   resolve: {
     // Tests run against the sources, so a change is tested without a rebuild.
-    alias: packages.map((name) => ({
-      find: new RegExp(`^@microbatch/${name}$`),
-      replacement: fileURLToPath(new URL(`./packages/${name}/src/index.ts`, import.meta.url)),
-    })),
+    alias: [
+      ...['http', 'util'].map((subpath) => ({
+        find: new RegExp(`^@microbatch/core/${subpath}$`),
+        replacement: fileURLToPath(new URL(`./packages/core/src/${subpath}/index.ts`, import.meta.url)),
+      })),
+      ...['express', 'koa', 'nest'].map((subpath) => ({
+        find: new RegExp(`^@microbatch/serving/${subpath}$`),
+        replacement: fileURLToPath(new URL(`./packages/serving/src/${subpath}/index.ts`, import.meta.url)),
+      })),
+      ...packages.map((name) => ({
+        find: new RegExp(`^@microbatch/${name}$`),
+        replacement: fileURLToPath(new URL(`./packages/${name}/src/index.ts`, import.meta.url)),
+      })),
+    ],
   },
   test: {
     include: ['packages/*/test/**/*.test.ts', 'test/**/*.test.ts', 'examples/**/*.test.ts'],

@@ -2,7 +2,10 @@
 // maxBatchSize 1 (unbatched) and 8 / 16 / 32 (batched), loaded by autocannon from this process at concurrency
 // 1 / 4 / 16 / 64, next to the offline limit (the model called directly in its worker, full batches back to back).
 //
-//   pnpm bench:http   the main configuration (Express, text completion), under 3 min
+//   pnpm bench:http   issue 11's dispatch and admission comparison (Express, text completion): unbatched vs
+//                     work-conserving vs a fixed 5 ms wait at c=1/4/16/64, and an open-loop overload with and
+//                     without maxLatencyMs; about 4 min; writes bench/results/http-dispatch.json and its section
+//                     of BENCHMARKS.md (lib/dispatch-suite.ts)
 //   pnpm bench        every workload × framework, under 10 min; also rewrites BENCHMARKS.md's results section
 //
 // Writes bench/results/http.json and the charts; options: --suite http|full, --quick (short points, for trying the
@@ -13,6 +16,8 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { ensureWorkerBuilt } from '../packages/inference/test/helpers/worker-build.js';
 import { renderChart } from './lib/chart.js';
+import { printDispatch, updateDispatchSection } from './lib/dispatch-report.js';
+import { dispatchResultsPath, runDispatchSuite } from './lib/dispatch-suite.js';
 import { machineInfo, waitForQuiet } from './lib/machine.js';
 import { measurePoint } from './lib/measure.js';
 import type { Point } from './lib/measure.js';
@@ -48,7 +53,8 @@ const MAIN = { workload: 'text', framework: 'express', concurrency: 64, maxBatch
 const CONCURRENCIES = [1, 4, 16, 64];
 /** 1 is the unbatched server. */
 const MAX_BATCH_SIZES = [1, 8, 16, 32];
-const BATCH_WAIT_MS = 5;
+/** The full sweep's batchers use the default dispatch policy: work-conserving. */
+const BATCH_WAIT_MS = 0;
 /** The main configuration's key points are measured this many times (interleaved); the JSON reports medians. */
 const ROUNDS = quick ? 2 : suite === 'http' ? 3 : 4;
 
@@ -250,6 +256,14 @@ async function main(): Promise<void> {
   // Servers run the package sources, but the inference worker always runs from dist/: rebuild it if stale.
   await ensureWorkerBuilt();
   await setupModels();
+  if (suite === 'http') {
+    const summary = await runDispatchSuite({ quick, rounds: ROUNDS });
+    await writeFile(dispatchResultsPath(outDir), `${JSON.stringify(summary, null, 2)}\n`);
+    if (!quick) await updateDispatchSection(BENCHMARKS_MD, summary);
+    printDispatch(summary, (line) => console.log(line));
+    console.log(`wrote ${dispatchResultsPath(outDir)}${quick ? '' : ' and the dispatch section of BENCHMARKS.md'}`);
+    return;
+  }
   const tasks = plan();
   const progress = new Progress(tasks.reduce((sum, task) => sum + weightOf(task), 0));
   const machine = machineInfo();

@@ -34,4 +34,7 @@ export interface StatsSnapshot {
   readonly loopDelayMaxMs: number;
   /** CPU time of the whole server process (event loop, worker thread, GC), in ms. */
   readonly cpuMs: number;
+  /** OVERLOADED refusals by cause, and the latency estimate (what latency-aware admission decided from). */
+  readonly overloaded: Readonly<Record<string, number>>;
+  readonly estimate: { readonly ready: boolean; readonly msPerCost: number; readonly msPerBatch: number };
 }

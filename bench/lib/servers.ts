@@ -13,6 +13,8 @@ export interface ServerSpec {
   readonly workload: WorkloadName;
   readonly maxBatchSize: number;
   readonly batchWaitTimeoutMs: number;
+  /** Latency-aware admission (absent: none). */
+  readonly maxLatencyMs?: number;
 }
 
 export interface RunningServer {
@@ -29,6 +31,7 @@ export async function startServer(spec: ServerSpec): Promise<RunningServer> {
     BENCH_WORKLOAD: spec.workload,
     BENCH_MAX_BATCH_SIZE: String(spec.maxBatchSize),
     BENCH_BATCH_WAIT_MS: String(spec.batchWaitTimeoutMs),
+    ...(spec.maxLatencyMs === undefined ? {} : { BENCH_MAX_LATENCY_MS: String(spec.maxLatencyMs) }),
   });
   let ready: ReadyLine;
   try {

@@ -14,6 +14,8 @@ export interface BenchServerConfig {
   /** 1 is the unbatched server: every request is its own model call. */
   readonly maxBatchSize: number;
   readonly batchWaitTimeoutMs: number;
+  /** Latency-aware admission; `Infinity` (the default) leaves only `maxQueueSize`. */
+  readonly maxLatencyMs: number;
 }
 
 /** A number from the environment; the batcher validates ranges itself (and names the option). */
@@ -28,7 +30,8 @@ export function readConfig(): BenchServerConfig {
   return {
     workload: workloadOf(process.env.BENCH_WORKLOAD ?? 'text'),
     maxBatchSize: numberFromEnv('BENCH_MAX_BATCH_SIZE', 8),
-    batchWaitTimeoutMs: numberFromEnv('BENCH_BATCH_WAIT_MS', 5),
+    batchWaitTimeoutMs: numberFromEnv('BENCH_BATCH_WAIT_MS', 0),
+    maxLatencyMs: numberFromEnv('BENCH_MAX_LATENCY_MS', Number.POSITIVE_INFINITY),
   };
 }
 
@@ -72,6 +75,7 @@ export async function startModel(config: BenchServerConfig = readConfig()): Prom
     name: `${workload.name}-b${config.maxBatchSize}`,
     maxBatchSize: config.maxBatchSize,
     batchWaitTimeoutMs: config.batchWaitTimeoutMs,
+    maxLatencyMs: config.maxLatencyMs,
     // One batch per worker at a time: a second one would only queue inside the pool.
     maxConcurrentBatches: numberFromEnv('BENCH_MAX_CONCURRENT_BATCHES', pool.size),
     ...(workload.batchKey === undefined ? {} : { batchKey: workload.batchKey }),
@@ -103,6 +107,8 @@ export function snapshot(model: BenchModel, batcher: BatcherBase): StatsSnapshot
     loopDelayP99Ms: loopDelay.percentile(99) / 1e6,
     loopDelayMaxMs: loopDelay.max / 1e6,
     cpuMs: (cpu.user + cpu.system) / 1000,
+    overloaded: stats.overloaded,
+    estimate: stats.estimate,
   };
   loopDelay.reset();
   return result;
