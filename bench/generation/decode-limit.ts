@@ -1,8 +1,8 @@
 // The decode limit: the bundled model's ONNX session called directly in a loop with full batches at a given past
 // length, as many tokens per second as decode steps alone can give (no scheduling, sampling or detokenizing).
-import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
+import { threadCpuMs } from '../../packages/inference/src/runners/thread-cpu.js';
 
 /** The part of onnxruntime-node's API the limit uses. */
 declare namespace Ort {
@@ -32,17 +32,6 @@ export interface DecodeLimit {
   readonly prefillMsPerToken: number;
   /** CPU time of the decode steps per generated token, in ms (Linux; 0 elsewhere). */
   readonly cpuMsPerToken: number;
-}
-
-/** User + system CPU time of the calling thread in ms (Linux /proc/thread-self/stat, 10 ms ticks). */
-export function threadCpuMs(): number {
-  try {
-    const stat = readFileSync('/proc/thread-self/stat', 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return (Number(fields[11]) + Number(fields[12])) * 10;
-  } catch {
-    return 0;
-  }
 }
 
 /** Loads the model once (1 intra-op thread, as the pool's workers) and returns a measuring function. */
