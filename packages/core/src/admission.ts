@@ -92,12 +92,16 @@ export class Admission {
       item.deadlineAt = now + timeoutMs;
     }
     if (this.#queues.fair && !this.#withinFairShare(item)) return false;
-    if (item.deadlineAt === Number.POSITIVE_INFINITY || !this.#model.ready) return true;
+    if (item.deadlineAt === undefined || !this.#model.ready) return true;
     // Nothing queued ahead and a slot free: it goes at once, so it makes no one wait, and refusing it on its own
     // predicted run time would stall the estimate on the slow batches of a past overload (nothing would run to
     // correct it, and every request would be refused forever).
     if (this.#queues.length === 0 && this.#running.size < this.#settings.maxConcurrentBatches) return true;
-    const predictedMs = this.predictMs(item.cost, item.fairnessKey, item.priority, now);
+    // Admitted on a pessimistic reading of the estimate (as much slower as batch times have been straying from the
+    // fit), so that an item let in near its limit is not answered late when the next batches run slow; the queue
+    // refuses early on the optimistic reading (`Dispatcher`), and the band between the two keeps an estimate that
+    // only wobbles from refusing the items it admitted after they waited.
+    const predictedMs = this.admissionMs(item.cost, item.fairnessKey, item.priority, now);
     if (predictedMs <= limitMs && predictedMs <= timeoutMs) return true;
     const cause: OverloadCause = timeoutMs < limitMs ? 'deadline' : 'latency';
     return this.#refuse(this.overloaded(cause, predictedMs, Math.min(limitMs, timeoutMs)), ErrorCode.OVERLOADED, cause);
@@ -127,6 +131,11 @@ export class Admission {
           ? { cause, queued: predicted, share: Math.floor(limitMs) }
           : { cause, predictedMs: predicted, limitMs: Math.floor(limitMs) },
     });
+  }
+
+  /** {@link predictMs} read at the slow end of the band the fit's recent error allows: what admission compares. */
+  admissionMs(cost: number, fairnessKey: unknown, priority: number, now: number): number {
+    return this.predictMs(cost, fairnessKey, priority, now) * (1 + this.#model.spread);
   }
 
   /**

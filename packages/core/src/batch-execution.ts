@@ -35,11 +35,13 @@ export class BatchRunner {
   async run(batch: RunningBatch): Promise<void> {
     const context = new Context(batch);
     // An item can already be settled here (its `onDispatch` threw); its input must not reach the handler.
-    const items = batch.open === batch.items.length ? batch.items : batch.items.filter((item) => item.state === ItemState.Running);
+    const whole = batch.open === batch.items.length;
+    const items = whole ? batch.items : batch.items.filter((item) => item.state === ItemState.Running);
+    const inputs = whole ? batch.inputs : inputsOf(items);
     try {
       if (items.length === 0) return;
-      if (this.#streaming) await this.#runStream(items, context, batch);
-      else await this.#runItems(items, context, batch);
+      if (this.#streaming) await this.#runStream(items, inputs, context, batch);
+      else await this.#runItems(items, inputs, context, batch);
     } catch (error) {
       // Defensive: #runItems/#runStream settle every item themselves; this keeps the invariant if they ever throw.
       batch.broken = true;
@@ -63,19 +65,20 @@ export class BatchRunner {
    * the handler is done, before the callers' continuations (writing their responses) run, so the next batch is
    * already on its way to the model meanwhile. Isolating sub-calls keep the slot until the last one is done.
    */
-  async #runItems(items: Item[], context: BatchContext, batch?: RunningBatch): Promise<void> {
+  async #runItems(items: Item[], inputs: unknown[], context: BatchContext, batch?: RunningBatch): Promise<void> {
     const settlement = this.#settlement;
     let results: unknown;
     try {
-      results = await this.#handler(inputsOf(items), context);
+      results = await this.#handler(inputs, context);
     } catch (error) {
       const open = items.filter((item) => item.state === ItemState.Running);
       const running = (items[0] as Item).batch as RunningBatch;
       running.broken = true;
       if (this.#onBatchError === 'isolate' && open.length > 1 && !context.signal.aborted) {
         const middle = Math.ceil(open.length / 2);
-        await this.#runItems(open.slice(0, middle), context);
-        await this.#runItems(open.slice(middle), context);
+        const [first, second] = [open.slice(0, middle), open.slice(middle)];
+        await this.#runItems(first, inputsOf(first), context);
+        await this.#runItems(second, inputsOf(second), context);
         return;
       }
       if (batch !== undefined) this.#lifecycle.release(batch);
@@ -88,20 +91,31 @@ export class BatchRunner {
       for (const item of items) settlement.fail(item, error);
       return;
     }
+    let resolved = 0;
     for (let index = 0; index < items.length; index += 1) {
       const item = items[index] as Item;
       const result: unknown = results[index];
-      if (result instanceof Error) settlement.fail(item, result);
-      else settlement.succeed(item, result);
+      if (result instanceof Error) {
+        settlement.fail(item, result);
+      } else if (item.watch === undefined && item.state === ItemState.Running) {
+        // The common case inline, counted once per batch below: nothing to unsubscribe, no stream.
+        item.state = ItemState.Settled;
+        resolved += 1;
+        item.resolve?.(result);
+      } else {
+        settlement.succeed(item, result);
+      }
     }
+    // Resolving only queues the callers' continuations, so counting after the loop is seen by no one in between.
+    if (resolved > 0) settlement.resolved((items[0] as Item).batch as RunningBatch, resolved);
   }
 
-  async #runStream(items: Item[], context: BatchContext, batch: RunningBatch): Promise<void> {
+  async #runStream(items: Item[], inputs: unknown[], context: BatchContext, batch: RunningBatch): Promise<void> {
     const settlement = this.#settlement;
     let iterator: AsyncIterator<unknown> | undefined;
     let stoppedEarly = false;
     try {
-      const iterable = this.#handler(inputsOf(items), context) as AsyncIterable<unknown> | null | undefined;
+      const iterable = this.#handler(inputs, context) as AsyncIterable<unknown> | null | undefined;
       if (typeof iterable?.[Symbol.asyncIterator] !== 'function') {
         throw new BatchError(
           ErrorCode.BAD_HANDLER_RESULT,

@@ -17,12 +17,14 @@ export class Item {
   fairnessKey: unknown = undefined;
   readonly priority: number;
   readonly seq: number;
-  readonly enqueuedAt: number;
+  /** The tick the call was made in: shared by the calls of one burst, and it holds their arrival time. */
+  readonly tick: Tick;
   /**
    * When the item must have its result: its deadline or its arrival + `maxLatencyMs`, whichever comes first
-   * (`Infinity` without either). Queued items the estimate predicts past it are refused early.
+   * (`undefined` without either, not `Infinity`: a number field costs every item a heap box). Queued items the
+   * estimate predicts past it are refused early.
    */
-  deadlineAt = Number.POSITIVE_INFINITY;
+  deadlineAt: number | undefined = undefined;
   /** Whether `deadlineAt` comes from `maxLatencyMs` rather than from the deadline. */
   latencyBound = false;
   state: ItemState = ItemState.Queued;
@@ -36,16 +38,33 @@ export class Item {
     input: unknown,
     priority: number,
     seq: number,
-    enqueuedAt: number,
+    tick: Tick,
     resolve: ((value: unknown) => void) | undefined,
     reject: ((error: unknown) => void) | undefined,
   ) {
     this.input = input;
     this.priority = priority;
     this.seq = seq;
-    this.enqueuedAt = enqueuedAt;
+    this.tick = tick;
     this.resolve = resolve;
     this.reject = reject;
+  }
+
+  /** When the call was made (its tick's clock reading). */
+  get enqueuedAt(): number {
+    return this.tick.now;
+  }
+}
+
+/**
+ * The clock reading of one synchronous burst of calls. Items point to it rather than hold the number: a number
+ * field that is not a small integer is a heap box of its own in V8, one more allocation per call.
+ */
+export class Tick {
+  readonly now: number;
+
+  constructor(now: number) {
+    this.now = now;
   }
 }
 
@@ -73,6 +92,8 @@ export class RunningBatch {
   readonly id: number;
   readonly key: unknown;
   readonly items: Item[];
+  /** The items' inputs, gathered while they were dispatched (one loop over the batch less). */
+  readonly inputs: unknown[];
   /** The batch's total cost, the x of the latency estimate. */
   readonly cost: number;
   readonly startedAt: number;
@@ -91,10 +112,11 @@ export class RunningBatch {
   broken = false;
   finished = false;
 
-  constructor(id: number, key: unknown, items: Item[], cost: number, startedAt: number) {
+  constructor(id: number, key: unknown, items: Item[], inputs: unknown[], cost: number, startedAt: number) {
     this.id = id;
     this.key = key;
     this.items = items;
+    this.inputs = inputs;
     this.cost = cost;
     this.startedAt = startedAt;
     this.open = items.length;

@@ -19,21 +19,25 @@ export class KeyQueue {
 
   insert(item: Item): void {
     const { items } = this;
-    const last = items[items.length - 1];
-    // Fast path: equal priorities arrive in order, so a plain push keeps the order.
-    if (last === undefined || last.priority >= item.priority) {
-      items.push(item);
-    } else {
-      let low = 0;
-      let high = items.length;
-      while (low < high) {
-        const mid = (low + high) >>> 1;
-        if ((items[mid] as Item).priority >= item.priority) low = mid + 1;
-        else high = mid;
-      }
-      items.splice(low, 0, item);
-    }
+    const count = items.length;
+    // Equal priorities arrive in order, so a plain push keeps the order; the search is apart so this inlines.
+    // (Not `items[count - 1] === undefined` for an empty queue: reading index -1 is a slow named-property lookup.)
+    if (count === 0 || (items[count - 1] as Item).priority >= item.priority) items.push(item);
+    else this.#insertByPriority(item);
     this.cost += item.cost;
+  }
+
+  /** After the items of its priority or higher, before the lower ones. */
+  #insertByPriority(item: Item): void {
+    const { items } = this;
+    let low = 0;
+    let high = items.length;
+    while (low < high) {
+      const mid = (low + high) >>> 1;
+      if ((items[mid] as Item).priority >= item.priority) low = mid + 1;
+      else high = mid;
+    }
+    items.splice(low, 0, item);
   }
 
   remove(item: Item): boolean {

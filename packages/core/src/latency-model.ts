@@ -32,6 +32,8 @@ export class LatencyModel {
   #minMs = 0;
   /** Whether batches were added since the last fit: fitted when read, so batchers that never ask pay nothing. */
   #stale = false;
+  /** The fit's relative error (see `relativeError`). */
+  #relativeError = 0;
 
   get ready(): boolean {
     return this.#count >= MIN_SAMPLES;
@@ -45,6 +47,27 @@ export class LatencyModel {
   get msPerBatch(): number {
     if (this.#stale) this.#fit();
     return this.#msPerBatch;
+  }
+
+  /**
+   * How far batch times stray from the fit, relative to it: the weighted root mean square of `(actual − predicted) /
+   * predicted` over the window. 0 for a model whose batches take exactly what the fit says; ~0.1 for one whose times
+   * wander ±10% (a shared CPU).
+   */
+  get relativeError(): number {
+    if (this.#stale) this.#fit();
+    return this.#relativeError;
+  }
+
+  /**
+   * How much faster or slower than the fit a prediction may turn out: twice the relative error (two standard
+   * deviations, were errors normal), at most half. Admission reads predictions that much slower, early refusal that
+   * much faster.
+   */
+  get spread(): number {
+    const error = this.relativeError;
+    // Rounding in the fit of a model that is exact must not move its predictions.
+    return error < 1e-9 ? 0 : Math.min(0.5, 2 * error);
   }
 
   /** Records one batch's total cost and handler time. */
@@ -73,6 +96,24 @@ export class LatencyModel {
 
   #fit(): void {
     this.#stale = false;
+    this.#fitLine();
+    let weights = 0;
+    let squares = 0;
+    let weight = 1;
+    for (let age = 0; age < this.#count; age += 1) {
+      const i = (this.#next - 1 - age + WINDOW) % WINDOW;
+      const predicted = this.predict(this.#cost[i] as number);
+      if (predicted > 0) {
+        const error = ((this.#ms[i] as number) - predicted) / predicted;
+        squares += weight * error * error;
+        weights += weight;
+      }
+      weight *= DECAY;
+    }
+    this.#relativeError = weights === 0 ? 0 : Math.sqrt(squares / weights);
+  }
+
+  #fitLine(): void {
     const n = this.#count;
     // Weighted least squares, the newest batch weighing 1 and each older one DECAY times the next.
     let weights = 0;

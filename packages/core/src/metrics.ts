@@ -52,6 +52,13 @@ class RunningSummary {
     if (value > this.max) this.max = value;
   }
 
+  /** `count` values at once, of total `sum` and largest `max`. */
+  addMany(count: number, sum: number, max: number): void {
+    this.count += count;
+    this.sum += sum;
+    if (max > this.max) this.max = max;
+  }
+
   snapshot(): Summary {
     return { count: this.count, sum: this.sum, mean: this.count === 0 ? 0 : this.sum / this.count, max: this.max };
   }

@@ -12,9 +12,15 @@ export interface Tally {
  * a deadline or a priority, and the work queued per fairness key.
  */
 export class QueueSet {
+  /** The queues of the batch keys other than `undefined` that have items waiting. */
   readonly #byKey = new Map<unknown, KeyQueue>();
-  /** The queue of the `undefined` key, kept apart: most batchers have no `batchKey`, and a field beats a lookup. */
-  #default: KeyQueue | undefined;
+  /**
+   * The queue of the `undefined` key, kept apart and kept when empty: most batchers have no `batchKey`, and adding
+   * it to and deleting it from the map for every batch cost more than the rest of a batch's bookkeeping.
+   */
+  readonly #default = new KeyQueue(undefined, 0);
+  /** `[#default]`, what `queues()` returns in the common case, without allocating. */
+  readonly #defaultOnly: readonly KeyQueue[] = [this.#default];
   /** Items waiting. */
   length = 0;
   /** Their total cost. */
@@ -30,37 +36,60 @@ export class QueueSet {
 
   /** How many batch keys have items waiting. */
   get keys(): number {
-    return this.#byKey.size;
+    return (this.#default.items.length > 0 ? 1 : 0) + this.#byKey.size;
   }
 
-  queues(): IterableIterator<KeyQueue> {
-    return this.#byKey.values();
+  /** The queues that have items waiting. */
+  queues(): readonly KeyQueue[] {
+    const withDefault = this.#default.items.length > 0;
+    if (this.#byKey.size === 0) return withDefault ? this.#defaultOnly : [];
+    return withDefault ? [this.#default, ...this.#byKey.values()] : [...this.#byKey.values()];
   }
 
   insert(item: Item, now: number): KeyQueue {
-    let queue = item.key === undefined ? this.#default : this.#byKey.get(item.key);
-    if (queue === undefined) {
-      queue = new KeyQueue(item.key, now);
-      this.#byKey.set(item.key, queue);
-      if (item.key === undefined) this.#default = queue;
-    }
+    const queue = item.key === undefined ? this.#openDefault(now) : (this.#byKey.get(item.key) ?? this.#open(item.key, now));
     queue.insert(item);
     this.length += 1;
     this.cost += item.cost;
     // One test on the hot path for the three rare cases.
-    if (item.deadlineAt !== Number.POSITIVE_INFINITY || item.priority !== 0 || item.fairnessKey !== undefined || this.fair) {
+    if (item.deadlineAt !== undefined || item.priority !== 0 || item.fairnessKey !== undefined || this.fair) {
       this.#count(item);
     }
     return queue;
   }
 
+  /**
+   * {@link insert} for an item of the default key with cost 1, priority 0, no deadline and no fairness key, while
+   * no fairness key is in play: nothing to count but the totals.
+   */
+  insertPlain(item: Item, now: number): KeyQueue {
+    const queue = this.#openDefault(now);
+    queue.insert(item);
+    this.length += 1;
+    this.cost += 1;
+    return queue;
+  }
+
+  /** The default queue, its batch window opened now if it was empty. */
+  #openDefault(now: number): KeyQueue {
+    const queue = this.#default;
+    if (queue.items.length === 0) queue.windowStart = now;
+    return queue;
+  }
+
+  #open(key: unknown, now: number): KeyQueue {
+    const queue = new KeyQueue(key, now);
+    this.#byKey.set(key, queue);
+    return queue;
+  }
+
   #count(item: Item): void {
-    if (item.deadlineAt !== Number.POSITIVE_INFINITY) this.deadlined += 1;
+    if (item.deadlineAt !== undefined) this.deadlined += 1;
     if (item.priority !== 0) this.prioritized += 1;
     if (item.fairnessKey !== undefined && !this.fair) {
       // The first key seen: the items already waiting belong to the anonymous key.
       this.fair = true;
-      for (const queue of this.#byKey.values()) for (const waiting of queue.items) if (waiting !== item) this.#tally(waiting, 1);
+      for (const queue of this.queues()) for (const waiting of queue.items) if (waiting !== item) this.#tally(waiting, 1);
     }
     if (this.fair) this.#tally(item, 1);
   }
@@ -91,19 +120,18 @@ export class QueueSet {
   /** Every waiting item, in no particular order (a copy: the caller may remove them). */
   all(): Item[] {
     const items: Item[] = [];
-    for (const queue of this.#byKey.values()) items.push(...queue.items);
+    for (const queue of this.queues()) items.push(...queue.items);
     return items;
   }
 
   #drop(queue: KeyQueue): void {
-    this.#byKey.delete(queue.key);
-    if (queue === this.#default) this.#default = undefined;
+    if (queue !== this.#default) this.#byKey.delete(queue.key);
   }
 
   #forget(item: Item): void {
     this.length -= 1;
     this.cost -= item.cost;
-    if (item.deadlineAt !== Number.POSITIVE_INFINITY) this.deadlined -= 1;
+    if (item.deadlineAt !== undefined) this.deadlined -= 1;
     if (item.priority !== 0) this.prioritized -= 1;
     if (this.fair) this.#tally(item, -1);
   }

@@ -1,5 +1,5 @@
 import { ErrorCode, isBatchError } from './errors.js';
-import { ItemState, type Item } from './item.js';
+import { ItemState, type Item, type RunningBatch } from './item.js';
 import type { Emitter, StatsRecorder } from './metrics.js';
 import type { Clock, OverloadCause, RejectReason } from './types.js';
 
@@ -30,6 +30,12 @@ export class Settlement {
       return;
     }
     this.settle(item, value, undefined, undefined, undefined);
+  }
+
+  /** Counts `count` items of `batch` that the runner settled inline (succeeded, with nothing to clean up). */
+  resolved(batch: RunningBatch, count: number): void {
+    this.#stats.succeeded += count;
+    batch.open -= count;
   }
 
   /** A running item's failure in the handler: thrown, an `Error` result, a bad result, an execution timeout. */

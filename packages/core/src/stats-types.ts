@@ -82,7 +82,8 @@ export interface BatcherStats {
   readonly maxLatencyMs: number;
   /**
    * The predicted milliseconds from now until a new item of cost 1 (no fairness key, priority 0) would have its
-   * result: 0 while idle, `NaN` until the estimate is ready.
+   * result, as admission reads it (the slow end of the band the fit's recent error allows), so it exceeds
+   * `maxLatencyMs` exactly when such an item would be refused: 0 while idle, `NaN` until the estimate is ready.
    */
   readonly predictedLatencyMs: number;
 }
