@@ -21,7 +21,7 @@ export class Admission {
   readonly #settings: Settings;
   readonly #queues: QueueSet;
   readonly #model: LatencyModel;
-  readonly #running: ReadonlySet<RunningBatch>;
+  readonly #running: readonly RunningBatch[];
   readonly #batchKey: ((input: unknown) => unknown) | undefined;
   readonly #cost: ((input: unknown) => number) | undefined;
   readonly #plain: boolean;
@@ -35,7 +35,7 @@ export class Admission {
     settings: Settings,
     queues: QueueSet,
     model: LatencyModel,
-    running: ReadonlySet<RunningBatch>,
+    running: readonly RunningBatch[],
     batchKey: ((input: unknown) => unknown) | undefined,
     cost: ((input: unknown) => number) | undefined,
   ) {
@@ -96,7 +96,7 @@ export class Admission {
     // Nothing queued ahead and a slot free: it goes at once, so it makes no one wait, and refusing it on its own
     // predicted run time would stall the estimate on the slow batches of a past overload (nothing would run to
     // correct it, and every request would be refused forever).
-    if (this.#queues.length === 0 && this.#running.size < this.#settings.maxConcurrentBatches) return true;
+    if (this.#queues.length === 0 && this.#running.length < this.#settings.maxConcurrentBatches) return true;
     // Admitted on a pessimistic reading of the estimate (as much slower as batch times have been straying from the
     // fit), so that an item let in near its limit is not answered late when the next batches run slow; the queue
     // refuses early on the optimistic reading (`Dispatcher`), and the band between the two keeps an estimate that
