@@ -5,12 +5,16 @@
 //   pnpm bench:http   issue 11's dispatch and admission comparison (Express, text completion): unbatched vs
 //                     work-conserving vs a fixed 5 ms wait at c=1/4/16/64, and an open-loop overload with and
 //                     without maxLatencyMs; about 4 min; writes bench/results/http-dispatch.json and its section
-//                     of BENCHMARKS.md (lib/dispatch-suite.ts)
+//                     of BENCHMARKS.md (lib/dispatch-suite.ts); then the fairness scenario below
+//   pnpm bench:fairness (--suite fairness) issue 11's fairness scenario alone: `microbatch serve --max-latency-ms
+//                     2000` with a heavy client (6 loops of 16 prompts x 256 tokens) and a light one (1-token
+//                     completions), on continuous and request scheduling; about 1.5 min; writes
+//                     bench/results/http-fairness.json and its section of BENCHMARKS.md (lib/fairness.ts)
 //   pnpm bench        every workload × framework, under 10 min; also rewrites BENCHMARKS.md's results section
 //
-// Writes bench/results/http.json and the charts; options: --suite http|full, --quick (short points, for trying the
-// harness; writes to bench/results/quick/ and leaves BENCHMARKS.md alone), --dry-run (prints the plan), --report
-// (measures nothing: redraws the charts and BENCHMARKS.md's results section from bench/results/http.json).
+// Writes bench/results/http.json and the charts; options: --suite http|full|fairness, --quick (short points, for
+// trying the harness; writes to bench/results/quick/ and leaves BENCHMARKS.md alone), --dry-run (prints the plan),
+// --report (measures nothing: redraws the charts and BENCHMARKS.md's results section from bench/results/http.json).
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -18,6 +22,8 @@ import { ensureWorkerBuilt } from '../packages/inference/test/helpers/worker-bui
 import { renderChart } from './lib/chart.js';
 import { printDispatch, updateDispatchSection } from './lib/dispatch-report.js';
 import { dispatchResultsPath, runDispatchSuite } from './lib/dispatch-suite.js';
+import { fairnessSeconds, runFairness } from './lib/fairness.js';
+import { fairnessResultsPath, printFairness, updateFairnessSection } from './lib/fairness-report.js';
 import { machineInfo, waitForQuiet } from './lib/machine.js';
 import { measurePoint } from './lib/measure.js';
 import type { Point } from './lib/measure.js';
@@ -41,8 +47,8 @@ const { values: args } = parseArgs({
     report: { type: 'boolean', default: false },
   },
 });
-function parseSuite(value: string): 'full' | 'http' {
-  if (value !== 'full' && value !== 'http') throw new Error(`--suite must be "full" or "http", got "${value}"`);
+function parseSuite(value: string): 'full' | 'http' | 'fairness' {
+  if (value !== 'full' && value !== 'http' && value !== 'fairness') throw new Error(`--suite must be "full", "http" or "fairness", got "${value}"`);
   return value;
 }
 const suite = parseSuite(args.suite);
@@ -260,8 +266,16 @@ async function main(): Promise<void> {
     const summary = await runDispatchSuite({ quick, rounds: ROUNDS });
     await writeFile(dispatchResultsPath(outDir), `${JSON.stringify(summary, null, 2)}\n`);
     if (!quick) await updateDispatchSection(BENCHMARKS_MD, summary);
+    const fairness = await measureFairness(outDir);
     printDispatch(summary, (line) => console.log(line));
-    console.log(`wrote ${dispatchResultsPath(outDir)}${quick ? '' : ' and the dispatch section of BENCHMARKS.md'}`);
+    printFairness(fairness, (line) => console.log(line));
+    console.log(`wrote ${dispatchResultsPath(outDir)}, ${fairnessResultsPath(outDir)}${quick ? '' : ' and their sections of BENCHMARKS.md'}`);
+    return;
+  }
+  if (suite === 'fairness') {
+    const fairness = await measureFairness(outDir);
+    printFairness(fairness, (line) => console.log(line));
+    console.log(`wrote ${fairnessResultsPath(outDir)}${quick ? '' : ' and the fairness section of BENCHMARKS.md'}`);
     return;
   }
   const tasks = plan();
@@ -307,6 +321,16 @@ async function main(): Promise<void> {
   const written = await writeReport(summary, outDir, suite === 'full' && !quick);
   progress.log(`\nwrote ${join(outDir, 'http.json')}, ${written.join(', ')} in ${Math.round(progress.elapsedS)} s`);
   for (const target of summary.targets) progress.log(`${target.met ? 'met   ' : 'MISSED'}  ${target.name}: ${target.detail}`);
+}
+
+/** Issue 11's fairness scenario (lib/fairness.ts): its JSON, and its BENCHMARKS.md section unless quick. */
+async function measureFairness(outDir: string) {
+  const progress = new Progress(fairnessSeconds(quick));
+  progress.log(`fairness scenario: about ${Math.round(fairnessSeconds(quick))} s`);
+  const fairness = await runFairness({ quick, progress });
+  await writeFile(fairnessResultsPath(outDir), `${JSON.stringify(fairness, null, 2)}\n`);
+  if (!quick) await updateFairnessSection(BENCHMARKS_MD, fairness);
+  return fairness;
 }
 
 /** The charts, and the results section of BENCHMARKS.md (from a full run only). */

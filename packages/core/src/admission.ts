@@ -70,29 +70,40 @@ export class Admission {
 
   /** Fills in the item's key, cost, fairness key and deadline; false (with the why) if it must be refused. */
   admit(item: Item, options: CallOptions, timeoutMs: number, now: number): boolean {
+    return this.admitGroup(item, undefined, options, timeoutMs, now);
+  }
+
+  /**
+   * {@link admit} for `first` and the `rest` of a group of calls made together (`callAll`), all or none: the
+   * queue bound, the fair share and the latency limit are checked once, for the group's last item, and a refusal
+   * refuses every item with the same error.
+   */
+  admitGroup(first: Item, rest: readonly Item[] | undefined, options: CallOptions, timeoutMs: number, now: number): boolean {
+    const count = 1 + (rest?.length ?? 0);
     if (options !== NO_OPTIONS) {
       try {
         checkCallOptions(options);
       } catch (error) {
         return this.#refuse(error, ErrorCode.INVALID_INPUT);
       }
-      if (options.fairnessKey !== undefined) item.fairnessKey = options.fairnessKey;
     }
     if (this.closed) return this.#refuse(this.closedError(), ErrorCode.CLOSED);
     if (options.signal?.aborted === true) return this.#refuse(options.signal.reason, 'CANCELLED');
-    if (this.#queues.length >= this.#options.maxQueueSize) return this.#refuse(this.#queueFull(now), ErrorCode.QUEUE_FULL);
-    if (this.#batchKey !== undefined || this.#cost !== undefined) {
-      if (!this.#measure(item)) return false;
-    }
+    if (this.#queues.length + count > this.#options.maxQueueSize) return this.#refuse(this.#queueFull(now), ErrorCode.QUEUE_FULL);
     const limitMs = options.maxLatencyMs === undefined ? this.#options.maxLatencyMs : Math.min(options.maxLatencyMs, this.#options.maxLatencyMs);
-    if (limitMs < timeoutMs) {
-      item.deadlineAt = now + limitMs;
-      item.latencyBound = true;
-    } else if (timeoutMs !== Number.POSITIVE_INFINITY) {
-      item.deadlineAt = now + timeoutMs;
+    let deadlineAt: number | undefined;
+    if (limitMs < timeoutMs) deadlineAt = now + limitMs;
+    else if (timeoutMs !== Number.POSITIVE_INFINITY) deadlineAt = now + timeoutMs;
+    if (!this.#prepare(first, options, deadlineAt, limitMs < timeoutMs)) return false;
+    let cost = first.cost;
+    if (rest !== undefined) {
+      for (const item of rest) {
+        if (!this.#prepare(item, options, deadlineAt, limitMs < timeoutMs)) return false;
+        cost += item.cost;
+      }
     }
-    if (this.#queues.fair && !this.#withinFairShare(item)) return false;
-    if (item.deadlineAt === undefined || !this.#model.ready) return true;
+    if (this.#queues.fair && !this.#withinFairShare(first.fairnessKey, count)) return false;
+    if (deadlineAt === undefined || !this.#model.ready) return true;
     // Nothing queued ahead and a slot free: it goes at once, so it makes no one wait, and refusing it on its own
     // predicted run time would stall the estimate on the slow batches of a past overload (nothing would run to
     // correct it, and every request would be refused forever).
@@ -101,10 +112,19 @@ export class Admission {
     // fit), so that an item let in near its limit is not answered late when the next batches run slow; the queue
     // refuses early on the optimistic reading (`Dispatcher`), and the band between the two keeps an estimate that
     // only wobbles from refusing the items it admitted after they waited.
-    const predictedMs = this.admissionMs(item.cost, item.fairnessKey, item.priority, now);
+    const predictedMs = this.admissionMs(cost, first.fairnessKey, first.priority, now, count);
     if (predictedMs <= limitMs && predictedMs <= timeoutMs) return true;
     const cause: OverloadCause = timeoutMs < limitMs ? 'deadline' : 'latency';
     return this.#refuse(this.overloaded(cause, predictedMs, Math.min(limitMs, timeoutMs)), ErrorCode.OVERLOADED, cause);
+  }
+
+  /** An item's fairness key, batch key, cost and deadline; false (with the why) if its key or cost fails. */
+  #prepare(item: Item, options: CallOptions, deadlineAt: number | undefined, latencyBound: boolean): boolean {
+    if (options.fairnessKey !== undefined) item.fairnessKey = options.fairnessKey;
+    if ((this.#batchKey !== undefined || this.#cost !== undefined) && !this.#measure(item)) return false;
+    item.deadlineAt = deadlineAt;
+    item.latencyBound = latencyBound;
+    return true;
   }
 
   closedError(): BatchError {
@@ -134,22 +154,22 @@ export class Admission {
   }
 
   /** {@link predictMs} read at the slow end of the band the fit's recent error allows: what admission compares. */
-  admissionMs(cost: number, fairnessKey: unknown, priority: number, now: number): number {
-    return this.predictMs(cost, fairnessKey, priority, now) * (1 + this.#model.spread);
+  admissionMs(cost: number, fairnessKey: unknown, priority: number, now: number, items = 1): number {
+    return this.predictMs(cost, fairnessKey, priority, now, items) * (1 + this.#model.spread);
   }
 
   /**
    * Milliseconds from `now` until an item of this cost, fairness key and priority would have its result: the work
    * that would be dispatched before it (all of it; with fairness keys, each other key's work up to this key's own;
    * with priorities, the work of equal or higher priority), cut into batches, run after the running batches on
-   * `maxConcurrentBatches` slots.
+   * `maxConcurrentBatches` slots. `items` arrive together (a group of that total cost): when the last one is done.
    */
-  predictMs(cost: number, fairnessKey: unknown, priority: number, now: number): number {
+  predictMs(cost: number, fairnessKey: unknown, priority: number, now: number, items = 1): number {
     const queues = this.#queues;
     let costAhead = queues.cost;
     let itemsAhead = queues.length;
     if (queues.fair) {
-      return this.fairCompletionMs((queues.tallies.get(fairnessKey)?.cost ?? 0) + cost, fairnessKey, now, 1);
+      return this.fairCompletionMs((queues.tallies.get(fairnessKey)?.cost ?? 0) + cost, fairnessKey, now, items);
     } else if (queues.prioritized > 0 || priority !== 0) {
       costAhead = 0;
       itemsAhead = 0;
@@ -161,7 +181,7 @@ export class Admission {
         }
       }
     }
-    return this.completionMs(costAhead + cost, itemsAhead + 1, now);
+    return this.completionMs(costAhead + cost, itemsAhead + items, now);
   }
 
   /**
@@ -218,15 +238,18 @@ export class Admission {
     });
   }
 
-  /** With fairness keys, no key may hold more than its share of `maxQueueSize` while others have work waiting. */
-  #withinFairShare(item: Item): boolean {
+  /**
+   * With fairness keys, no key may hold more than its share of `maxQueueSize` while others have work waiting;
+   * `count` items of `fairnessKey` arrive.
+   */
+  #withinFairShare(fairnessKey: unknown, count: number): boolean {
     const { tallies } = this.#queues;
-    const own = tallies.get(item.fairnessKey);
+    const own = tallies.get(fairnessKey);
     const active = tallies.size + (own === undefined ? 1 : 0);
     if (active <= 1) return true;
     const share = this.#options.maxQueueSize / active;
     const queued = own?.count ?? 0;
-    if (queued + 1 <= share) return true;
+    if (queued + count <= share) return true;
     return this.#refuse(this.overloaded('fair-share', queued, share), ErrorCode.OVERLOADED, 'fair-share');
   }
 

@@ -68,6 +68,8 @@ export function createBatcher<I, O>(
   const call = (input: I, callOptions?: CallOptions) => engine.call(input, callOptions) as Promise<O>;
   const batcher = expose<Batcher<I, O>>(engine, call);
   (batcher as { call: unknown }).call = call;
+  (batcher as { callAll: unknown }).callAll = (inputs: readonly I[], callOptions?: CallOptions) =>
+    engine.callAll(inputs, callOptions) as Promise<O[]>;
   return batcher;
 }
 
@@ -88,14 +90,20 @@ export function createStreamingBatcher<I, O>(
   options?: BatcherOptions<I>,
 ): StreamingBatcher<I, O> {
   const engine = new BatchEngine(handler as AnyHandler, true, options as BatcherOptions<unknown>);
-  const call = async (input: I, callOptions?: CallOptions): Promise<O[]> => {
-    const values: O[] = [];
-    for await (const value of engine.stream(input, callOptions)) values.push(value as O);
-    return values;
-  };
+  const call = (input: I, callOptions?: CallOptions): Promise<O[]> => collect(engine.stream(input, callOptions) as AsyncIterableIterator<O>);
   const batcher = expose<StreamingBatcher<I, O>>(engine, call);
   (batcher as { call: unknown }).call = call;
   (batcher as { stream: unknown }).stream = (input: I, callOptions?: CallOptions) =>
     engine.stream(input, callOptions) as AsyncIterableIterator<O>;
+  (batcher as { streamAll: unknown }).streamAll = (inputs: readonly I[], callOptions?: CallOptions) =>
+    engine.streamAll(inputs, callOptions) as Array<AsyncIterableIterator<O>>;
+  (batcher as { callAll: unknown }).callAll = (inputs: readonly I[], callOptions?: CallOptions) =>
+    Promise.all(engine.streamAll(inputs, callOptions).map((stream) => collect(stream as AsyncIterableIterator<O>)));
   return batcher;
+}
+
+async function collect<O>(stream: AsyncIterableIterator<O>): Promise<O[]> {
+  const values: O[] = [];
+  for await (const value of stream) values.push(value);
+  return values;
 }

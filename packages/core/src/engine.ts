@@ -11,6 +11,7 @@ import { QueueSet } from './queues.js';
 import { Settlement } from './settlement.js';
 import type { BatcherEvents, BatcherOptions, BatcherStats, CallOptions, CloseOptions } from './types.js';
 import { MAX_FINITE, checkInteger, checkNumber } from './util/checks.js';
+import { describeValue } from './util/describe-value.js';
 
 const RESOLVED = Promise.resolve();
 
@@ -21,6 +22,10 @@ const RESOLVED = Promise.resolve();
  */
 let plainEngine: BatchEngine | undefined;
 let plainInput: unknown;
+function checkInputs(inputs: unknown): void {
+  if (!Array.isArray(inputs)) throw new TypeError(`Expected \`inputs\` to be an array, got ${describeValue(inputs)}`);
+}
+
 function submitPlain(resolve: (value: unknown) => void, reject: (error: unknown) => void): void {
   const engine = plainEngine as BatchEngine;
   const input = plainInput;
@@ -172,6 +177,28 @@ export class BatchEngine {
     return sink;
   }
 
+  /** One call per input, admitted together or refused together (see `Admission.admitGroup`). */
+  callAll(inputs: readonly unknown[], options: CallOptions = NO_OPTIONS): Promise<unknown[]> {
+    checkInputs(inputs);
+    const tick = this.#tick ?? this.#startTick();
+    const items: Item[] = [];
+    const results = inputs.map(
+      (input) => new Promise((resolve, reject) => void items.push(this.#item(input, options, tick, resolve, reject, undefined))),
+    );
+    this.#submitGroup(items, options, tick.now);
+    return Promise.all(results);
+  }
+
+  /** {@link stream} for each input, admitted together or refused together. */
+  streamAll(inputs: readonly unknown[], options: CallOptions = NO_OPTIONS): Array<ItemStream<unknown>> {
+    checkInputs(inputs);
+    const tick = this.#tick ?? this.#startTick();
+    const sinks = inputs.map(() => new ItemStream<unknown>());
+    const items = inputs.map((input, index) => this.#item(input, options, tick, undefined, undefined, sinks[index]));
+    this.#submitGroup(items, options, tick.now);
+    return sinks;
+  }
+
   close(options: CloseOptions = {}): Promise<void> {
     this.#closed = true;
     this.#admission.closed = true;
@@ -213,12 +240,8 @@ export class BatchEngine {
   ): void {
     const tick = this.#tick ?? this.#startTick();
     const { now } = tick;
-    const item = new Item(input, options === NO_OPTIONS ? 0 : (options.priority ?? 0), this.#seq++, tick, resolve, reject);
-    const limitMs = this.#options.timeoutMs;
-    const timeoutMs = options.timeoutMs === undefined || !(options.timeoutMs < limitMs) ? limitMs : options.timeoutMs;
-    if (options !== NO_OPTIONS || sink !== undefined || timeoutMs !== Number.POSITIVE_INFINITY) {
-      item.watch = new Watch(sink, options.signal, options.onDispatch);
-    }
+    const item = this.#item(input, options, tick, resolve, reject, sink);
+    const timeoutMs = this.#timeoutMs(options);
     const admission = this.#admission;
     const admitted = options === NO_OPTIONS && admission.plain ? admission.admitPlain(now) : admission.admit(item, options, timeoutMs, now);
     if (!admitted) {
@@ -227,6 +250,42 @@ export class BatchEngine {
     }
     if (item.watch !== undefined) this.#watch(item, item.watch, timeoutMs);
     this.#dispatcher.arrived(this.#queues.insert(item, now), now);
+  }
+
+  #item(
+    input: unknown,
+    options: CallOptions,
+    tick: Tick,
+    resolve: ((value: unknown) => void) | undefined,
+    reject: ((error: unknown) => void) | undefined,
+    sink: ItemStream<unknown> | undefined,
+  ): Item {
+    const item = new Item(input, options === NO_OPTIONS ? 0 : (options.priority ?? 0), this.#seq++, tick, resolve, reject);
+    if (options !== NO_OPTIONS || sink !== undefined || this.#options.timeoutMs !== Number.POSITIVE_INFINITY) {
+      item.watch = new Watch(sink, options.signal, options.onDispatch);
+    }
+    return item;
+  }
+
+  /** The call's deadline: the batcher's `timeoutMs`, or the call's if lower. */
+  #timeoutMs(options: CallOptions): number {
+    const limitMs = this.#options.timeoutMs;
+    return options.timeoutMs === undefined || !(options.timeoutMs < limitMs) ? limitMs : options.timeoutMs;
+  }
+
+  #submitGroup(items: Item[], options: CallOptions, now: number): void {
+    const [first] = items;
+    if (first === undefined) return;
+    const timeoutMs = this.#timeoutMs(options);
+    const admission = this.#admission;
+    if (!admission.admitGroup(first, items.slice(1), options, timeoutMs, now)) {
+      for (const item of items) this.#settlement.settle(item, undefined, admission.error, admission.reason, admission.cause);
+      return;
+    }
+    for (const item of items) {
+      if (item.watch !== undefined) this.#watch(item, item.watch, timeoutMs);
+      this.#dispatcher.arrived(this.#queues.insert(item, now), now);
+    }
   }
 
   /**

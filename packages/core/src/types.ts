@@ -133,6 +133,13 @@ export interface Batcher<I, O> extends BatcherBase {
   (input: I, options?: CallOptions): Promise<O>;
   readonly streaming: false;
   call(input: I, options?: CallOptions): Promise<O>;
+  /**
+   * One call per input, admitted together or refused together: the queue bound, the fair share and `maxLatencyMs`
+   * are checked for the whole group, so a request of several prompts never starts some of them and then fails on
+   * the rest. Rejects with the first failure, like `Promise.all` (pass a `signal` to cancel the others). A
+   * transport may admit the inputs one by one (see its documentation).
+   */
+  callAll(inputs: readonly I[], options?: CallOptions): Promise<O[]>;
 }
 
 /**
@@ -146,4 +153,11 @@ export interface StreamingBatcher<I, O> extends BatcherBase {
   call(input: I, options?: CallOptions): Promise<O[]>;
   /** The item's values as they are produced; `break` or `return()` cancels the item. */
   stream(input: I, options?: CallOptions): AsyncIterableIterator<O>;
+  /** Each item's whole stream, the items admitted together or refused together (see `Batcher.callAll`). */
+  callAll(inputs: readonly I[], options?: CallOptions): Promise<O[][]>;
+  /**
+   * One stream per input, the items admitted together or refused together: when refused, each stream fails with
+   * the refusal at its first `next()`.
+   */
+  streamAll(inputs: readonly I[], options?: CallOptions): Array<AsyncIterableIterator<O>>;
 }

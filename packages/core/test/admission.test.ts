@@ -112,6 +112,52 @@ describe('latency-aware admission', () => {
     expect(batcher.stats().rejected.OVERLOADED).toBe(2);
   });
 
+  it('admits a group of calls (callAll) all together or refuses it all together', async () => {
+    const { state, handler } = timed(d10);
+    const batcher = createBatcher(handler, base({ maxBatchSize: 4, maxLatencyMs: 60 }));
+    await warm(batcher, d10, [1, 2, 3, 4, 1]);
+    state.batches.length = 0;
+    const start = clock.now();
+    // 10 calls ahead (4 run at once, 6 wait): a group of 3 would be waiting items 7 to 9, the last done at 66 ms:
+    // refused whole, although its first 2 would have fitted on their own. A group of 2 (items 7 and 8, 54 ms) fits.
+    const ahead = Array.from({ length: 10 }, () => track(batcher(1)));
+    const refused = track(batcher.callAll([1, 1, 1]));
+    const admitted = track(batcher.callAll([1, 1]));
+    await flush();
+    expect([refused.at, refused.code]).toEqual([start, 'OVERLOADED']);
+    expect((refused.error as { details: unknown }).details).toEqual({ cause: 'latency', predictedMs: 66, limitMs: 60 });
+    await clock.advance(60);
+    expect([admitted.at, admitted.code]).toEqual([start + 54, undefined]);
+    expect(ahead.every((call) => call.code === undefined)).toBe(true);
+    expect(state.batches.map((batch) => batch.length)).toEqual([4, 4, 4]);
+    expect(batcher.stats().rejected.OVERLOADED).toBe(3);
+  });
+
+  it('refuses a group that does not fit in maxQueueSize whole, and fails each stream of a refused streamAll', async () => {
+    const gate = createBatcher(async (xs: number[]) => xs, { clock, maxBatchSize: 2, maxQueueSize: 4 });
+    const running = gate.callAll([1, 2]); // dispatched at once: the queue is empty again
+    const queued = gate.callAll([3, 4, 5]);
+    const tooMany = track(gate.callAll([6, 7]));
+    await flush();
+    expect(tooMany.code).toBe('QUEUE_FULL');
+    expect(await running).toEqual([1, 2]);
+    expect(await queued).toEqual([3, 4, 5]);
+    expect(gate.stats().rejected.QUEUE_FULL).toBe(2);
+
+    const streaming = createStreamingBatcher(
+      async function* (xs: number[]) {
+        yield xs;
+        yield xs.map(() => END);
+      },
+      { clock, maxQueueSize: 1 },
+    );
+    const streams = streaming.streamAll([1, 2]);
+    expect(streams).toHaveLength(2);
+    for (const stream of streams) await expect(stream.next()).rejects.toMatchObject({ code: 'QUEUE_FULL' });
+    expect(await streaming.callAll([7])).toEqual([[7]]);
+    expect(() => streaming.callAll(7 as unknown as number[])).toThrow('Expected `inputs` to be an array, got `7` (number)');
+  });
+
   it('derives Retry-After from the estimate: the time until the request would fit', async () => {
     const d1000 = (cost: number) => 1000 + 200 * cost;
     const { handler } = timed(d1000);

@@ -157,3 +157,44 @@ describe('work-conserving dispatch', () => {
     expect(batches).toEqual([[1], [2]]);
   });
 });
+
+// Fair queuing across batches (issue 11: with continuous scheduling the batcher takes one item per batch, so
+// fairness within a batch alone would be first-come-first-served).
+/** A handler that records each batch's inputs and holds it until released; one slot, batches of one item. */
+function recordingGate() {
+  const order: string[] = [];
+  const releases: Array<() => void> = [];
+  const handler = async (inputs: readonly string[]) => {
+    order.push(...inputs);
+    await new Promise<void>((resolve) => releases.push(resolve));
+    return inputs;
+  };
+  const runAll = async (count: number) => {
+    for (let index = 0; index < count; index += 1) {
+      while (releases.length <= index) await new Promise((resolve) => setImmediate(resolve));
+      (releases[index] as () => void)();
+    }
+  };
+  return { order, handler, runAll };
+}
+
+describe('fair dispatch across batches', () => {
+  it('with batches of one item, a key that queues behind another key\'s backlog goes next, not last', async () => {
+    const { order, handler, runAll } = recordingGate();
+    const batcher = createBatcher(handler, { maxBatchSize: 1, maxConcurrentBatches: 1 });
+    const calls = ['h1', 'h2', 'h3', 'h4'].map((input) => batcher.call(input, { fairnessKey: 'heavy' }));
+    calls.push(batcher.call('l1', { fairnessKey: 'light' }));
+    await runAll(5);
+    await Promise.all(calls);
+    expect(order).toEqual(['h1', 'l1', 'h2', 'h3', 'h4']);
+  });
+
+  it('two backlogged keys take turns, batch after batch', async () => {
+    const { order, handler, runAll } = recordingGate();
+    const batcher = createBatcher(handler, { maxBatchSize: 1, maxConcurrentBatches: 1 });
+    const calls = [...['a1', 'a2', 'a3'].map((input) => batcher.call(input, { fairnessKey: 'a' })), ...['b1', 'b2', 'b3'].map((input) => batcher.call(input, { fairnessKey: 'b' }))];
+    await runAll(6);
+    await Promise.all(calls);
+    expect(order).toEqual(['a1', 'b1', 'a2', 'b2', 'a3', 'b3']);
+  });
+});

@@ -39,6 +39,9 @@ export class QueueBatcher {
       [BATCHER_BRAND]: true as const,
       call,
       stream: (input: unknown, options: CallOptions = {}) => this.stream(input, options),
+      // The shared queue admits item by item (its bound is global), so a group may be admitted in part.
+      callAll: (inputs: readonly unknown[], options: CallOptions = {}) => Promise.all(inputs.map((input) => call(input, options))),
+      streamAll: (inputs: readonly unknown[], options: CallOptions = {}) => inputs.map((input) => this.stream(input, options)),
       stats: () => this.stats(),
       on: <E extends keyof BatcherEvents>(event: E, listener: (payload: BatcherEvents[E]) => void) => this.on(event, listener),
       close: (options?: CloseOptions) => this.close(options),

@@ -86,7 +86,8 @@ async function completeAll(model: CompletionsModel, request: CompletionRequest, 
   // One abort listener per prompt (up to `maxPrompts`) is expected, not a leak: no MaxListenersExceededWarning.
   setMaxListeners(request.inputs.length + MAX_LISTENERS_SLACK, signal);
   try {
-    const outputs: TextGenerationOutput[] = await Promise.all(request.inputs.map((input) => model.generate.call(input, { ...call, signal })));
+    // Admitted all together or refused together: a request is never half started when it is refused.
+    const outputs: TextGenerationOutput[] = await model.generate.callAll(request.inputs, { ...call, signal });
     return toCompletion(completionMeta(model.id), outputs);
   } finally {
     done.abort();
@@ -97,7 +98,7 @@ async function* streamAll(model: CompletionsModel, request: CompletionRequest, c
   const meta = completionMeta(model.id);
   const usages: TokenUsage[] = [];
   if (call.signal !== undefined) setMaxListeners(request.inputs.length + MAX_LISTENERS_SLACK, call.signal);
-  for await (const [index, chunk] of mergeStreams(request.inputs.map((input) => model.streamer.stream(input, call)))) {
+  for await (const [index, chunk] of mergeStreams(model.streamer.streamAll(request.inputs, call))) {
     if (chunk.usage !== null) usages.push(chunk.usage);
     yield toCompletionChunk(meta, index, chunk);
   }
