@@ -244,12 +244,8 @@ export class BatchEngine {
     const timeoutMs = this.#timeoutMs(options);
     const admission = this.#admission;
     const admitted = options === NO_OPTIONS && admission.plain ? admission.admitPlain(now) : admission.admit(item, options, timeoutMs, now);
-    if (!admitted) {
-      this.#settlement.settle(item, undefined, admission.error, admission.reason, admission.cause);
-      return;
-    }
-    if (item.watch !== undefined) this.#watch(item, item.watch, timeoutMs);
-    this.#dispatcher.arrived(this.#queues.insert(item, now), now);
+    if (admitted) this.#enter(item, timeoutMs, now);
+    else this.#settlement.settle(item, undefined, admission.error, admission.reason, admission.cause);
   }
 
   #item(
@@ -278,14 +274,19 @@ export class BatchEngine {
     if (first === undefined) return;
     const timeoutMs = this.#timeoutMs(options);
     const admission = this.#admission;
-    if (!admission.admitGroup(first, items.slice(1), options, timeoutMs, now)) {
-      for (const item of items) this.#settlement.settle(item, undefined, admission.error, admission.reason, admission.cause);
+    if (admission.admitGroup(first, items.slice(1), options, timeoutMs, now)) {
+      for (const item of items) this.#enter(item, timeoutMs, now);
       return;
     }
-    for (const item of items) {
-      if (item.watch !== undefined) this.#watch(item, item.watch, timeoutMs);
-      this.#dispatcher.arrived(this.#queues.insert(item, now), now);
-    }
+    // Read once: a `reject` listener may call the batcher while the items settle, and refill these fields.
+    const { error, reason, cause } = admission;
+    for (const item of items) this.#settlement.settle(item, undefined, error, reason, cause);
+  }
+
+  /** Queues an admitted item, watching its signal and deadline. */
+  #enter(item: Item, timeoutMs: number, now: number): void {
+    if (item.watch !== undefined) this.#watch(item, item.watch, timeoutMs);
+    this.#dispatcher.arrived(this.#queues.insert(item, now), now);
   }
 
   /**

@@ -35,6 +35,16 @@ async function warm(batcher: (x: number) => Promise<number>, duration: Duration,
   }
 }
 
+/** Runs `rounds` batches of 4 items of cost 1, one after the other, each given `stepMs` of the clock to finish. */
+async function fullBatches(batcher: (x: number) => Promise<number>, rounds: number, stepMs: number): Promise<void> {
+  for (let round = 0; round < rounds; round += 1) {
+    const calls = [batcher(1), batcher(1), batcher(1), batcher(1)];
+    await flush();
+    await clock.advance(stepMs);
+    await Promise.all(calls);
+  }
+}
+
 /** Records when each call settled and how. */
 function track(promise: Promise<unknown>) {
   const record: { at?: number; code?: string; error?: unknown } = {};
@@ -224,12 +234,7 @@ describe('latency-aware admission', () => {
     let batch = 0;
     const { handler } = timed((cost) => d10(cost) * (batch++ % 2 === 0 ? 0.9 : 1.1));
     const batcher = createBatcher(handler, base({ maxBatchSize: 4, maxLatencyMs: 55 }));
-    for (let round = 0; round < 21; round += 1) {
-      const calls = [batcher(1), batcher(1), batcher(1), batcher(1)];
-      await flush();
-      await clock.advance(25);
-      await Promise.all(calls);
-    }
+    await fullBatches(batcher, 21, 25);
     // The estimate says ~17.9 ms a batch: 4 running and 2 batches waiting would be done at 53.6 ms, within 55 on
     // the estimate alone, but not 20% slower; 4 running and 1 batch waiting (35.7 ms, 42.8 ms slower) are admitted.
     const start = clock.now();
@@ -246,12 +251,7 @@ describe('latency-aware admission', () => {
     let batch = 0;
     const { handler } = timed(() => (batch++ === 21 ? 19.8 : 18));
     const batcher = createBatcher(handler, base({ maxBatchSize: 4, maxLatencyMs: 55 }));
-    for (let round = 0; round < 21; round += 1) {
-      const calls = [batcher(1), batcher(1), batcher(1), batcher(1)];
-      await flush();
-      await clock.advance(20);
-      await Promise.all(calls);
-    }
+    await fullBatches(batcher, 21, 20);
     // An exact estimate: 4 running and 2 batches waiting are done at 54 ms, within 55: 12 admitted.
     const start = clock.now();
     const calls = Array.from({ length: 16 }, () => track(batcher(1)));
