@@ -89,7 +89,10 @@ export class Admission {
     }
     if (this.closed) return this.#refuse(this.closedError(), ErrorCode.CLOSED);
     if (options.signal?.aborted === true) return this.#refuse(options.signal.reason, 'CANCELLED');
-    if (this.#queues.length + count > this.#options.maxQueueSize) return this.#refuse(this.#queueFull(now), ErrorCode.QUEUE_FULL);
+    if (this.#queues.length + count > this.#options.maxQueueSize) {
+      if (count > this.#options.maxQueueSize) return this.#refuse(this.#groupTooLarge(count), ErrorCode.ITEM_TOO_LARGE);
+      return this.#refuse(this.#queueFull(now), ErrorCode.QUEUE_FULL);
+    }
     const limitMs = options.maxLatencyMs === undefined ? this.#options.maxLatencyMs : Math.min(options.maxLatencyMs, this.#options.maxLatencyMs);
     let deadlineAt: number | undefined;
     if (limitMs < timeoutMs) deadlineAt = now + limitMs;
@@ -229,6 +232,14 @@ export class Admission {
   #backlogRetryAfter(now = this.#options.clock.now()): number {
     if (!this.#model.ready) return this.#options.retryAfterSeconds;
     return this.#retryAfter(this.completionMs(this.#queues.cost, this.#queues.length, now), 0);
+  }
+
+  /** A group that no queue of this size could ever hold: retrying cannot help, so it is not `QUEUE_FULL`. */
+  #groupTooLarge(count: number): BatchError {
+    const { name, maxQueueSize } = this.#options;
+    return new BatchError(ErrorCode.ITEM_TOO_LARGE, `Batcher "${name}" cannot queue ${count} calls at once (maxQueueSize = ${maxQueueSize})`, {
+      details: { calls: count, maxQueueSize },
+    });
   }
 
   #queueFull(now: number): BatchError {

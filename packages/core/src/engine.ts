@@ -22,10 +22,6 @@ const RESOLVED = Promise.resolve();
  */
 let plainEngine: BatchEngine | undefined;
 let plainInput: unknown;
-function checkInputs(inputs: unknown): void {
-  if (!Array.isArray(inputs)) throw new TypeError(`Expected \`inputs\` to be an array, got ${describeValue(inputs)}`);
-}
-
 function submitPlain(resolve: (value: unknown) => void, reject: (error: unknown) => void): void {
   const engine = plainEngine as BatchEngine;
   const input = plainInput;
@@ -33,6 +29,11 @@ function submitPlain(resolve: (value: unknown) => void, reject: (error: unknown)
   plainInput = undefined;
   engine.submitPlain(input, resolve, reject);
 }
+
+function checkInputs(inputs: unknown): void {
+  if (!Array.isArray(inputs)) throw new TypeError(`Expected \`inputs\` to be an array, got ${describeValue(inputs)}`);
+}
+
 /** One options object for every item's abort listener, rather than a literal per call. */
 const ONCE = Object.freeze({ once: true });
 
@@ -218,7 +219,7 @@ export class BatchEngine {
   /**
    * The hot path: a call without options on a batcher where such calls need no admission but the queue bound (see
    * `Admission.plain`). Kept apart from `#submit`, and small, so that V8 inlines it into `call`; anything else,
-   * refusals included, takes the general path.
+   * refusals included, takes the general path. Public only for the module's shared executor.
    */
   submitPlain(input: unknown, resolve: (value: unknown) => void, reject: (error: unknown) => void): void {
     const queues = this.#queues;

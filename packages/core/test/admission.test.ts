@@ -143,7 +143,7 @@ describe('latency-aware admission', () => {
     expect(batcher.stats().rejected.OVERLOADED).toBe(3);
   });
 
-  it('refuses a group that does not fit in maxQueueSize whole, and fails each stream of a refused streamAll', async () => {
+  it('refuses a group that does not fit in the queue whole (never one larger than maxQueueSize), and fails each stream of a refused streamAll', async () => {
     const gate = createBatcher(async (xs: number[]) => xs, { clock, maxBatchSize: 2, maxQueueSize: 4 });
     const running = gate.callAll([1, 2]); // dispatched at once: the queue is empty again
     const queued = gate.callAll([3, 4, 5]);
@@ -153,6 +153,10 @@ describe('latency-aware admission', () => {
     expect(await running).toEqual([1, 2]);
     expect(await queued).toEqual([3, 4, 5]);
     expect(gate.stats().rejected.QUEUE_FULL).toBe(2);
+    await expect(gate.callAll([1, 2, 3, 4, 5])).rejects.toMatchObject({
+      code: 'ITEM_TOO_LARGE',
+      message: 'Batcher "default" cannot queue 5 calls at once (maxQueueSize = 4)',
+    });
 
     const streaming = createStreamingBatcher(
       async function* (xs: number[]) {
@@ -163,7 +167,7 @@ describe('latency-aware admission', () => {
     );
     const streams = streaming.streamAll([1, 2]);
     expect(streams).toHaveLength(2);
-    for (const stream of streams) await expect(stream.next()).rejects.toMatchObject({ code: 'QUEUE_FULL' });
+    for (const stream of streams) await expect(stream.next()).rejects.toMatchObject({ code: 'ITEM_TOO_LARGE' });
     expect(await streaming.callAll([7])).toEqual([[7]]);
     expect(() => streaming.callAll(7 as unknown as number[])).toThrow('Expected `inputs` to be an array, got `7` (number)');
   });
