@@ -12,7 +12,8 @@ import type { TextGenerationChunk, TextGenerationInput, TextGenerationOutput, Wo
 import { renderGenerationChart } from './generation/chart.js';
 import type { ChartPoint } from './generation/chart.js';
 import { decodeLimiter } from './generation/decode-limit.js';
-import { writeSection } from './generation/report.js';
+import { measureMemoryInChild } from './generation/memory.js';
+import { writeGenerationSection } from './generation/report.js';
 import { machineInfo, waitForQuiet } from './lib/machine.js';
 import { MAX_TOKENS_CLASSES, mixedWorkload } from './generation/workload.js';
 
@@ -36,6 +37,13 @@ interface Sample {
 
 interface RunResult {
   readonly tokensPerSecond: number;
+  /**
+   * Continuous only: tokens the worker generated per second while every client was busy (from the start until the
+   * workload ran out), without the drain at the end when fewer and fewer clients are left.
+   */
+  readonly steadyTokensPerSecond: number | undefined;
+  /** Continuous only: decoded rows per decode step over the same window. */
+  readonly steadyRowsPerStep: number | undefined;
   /** CPU time of the worker thread per completion token (every token generated in the run, drained ones too). */
   readonly workerCpuMsPerToken: number;
   readonly wallMs: number;
@@ -61,8 +69,9 @@ function batchers(pool: Pool, scheduling: Scheduling) {
 
 /**
  * Runs `c` clients over the workload until every request of it has been answered; throughput is all completion
- * tokens over the whole run (as vLLM's benchmark_serving counts). The workload has 8 requests per client, so the
- * drain at the end, with fewer and fewer clients, is a small part of the run.
+ * tokens over the whole run (as vLLM's benchmark_serving counts). The workload has 8 requests per client; the drain
+ * at the end, with fewer and fewer clients, is not small (the longest generations are 128 tokens), so continuous
+ * runs also report the rate while every client was busy.
  */
 async function closedLoop(pool: Pool, scheduling: Scheduling, concurrency: number, workload: readonly TextGenerationInput[]): Promise<RunResult> {
   const { generate, streamer } = batchers(pool, scheduling);
@@ -70,7 +79,14 @@ async function closedLoop(pool: Pool, scheduling: Scheduling, concurrency: numbe
   let allTokens = 0;
   const samples: Sample[] = [];
   let next = 0;
+  let steady: Promise<{ tokensPerSecond: number; rowsPerStep: number }> | undefined;
   const started = performance.now();
+  // The worker's counters when the first client finds no more work: from then on the run drains.
+  const steadyRate = async () => {
+    const stats = (await pool.runnerStats())[0] ?? {};
+    const delta = (key: string) => (stats[key] ?? 0) - (before?.[key] ?? 0);
+    return { tokensPerSecond: (delta('generatedTokens') * 1000) / (performance.now() - started), rowsPerStep: delta('decodedRows') / delta('decodeSteps') };
+  };
   const client = async (index: number) => {
     const streamed = index % 2 === 0;
     while (next < workload.length) {
@@ -97,6 +113,7 @@ async function closedLoop(pool: Pool, scheduling: Scheduling, concurrency: numbe
         promptTokens: usage?.prompt_tokens ?? 0,
       });
     }
+    if (scheduling === 'continuous') steady ??= steadyRate();
   };
   await Promise.all(Array.from({ length: concurrency }, (_, index) => client(index)));
   const wallMs = performance.now() - started;
@@ -106,6 +123,8 @@ async function closedLoop(pool: Pool, scheduling: Scheduling, concurrency: numbe
   const tokens = samples.reduce((sum, sample) => sum + sample.tokens, 0);
   return {
     tokensPerSecond: (tokens * 1000) / wallMs,
+    steadyTokensPerSecond: (await steady)?.tokensPerSecond,
+    steadyRowsPerStep: (await steady)?.rowsPerStep,
     workerCpuMsPerToken: (delta.threadCpuMs ?? 0) / allTokens,
     wallMs,
     samples,
@@ -125,6 +144,7 @@ function summarize(runs: readonly RunResult[]) {
   const completion = samples.reduce((sum, sample) => sum + sample.tokens, 0);
   const summary: Record<string, unknown> = {
     tokens_per_s: round(median(runs.map((run) => run.tokensPerSecond)), 0),
+    ...(runs[0]?.steadyTokensPerSecond === undefined ? {} : { steady_tokens_per_s: round(median(runs.map((run) => run.steadyTokensPerSecond ?? 0)), 0) }),
     worker_cpu_ms_per_token: round(median(runs.map((run) => run.workerCpuMsPerToken)), 4),
     prompt_tokens_per_completion_token: round(samples.reduce((sum, sample) => sum + sample.promptTokens, 0) / completion, 2),
     latency_by_max_tokens: latency,
@@ -140,6 +160,8 @@ function summarize(runs: readonly RunResult[]) {
     summary.steps = {
       decode_steps: decodeSteps,
       mean_rows_per_step: round(total('decodedRows') / decodeSteps),
+      // Until the workload ran out (the drain's steps, with fewer and fewer rows, left out).
+      mean_rows_per_step_all_clients_busy: round(median(runs.map((run) => run.steadyRowsPerStep ?? 0))),
       prefill_calls: total('prefillCalls'),
       joined_running: total('joinedRunning'),
       // Per loop iteration (one prefill call at most, then one decode step):
@@ -151,6 +173,8 @@ function summarize(runs: readonly RunResult[]) {
       mean_attended_real: round(total('attendedReal') / total('decodedRows'), 1),
       padding_overhead: round(total('attendedPadded') / total('attendedReal'), 2),
       kv_compose_ms: round(total('composeMs') / iterations, 3),
+      rows_copied_per_iteration: round(total('rowsCopied') / iterations, 2),
+      regroups: total('regroups'),
       sample_detokenize_ms: round(total('sampleMs') / iterations, 3),
       answer_stream_ms: round(total('answerMs') / iterations, 3),
       other_js_ms: round((loop - run - total('composeMs') - total('sampleMs') - total('answerMs')) / iterations, 3),
@@ -229,6 +253,8 @@ async function main(): Promise<void> {
       p50_8_tokens_continuous_over_request: round(p50(continuous, 8) / p50(request, 8), 2),
       ttft_p50_continuous_over_request: round(ttft(continuous) / ttft(request), 2),
       tokens_per_s_continuous_over_decode_limit: round(tps(continuous) / limit.tokens_per_s, 2),
+      // While every client was busy (no drain), the same ratio.
+      steady_tokens_per_s_continuous_over_decode_limit: round((continuous.steady_tokens_per_s as number) / limit.tokens_per_s, 2),
       tokens_per_s_continuous_over_limit_with_prefill: round(tps(continuous) / limit.with_prefill_tokens_per_s, 2),
       // Load-independent: tokens per second of worker CPU (busy-machine waits excluded), continuous over the limit.
       cpu_efficiency_continuous_over_decode_limit: round(limit.cpu_ms_per_token / cpuPerToken(continuous), 2),
@@ -250,6 +276,7 @@ async function main(): Promise<void> {
       'limit tok/s': limit.tokens_per_s,
       'cont/req': ratios.tokens_per_s_continuous_over_request,
       'cont/limit': ratios.tokens_per_s_continuous_over_decode_limit,
+      'steady cont/limit': ratios.steady_tokens_per_s_continuous_over_decode_limit,
       'limit+prefill tok/s': limit.with_prefill_tokens_per_s,
       'cont/(limit+prefill)': ratios.tokens_per_s_continuous_over_limit_with_prefill,
       'CPU eff. c/limit': ratios.cpu_efficiency_continuous_over_decode_limit,
@@ -260,6 +287,12 @@ async function main(): Promise<void> {
   }
   process.stdout.write('\n');
   await Promise.all(Object.values(pools).map((pool) => pool.close()));
+  // Memory after long prompts, in child processes of their own (one continuous pool each, nothing else running).
+  process.stdout.write('memory after long prompts...\n');
+  const memory = {
+    glibc_defaults: await measureMemoryInChild(MODEL),
+    mmap_threshold_64k: await measureMemoryInChild(MODEL, { MALLOC_MMAP_THRESHOLD_: '65536' }),
+  };
   const output = {
     run: { started: started.toISOString(), minutes: Math.round((Date.now() - started.getTime()) / 6000) / 10 },
     machine: { ...machine, pool: '1 worker, 1 intra-op thread per scheduling' },
@@ -267,10 +300,11 @@ async function main(): Promise<void> {
     rounds: ROUNDS,
     workload: 'greedy; prompts of 3-48 words (~5-65 tokens); max_tokens uniform over 8/16/32/64/128; half the clients stream',
     results,
+    memory,
   };
   await writeFile(new URL('./results/generation.json', import.meta.url), `${JSON.stringify(output, null, 2)}\n`);
   await writeFile(new URL('./results/generation.svg', import.meta.url), renderGenerationChart(chart));
-  await writeSection(new URL('../BENCHMARKS.md', import.meta.url), output as unknown as Parameters<typeof writeSection>[1]);
+  await writeGenerationSection(new URL('../BENCHMARKS.md', import.meta.url), output as unknown as Parameters<typeof writeGenerationSection>[1]);
   console.table(table);
   for (const [key, value] of Object.entries(results)) {
     const { continuous, request } = value as { continuous: Record<string, unknown>; request: Record<string, unknown> };
@@ -285,12 +319,13 @@ async function main(): Promise<void> {
     console.log('  TTFT p50/p99 ms:', continuous.ttft, request.ttft);
     console.log('  continuous step split:', continuous.steps);
   }
+  console.log('memory after long prompts (MiB):', memory);
 }
 
 if (process.argv.includes('--report')) {
   // Rewrites the BENCHMARKS.md section from the last results, without running anything.
   const results = JSON.parse(await readFile(new URL('./results/generation.json', import.meta.url), 'utf8'));
-  await writeSection(new URL('../BENCHMARKS.md', import.meta.url), results);
+  await writeGenerationSection(new URL('../BENCHMARKS.md', import.meta.url), results);
 } else {
   await main();
 }

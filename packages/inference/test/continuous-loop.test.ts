@@ -1,6 +1,6 @@
 // The pure parts of the continuous scheduler: KV rows merged by left padding, length groups, per-row sampling.
 import { describe, expect, it } from 'vitest';
-import { composeRows, decodeFeeds, prefillFeeds } from '../src/runners/continuous/padded-batch.js';
+import { composeInto, decodeFeeds, prefillFeeds } from '../src/runners/continuous/padded-batch.js';
 import type { KvRow, KvSource, ModelGeometry } from '../src/runners/continuous/padded-batch.js';
 import { splitByLength } from '../src/runners/continuous/length-groups.js';
 import { argmax, sampleToken, seededRandom } from '../src/runners/continuous/sampler.js';
@@ -28,15 +28,16 @@ function source(lengths: readonly number[], past: number): KvSource {
   return { data: [data], past };
 }
 
-describe('composeRows', () => {
-  it('merges rows from two sources, left-padded to the longest, and trims padding they all share', () => {
+describe('composeInto', () => {
+  it('merges rows from two sources into recycled arrays, left-padded to a shared past', () => {
     const running = source([2, 4], 5); // one column of padding every row shares
     const fresh = source([3], 3);
     const rows: KvRow[] = [
       { source: running, row: 1, length: 4 },
       { source: fresh, row: 0, length: 3 },
     ];
-    const composed = composeRows(rows, GEOMETRY);
+    // Into recycled arrays: stale values where padding goes must come out as zeros.
+    const composed = composeInto(rows, [new Float32Array(16).fill(7)], 4, GEOMETRY);
     expect(composed.past).toBe(4);
     expect(Array.from(composed.data[0] as Float32Array)).toEqual([
       200, 201, 202, 203, 210, 211, 212, 213, // row 1 of `running`, its 4 positions
@@ -46,8 +47,6 @@ describe('composeRows', () => {
       [composed, 0],
       [composed, 1],
     ]);
-    // Nothing moved: the same source comes back without a copy.
-    expect(composeRows(rows, GEOMETRY)).toBe(composed);
   });
 
   it('builds decode inputs whose mask covers each row’s real past plus itself and positions from its length', () => {
@@ -78,7 +77,7 @@ describe('composeRows', () => {
 });
 
 describe('splitByLength', () => {
-  const model = { callMs: 1, rowMs: 0.1, rowPastMs: 0.01 };
+  const model = { callMs: 1, rowMs: 0.1, rowPastMs: 0.01, copyMs: 0.001 };
 
   it('keeps similar lengths in one group and splits off a long row when that is cheaper', () => {
     expect(splitByLength([10, 11, 12, 13], model, 4)).toEqual([4]);

@@ -149,12 +149,13 @@ class ContinuousGenerationRunner implements Runner {
   }
 
   stats(): Record<string, number> {
-    const { callMs, rowMs, rowPastMs } = this.#costModel;
+    const { callMs, rowMs, rowPastMs, copyMs } = this.#costModel;
     return {
       ...this.#loop.stats,
       costCallMs: callMs,
       costRowMs: rowMs,
       costRowPastMs: rowPastMs,
+      costCopyMs: copyMs,
       pieceTable: this.#pieceOf === undefined ? 0 : 1,
       threadCpuMs: threadCpuMs(),
     };

@@ -1,12 +1,45 @@
 // Length groups: one long row in a padded batch makes every row attend over its length, so the running rows are
 // split, by length, into the groups that minimize the modelled cost of a decode step. A step then makes one
-// session.run per group; rows keep their place until rows join or leave, when groups are recomputed.
+// session.run per group. Recomputing the groups copies every row's KV, so the loop does it only when the modelled
+// saving over the next steps pays for the copy (`worthRegrouping`).
 
-/** The modelled time of one decode call: `callMs + rows * (rowMs + past * rowPastMs)`. */
+/** The modelled time of one decode call, `callMs + rows * (rowMs + past * rowPastMs)`, and of copying KV. */
 export interface StepCostModel {
   readonly callMs: number;
   readonly rowMs: number;
   readonly rowPastMs: number;
+  /** Copying one position of one row's KV (every layer's key and value). */
+  readonly copyMs: number;
+}
+
+/**
+ * How many decode steps a saving is counted over when deciding to copy KV for it: rows come and go, so a grouping
+ * rarely lasts much longer than this, and a copy that pays for itself only after many more steps is not worth it.
+ */
+export const REGROUP_HORIZON_STEPS = 8;
+
+/** The modelled time of one decode call of `rows` rows at past `past`. */
+export function callCost(rows: number, past: number, model: StepCostModel): number {
+  return rows === 0 ? 0 : model.callMs + rows * (model.rowMs + past * model.rowPastMs);
+}
+
+/**
+ * Whether moving from a step of modelled cost `current` to one of cost `better` pays, over
+ * `REGROUP_HORIZON_STEPS` steps, for copying `positions` row-positions of KV.
+ */
+export function worthRegrouping(current: number, better: number, positions: number, model: StepCostModel): boolean {
+  return (current - better) * REGROUP_HORIZON_STEPS > positions * model.copyMs;
+}
+
+/** The modelled cost of the steps of the groups `splitByLength` returned (`ends`) over `lengths`. */
+export function splitCost(lengths: readonly number[], ends: readonly number[], model: StepCostModel): number {
+  let cost = 0;
+  let start = 0;
+  for (const end of ends) {
+    cost += callCost(end - start, lengths[end - 1] as number, model);
+    start = end;
+  }
+  return cost;
 }
 
 /**

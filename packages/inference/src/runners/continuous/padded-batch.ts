@@ -1,7 +1,8 @@
 // The KV cache of the running batch, merged by left padding (TGI's padded recipe): every row's past is aligned
 // to the right of a shared length `past`; a row with fewer tokens has zeros on its left, masked out by
-// `attention_mask`, and its position ids count only its real tokens. Rows join and leave by one copy into a new
-// buffer whose length is the longest surviving row, so padding that every row shares is trimmed as rows leave.
+// `attention_mask`, and its position ids count only its real tokens. A source's arrays may be longer than its rows
+// need (the reused buffers of `kv-group.ts`): a row's data is found from its index and the source's `past`, and
+// inputs are views of the arrays' leading part.
 import { Tensor } from 'onnxruntime-node';
 
 /** What the loop needs to know about the model's inputs and outputs. */
@@ -18,7 +19,7 @@ export interface ModelGeometry {
   readonly positionIds: boolean;
 }
 
-/** KV data for some rows: one `[rows, kvHeads, past, headDim]` array per past input. */
+/** KV data for some rows: per past input, one `[rows, kvHeads, past, headDim]` array (or longer: its start is used). */
 export interface KvSource {
   readonly data: readonly Float32Array[];
   readonly past: number;
@@ -32,36 +33,32 @@ export interface KvRow {
 }
 
 /**
- * Copies `rows` (from whatever sources they are in) into one left-padded source whose past is the longest row,
- * and points each row at its new place. Returns the current source as is when nothing moved.
+ * Copies one row's real past (its `length` right-aligned entries in its source) into row `to` of `into`, whose
+ * rows are `past` long, and zeroes the padding on its left. `into` must not be the row's own source arrays.
  */
-export function composeRows(rows: readonly KvRow[], geometry: ModelGeometry): KvSource {
-  const past = rows.reduce((longest, row) => Math.max(longest, row.length), 0);
-  const first = rows[0]?.source;
-  if (
-    first !== undefined &&
-    first.past === past &&
-    first.data[0]?.length === rows.length * geometry.kvHeads * past * geometry.headDim &&
-    rows.every((row, index) => row.source === first && row.row === index)
-  ) {
-    return first;
-  }
+export function copyRow(row: KvRow, into: readonly Float32Array[], to: number, past: number, geometry: ModelGeometry): void {
   const { kvHeads, headDim } = geometry;
-  const data = geometry.pastNames.map(() => new Float32Array(rows.length * kvHeads * past * headDim));
-  rows.forEach((row, to) => {
-    const source = row.source;
-    if (source === undefined || row.length === 0) return;
-    const skip = source.past - row.length;
-    const pad = past - row.length;
-    source.data.forEach((from, tensor) => {
-      const into = data[tensor] as Float32Array;
-      for (let head = 0; head < kvHeads; head += 1) {
-        const start = ((row.row * kvHeads + head) * source.past + skip) * headDim;
-        into.set(from.subarray(start, start + row.length * headDim), ((to * kvHeads + head) * past + pad) * headDim);
-      }
-    });
+  const source = row.source;
+  const pad = past - row.length;
+  into.forEach((target, tensor) => {
+    const from = source?.data[tensor];
+    for (let head = 0; head < kvHeads; head += 1) {
+      const base = (to * kvHeads + head) * past * headDim;
+      target.fill(0, base, base + pad * headDim);
+      if (from === undefined || source === undefined || row.length === 0) continue;
+      const start = ((row.row * kvHeads + head) * source.past + source.past - row.length) * headDim;
+      target.set(from.subarray(start, start + row.length * headDim), base + pad * headDim);
+    }
   });
-  const composed = { data, past };
+}
+
+/**
+ * Copies `rows` (from whatever sources they are in) into `into` (arrays long enough, none of them a row's source),
+ * left-padded to `past`, and points each row at its new place. Returns the new source.
+ */
+export function composeInto(rows: readonly KvRow[], into: readonly Float32Array[], past: number, geometry: ModelGeometry): KvSource {
+  rows.forEach((row, to) => copyRow(row, into, to, past, geometry));
+  const composed = { data: into, past };
   rows.forEach((row, to) => {
     row.source = composed;
     row.row = to;
@@ -69,11 +66,13 @@ export function composeRows(rows: readonly KvRow[], geometry: ModelGeometry): Kv
   return composed;
 }
 
-/** The past inputs of a source, as tensors over its own data (no copy). */
+/** The past inputs of a source's first `rows` rows, as tensors over its own data (no copy). */
 export function pastFeeds(source: KvSource, rows: number, geometry: ModelGeometry): Record<string, Tensor> {
   const feeds: Record<string, Tensor> = {};
+  const size = rows * geometry.kvHeads * source.past * geometry.headDim;
   geometry.pastNames.forEach((name, tensor) => {
-    feeds[name] = new Tensor('float32', source.data[tensor] as Float32Array, [rows, geometry.kvHeads, source.past, geometry.headDim]);
+    const data = (source.data[tensor] as Float32Array).subarray(0, size);
+    feeds[name] = new Tensor('float32', data, [rows, geometry.kvHeads, source.past, geometry.headDim]);
   });
   return feeds;
 }
