@@ -8,6 +8,7 @@
 import type { InferenceSession, Tensor } from 'onnxruntime-node';
 import type { GenerationRow } from '../generation-row.js';
 import { prefillFeeds, presentSource } from './padded-batch.js';
+import { releaseBuffers } from './released-buffers.js';
 import type { KvRow, KvSource, ModelGeometry } from './padded-batch.js';
 import type { StepCostModel } from './length-groups.js';
 import { RunningGroups } from './running-groups.js';
@@ -244,6 +245,8 @@ export class DecodeLoop {
       const last = (index * longest + longest - 1) * vocabSize;
       this.#take(sequence, logits.subarray(last, last + vocabSize));
     });
+    // Logits for every prompt position, a megabyte or more: freed now rather than by the next full collection.
+    releaseBuffers([logits]);
     return group.filter((sequence) => !sequence.done);
   }
 
@@ -252,15 +255,21 @@ export class DecodeLoop {
     const chunk = sequence.prompt.slice(sequence.prefilled, sequence.prefilled + this.#options.maxPrefillTokens);
     const past = sequence.source === undefined ? undefined : { source: sequence.source, length: sequence.length };
     const outputs = await this.#runPrefill([chunk], past, chunk.length);
+    // The previous chunk's KV (this sequence's own, read by this run only) and, until the last chunk, the logits.
+    if (past !== undefined) releaseBuffers(past.source.data);
+    const logits = outputs.logits?.data as Float32Array;
     sequence.length += chunk.length;
     sequence.prefilled += chunk.length;
     sequence.source = presentSource(outputs, sequence.length, this.#geometry);
     sequence.row = 0;
-    if (sequence.prefilled < sequence.prompt.length) return [];
+    if (sequence.prefilled < sequence.prompt.length) {
+      releaseBuffers([logits]);
+      return [];
+    }
     this.#chunking = undefined;
     const { vocabSize } = this.#geometry;
-    const logits = outputs.logits?.data as Float32Array;
     this.#take(sequence, logits.subarray((chunk.length - 1) * vocabSize, chunk.length * vocabSize));
+    releaseBuffers([logits]);
     return sequence.done ? [] : [sequence];
   }
 
@@ -303,6 +312,7 @@ export class DecodeLoop {
         // A row cancelled while the step ran still gets its token; it is dropped before the next step.
         this.#take(sequence, logits.subarray(row * vocabSize, (row + 1) * vocabSize));
       });
+      releaseBuffers([logits]);
     }
     this.stats.decodeSteps += 1;
     this.stats.decodedRows += rows;

@@ -9,6 +9,7 @@
 // (`KvArrayPool`): fresh megabyte arrays cost more in page faults and zeroing than the copy itself.
 import type { Tensor } from 'onnxruntime-node';
 import { composeInto, copyRow, decodeFeeds, presentSource } from './padded-batch.js';
+import { releaseBuffers } from './released-buffers.js';
 import type { KvRow, KvSource, ModelGeometry } from './padded-batch.js';
 
 /** A row of a decode step: its KV place and the token it feeds next. */
@@ -41,13 +42,13 @@ export class KvArrayPool {
     return Array.from({ length: this.#count }, () => new Float32Array(size));
   }
 
-  /** Keeps a retired set for reuse (the largest ones, when more than the limit are kept). */
+  /** Keeps a retired set for reuse (the largest ones, when more than the limit are kept); frees the others. */
   give(arrays: readonly Float32Array[]): void {
     if ((arrays[0]?.length ?? 0) === 0) return;
     this.#free.push([...arrays]);
     if (this.#free.length > this.#limit) {
       this.#free.sort((a, b) => (b[0]?.length ?? 0) - (a[0]?.length ?? 0));
-      this.#free.length = this.#limit;
+      for (const dropped of this.#free.splice(this.#limit)) releaseBuffers(dropped);
     }
   }
 }
