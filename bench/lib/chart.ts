@@ -40,40 +40,13 @@ export function renderChart(summary: Summary, workload: WorkloadName, framework:
     symbolSize: 7,
     lineStyle: { width: size === 1 || size === largest ? 3 : 1.5 },
   });
-  const chart = echarts.init(null, null, { renderer: 'svg', ssr: true, width: WIDTH, height: HEIGHT });
-  chart.setOption({
-    animation: false,
-    backgroundColor: '#ffffff',
-    textStyle: { fontFamily: 'Helvetica, Arial, sans-serif' },
-    title: [
-      {
-        text: `${framework}: ${workloadOf(workload).title}`,
-        left: 'center',
-        top: 8,
-        textStyle: { fontSize: 15 },
-      },
-      { text: 'throughput (items/s, higher is better)', left: '25%', textAlign: 'center', top: 62, textStyle: { fontSize: 13, fontWeight: 'normal' } },
-      { text: 'p99 latency (ms, log scale, lower is better)', left: '75%', textAlign: 'center', top: 62, textStyle: { fontSize: 13, fontWeight: 'normal' } },
-    ],
-    // Generous gaps: the SSR renderer estimates text widths, and viewers' fonts differ.
-    legend: { top: 34, itemWidth: 22, itemGap: 28, textStyle: { fontSize: 12 } },
-    grid: [
-      { left: 70, right: WIDTH / 2 + 30, top: 90, bottom: 56 },
-      { left: WIDTH / 2 + 70, right: 30, top: 90, bottom: 56 },
-    ],
-    xAxis: [0, 1].map((gridIndex) => ({
-      gridIndex,
-      type: 'category',
-      data: concurrencies.map(String),
-      name: 'concurrent clients',
-      nameLocation: 'middle',
-      nameGap: 30,
-      boundaryGap: false,
-    })),
-    yAxis: [
-      { gridIndex: 0, type: 'value', min: 0 },
-      { gridIndex: 1, type: 'log', logBase: 10 },
-    ],
+  return twoPanelChart({
+    title: `${framework}: ${workloadOf(workload).title}`,
+    left: 'throughput (items/s, higher is better)',
+    right: 'p99 latency (ms, log scale, lower is better)',
+    x: concurrencies.map(String),
+    height: HEIGHT,
+    legendGap: 28,
     series: [
       {
         name: `offline limit (batches of ${largest})`,
@@ -88,6 +61,61 @@ export function renderChart(summary: Summary, workload: WorkloadName, framework:
       ...sizes.map((size) => line(size, 'items_per_s', 0)),
       ...sizes.map((size) => line(size, 'p99_ms', 1)),
     ],
+  });
+}
+
+/** What {@link twoPanelChart} draws: a linear panel on the left, a log-scale one on the right, against concurrency. */
+export interface TwoPanels {
+  readonly title: string;
+  readonly left: string;
+  readonly right: string;
+  /** The concurrency levels, the shared x axis. */
+  readonly x: readonly string[];
+  readonly height: number;
+  readonly legendGap: number;
+  /** ECharts line series; `xAxisIndex`/`yAxisIndex` 0 is the left panel, 1 the right. */
+  readonly series: readonly object[];
+}
+
+/**
+ * The benchmarks' chart layout (this file's and `pnpm bench:generation`'s), as a standalone SVG string.
+ *
+ * @example
+ * ```ts
+ * const svg = twoPanelChart({ title, left: 'tokens/s', right: 'p50 (ms)', x: ['8', '32'], height: 420, legendGap: 24, series });
+ * ```
+ */
+export function twoPanelChart(panels: TwoPanels): string {
+  const chart = echarts.init(null, null, { renderer: 'svg', ssr: true, width: WIDTH, height: panels.height });
+  chart.setOption({
+    animation: false,
+    backgroundColor: '#ffffff',
+    textStyle: { fontFamily: 'Helvetica, Arial, sans-serif' },
+    title: [
+      { text: panels.title, left: 'center', top: 8, textStyle: { fontSize: 15 } },
+      { text: panels.left, left: '25%', textAlign: 'center', top: 62, textStyle: { fontSize: 13, fontWeight: 'normal' } },
+      { text: panels.right, left: '75%', textAlign: 'center', top: 62, textStyle: { fontSize: 13, fontWeight: 'normal' } },
+    ],
+    // Generous gaps: the SSR renderer estimates text widths, and viewers' fonts differ.
+    legend: { top: 34, itemWidth: 22, itemGap: panels.legendGap, textStyle: { fontSize: 12 } },
+    grid: [
+      { left: 70, right: WIDTH / 2 + 30, top: 90, bottom: 56 },
+      { left: WIDTH / 2 + 70, right: 30, top: 90, bottom: 56 },
+    ],
+    xAxis: [0, 1].map((gridIndex) => ({
+      gridIndex,
+      type: 'category',
+      data: [...panels.x],
+      name: 'concurrent clients',
+      nameLocation: 'middle',
+      nameGap: 30,
+      boundaryGap: false,
+    })),
+    yAxis: [
+      { gridIndex: 0, type: 'value', min: 0 },
+      { gridIndex: 1, type: 'log', logBase: 10 },
+    ],
+    series: [...panels.series],
   });
   const svg = chart.renderToSVGString();
   chart.dispose();

@@ -3,6 +3,7 @@
 // `onnx` here) and is big enough that a batch costs real matmul time, so the benchmark measures the model, not HTTP.
 import { DataType, encodeModel } from '../../packages/inference/test/helpers/onnx-writer.js';
 import type { Initializer, NodeSpec } from '../../packages/inference/test/helpers/onnx-writer.js';
+import { seededRandom } from '@microbatch/core/util';
 
 /** Shape of the generated model; part of its file name, so a change builds a new file. */
 export interface EmbedderShape {
@@ -15,16 +16,10 @@ export interface EmbedderShape {
 
 export const EMBEDDER_SHAPE: EmbedderShape = { vocab: 4096, hidden: 256, ffn: 1024, layers: 4 };
 
-/** A deterministic uniform generator (mulberry32): the same file every time, with no dependency. */
+/** A deterministic uniform generator on [-1, 1): the same file every time. */
 function uniform(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return (((t ^ (t >>> 14)) >>> 0) / 4294967296) * 2 - 1;
-  };
+  const random = seededRandom(seed);
+  return () => random() * 2 - 1;
 }
 
 function weights(name: string, rows: number, cols: number, seed: number): Initializer {

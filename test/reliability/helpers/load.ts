@@ -3,6 +3,7 @@
 // rate whatever the server does) to overload it. Both are bounded in request count and in time.
 import type { Agent } from 'node:http';
 import { type Answer, type Outcome, type SendOptions, send } from './http.js';
+import { seededRandom } from '@microbatch/core/util';
 
 /** One request of a load: path and options for `send` (the agent and timeout are the generator's). */
 export interface LoadRequest {
@@ -214,14 +215,5 @@ export function okRate(report: LoadReport, fromMs: number, toMs: number): number
   return toMs > fromMs ? (inWindow * 1000) / (toMs - fromMs) : 0;
 }
 
-/** A small deterministic PRNG (mulberry32), so a storm's random moments are the same on every run. */
-export function prng(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
-}
+/** A small deterministic PRNG, so a storm's random moments are the same on every run. */
+export const prng = seededRandom;

@@ -15,5 +15,6 @@ export {
 } from './checks.js';
 export { definedEntries, dropUndefined } from './defined.js';
 export { describeValue } from './describe-value.js';
+export { seededRandom } from './seeded-random.js';
 export { isBatcher } from '../batcher-brand.js';
 export { BATCHER_BRAND } from '../types.js';

@@ -1,24 +1,15 @@
 // Per-row sampling: every row of a decode step has its own temperature, top_p and random stream, so sampling
 // parameters never split a batch and a row's draws do not depend on which other rows share its steps.
+import { seededRandom } from '@microbatch/core/util';
 
 /** A random number generator returning floats in [0, 1). */
 export type Random = () => number;
 
 /**
- * mulberry32: a small, fast 32-bit generator, good enough for sampling tokens. Each sequence gets its own stream
- * (seeded from the runner's seed and the sequence's arrival number) so that batch composition never changes the
- * tokens a seeded request draws.
+ * Each sequence gets its own stream of `seededRandom` (seeded from the runner's seed and the sequence's arrival
+ * number) so that batch composition never changes the tokens a seeded request draws.
  */
-export function seededRandom(seed: number): Random {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+export { seededRandom };
 
 /** The sampling parameters of one row. */
 export interface SamplingParams {
