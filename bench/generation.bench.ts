@@ -12,9 +12,12 @@ import type { TextGenerationChunk, TextGenerationInput, TextGenerationOutput, Wo
 import { renderGenerationChart } from './generation/chart.js';
 import type { ChartPoint } from './generation/chart.js';
 import { decodeLimiter } from './generation/decode-limit.js';
+import type { DecodeLimit, SpreadLimit } from './generation/decode-limit.js';
 import { measureMemoryInChild } from './generation/memory.js';
 import { writeGenerationSection } from './generation/report.js';
 import { machineInfo, waitForQuiet } from './lib/machine.js';
+import { median, round, summarize } from './generation/summary.js';
+import type { RunResult, Sample } from './generation/summary.js';
 import { MAX_TOKENS_CLASSES, mixedWorkload } from './generation/workload.js';
 
 const MODEL = fileURLToPath(new URL('../models/tinystories-656k', import.meta.url));
@@ -25,39 +28,6 @@ const MAX_BATCH = 64;
 const SCHEDULINGS = ['continuous', 'request'] as const;
 type Scheduling = (typeof SCHEDULINGS)[number];
 type Pool = WorkerPool<TextGenerationInput, TextGenerationOutput, TextGenerationChunk>;
-
-interface Sample {
-  readonly maxTokens: number;
-  readonly streamed: boolean;
-  readonly latencyMs: number;
-  readonly ttftMs: number | undefined;
-  readonly tokens: number;
-  readonly promptTokens: number;
-}
-
-interface RunResult {
-  readonly tokensPerSecond: number;
-  /**
-   * Continuous only: tokens the worker generated per second while every client was busy (from the start until the
-   * workload ran out), without the drain at the end when fewer and fewer clients are left.
-   */
-  readonly steadyTokensPerSecond: number | undefined;
-  /** Continuous only: decoded rows per decode step over the same window. */
-  readonly steadyRowsPerStep: number | undefined;
-  /** CPU time of the worker thread per completion token (every token generated in the run, drained ones too). */
-  readonly workerCpuMsPerToken: number;
-  readonly wallMs: number;
-  readonly samples: Sample[];
-  readonly steps: Readonly<Record<string, number>> | undefined;
-}
-
-const quantile = (values: readonly number[], q: number): number => {
-  if (values.length === 0) return Number.NaN;
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] as number;
-};
-const median = (values: readonly number[]): number => quantile(values, 0.5);
-const round = (value: number, digits = 1): number => Number(value.toFixed(digits));
 
 function batchers(pool: Pool, scheduling: Scheduling) {
   const options =
@@ -132,58 +102,6 @@ async function closedLoop(pool: Pool, scheduling: Scheduling, concurrency: numbe
   };
 }
 
-function summarize(runs: readonly RunResult[]) {
-  const samples = runs.flatMap((run) => run.samples);
-  const latency = Object.fromEntries(
-    MAX_TOKENS_CLASSES.map((max) => {
-      const values = samples.filter((sample) => sample.maxTokens === max && !sample.streamed).map((sample) => sample.latencyMs);
-      return [max, { p50_ms: round(median(values)), p99_ms: round(quantile(values, 0.99)), n: values.length }];
-    }),
-  );
-  const ttfts = samples.filter((sample) => sample.ttftMs !== undefined).map((sample) => sample.ttftMs as number);
-  const completion = samples.reduce((sum, sample) => sum + sample.tokens, 0);
-  const summary: Record<string, unknown> = {
-    tokens_per_s: round(median(runs.map((run) => run.tokensPerSecond)), 0),
-    ...(runs[0]?.steadyTokensPerSecond === undefined ? {} : { steady_tokens_per_s: round(median(runs.map((run) => run.steadyTokensPerSecond ?? 0)), 0) }),
-    worker_cpu_ms_per_token: round(median(runs.map((run) => run.workerCpuMsPerToken)), 4),
-    prompt_tokens_per_completion_token: round(samples.reduce((sum, sample) => sum + sample.promptTokens, 0) / completion, 2),
-    latency_by_max_tokens: latency,
-    ttft: { p50_ms: round(median(ttfts)), p99_ms: round(quantile(ttfts, 0.99)), n: ttfts.length },
-  };
-  const stepRuns = runs.map((run) => run.steps).filter((steps): steps is Readonly<Record<string, number>> => steps !== undefined);
-  if (stepRuns.length > 0) {
-    const total = (key: string) => stepRuns.reduce((sum, steps) => sum + (steps[key] ?? 0), 0);
-    const iterations = total('iterations');
-    const decodeSteps = total('decodeSteps');
-    const loop = total('loopMs');
-    const run = total('decodeRunMs') + total('prefillRunMs');
-    summary.steps = {
-      decode_steps: decodeSteps,
-      mean_rows_per_step: round(total('decodedRows') / decodeSteps),
-      // Until the workload ran out (the drain's steps, with fewer and fewer rows, left out).
-      mean_rows_per_step_all_clients_busy: round(median(runs.map((run) => run.steadyRowsPerStep ?? 0))),
-      prefill_calls: total('prefillCalls'),
-      joined_running: total('joinedRunning'),
-      // Per loop iteration (one prefill call at most, then one decode step):
-      iteration_ms: round(loop / iterations, 3),
-      session_run_decode_ms: round(total('decodeRunMs') / iterations, 3),
-      session_run_prefill_ms: round(total('prefillRunMs') / iterations, 3),
-      decode_calls_per_step: round(total('decodeCalls') / decodeSteps, 2),
-      mean_waiting: round(total('waitingSum') / iterations, 1),
-      mean_attended_real: round(total('attendedReal') / total('decodedRows'), 1),
-      padding_overhead: round(total('attendedPadded') / total('attendedReal'), 2),
-      kv_compose_ms: round(total('composeMs') / iterations, 3),
-      rows_copied_per_iteration: round(total('rowsCopied') / iterations, 2),
-      regroups: total('regroups'),
-      sample_detokenize_ms: round(total('sampleMs') / iterations, 3),
-      answer_stream_ms: round(total('answerMs') / iterations, 3),
-      other_js_ms: round((loop - run - total('composeMs') - total('sampleMs') - total('answerMs')) / iterations, 3),
-      session_run_share: round(run / loop, 3),
-    };
-  }
-  return summary;
-}
-
 async function main(): Promise<void> {
   const machine = machineInfo();
   const started = new Date();
@@ -202,7 +120,7 @@ async function main(): Promise<void> {
   for (const concurrency of CONCURRENCIES) {
     const workload = mixedWorkload(Math.max(128, concurrency * 8));
     const runs: Record<Scheduling, RunResult[]> = { continuous: [], request: [] };
-    const limits = [];
+    const limits: DecodeLimit[] = [];
     const batch = Math.min(concurrency, MAX_BATCH);
     let meanContext = 0;
     let promptTokens = 0;
@@ -224,7 +142,9 @@ async function main(): Promise<void> {
       meanContext = Math.max(1, Math.round(attended / rows) - 1);
       promptTokens = samples.reduce((sum, sample) => sum + sample.promptTokens, 0);
       const meanPrompt = Math.max(1, Math.round(promptTokens / samples.length));
-      limits.push(await limiter(batch, meanContext, 200, meanPrompt));
+      // Every decode step's KV length of every request (its prompt, then one more per token after the first).
+      const lengths = samples.flatMap((sample) => Array.from({ length: Math.max(0, sample.tokens - 1) }, (_, k) => sample.promptTokens + k));
+      limits.push(await limiter(batch, meanContext, 200, meanPrompt, lengths));
     }
     const stepMs = median(limits.map((l) => l.stepMs));
     const prefillMsPerToken = median(limits.map((l) => l.prefillMsPerToken));
@@ -232,14 +152,26 @@ async function main(): Promise<void> {
     // completion tokens over (decode time + prefill time).
     const decodeMsPerToken = stepMs / batch;
     const promptPerCompletion = promptTokens / tokens;
+    const spread = (pick: (limit: SpreadLimit) => number) => median(limits.map((l) => (l.spread === undefined ? Number.NaN : pick(l.spread))));
+    // The decode limit for rows of the workload's own lengths: the limit slowed by what the spread costs.
+    const spreadTokensPerSecond = median(limits.map((l) => l.tokensPerSecond)) / spread((l) => l.costOverEven);
     const limit = {
       batch,
       past: meanContext,
       step_ms: round(stepMs, 3),
       tokens_per_s: round(median(limits.map((l) => l.tokensPerSecond)), 0),
+      // The same full batches run as 1, 2 or 4 equal calls, whichever was fastest in each round.
+      best_split_tokens_per_s: round(median(limits.map((l) => l.bestSplit.tokensPerSecond)), 0),
+      best_split_calls: median(limits.map((l) => l.bestSplit.calls)),
       prefill_ms_per_token: round(prefillMsPerToken, 4),
       cpu_ms_per_token: round(median(limits.map((l) => l.cpuMsPerToken)), 4),
       with_prefill_tokens_per_s: round(1000 / (decodeMsPerToken + promptPerCompletion * prefillMsPerToken), 0),
+      // The same bound for rows of the workload's own lengths, split into length groups as the loop splits them.
+      spread_tokens_per_s: round(spreadTokensPerSecond, 0),
+      spread_cost_over_even: round(spread((l) => l.costOverEven), 2),
+      spread_calls_per_step: round(spread((l) => l.callsPerStep), 2),
+      spread_padding_overhead: round(spread((l) => l.paddingOverhead), 2),
+      spread_with_prefill_tokens_per_s: round(1000 / (1000 / spreadTokensPerSecond + promptPerCompletion * prefillMsPerToken), 0),
     };
     const continuous = summarize(runs.continuous);
     const request = summarize(runs.request);
@@ -253,9 +185,13 @@ async function main(): Promise<void> {
       p50_8_tokens_continuous_over_request: round(p50(continuous, 8) / p50(request, 8), 2),
       ttft_p50_continuous_over_request: round(ttft(continuous) / ttft(request), 2),
       tokens_per_s_continuous_over_decode_limit: round(tps(continuous) / limit.tokens_per_s, 2),
+      tokens_per_s_continuous_over_best_split_limit: round(tps(continuous) / limit.best_split_tokens_per_s, 2),
       // While every client was busy (no drain), the same ratio.
       steady_tokens_per_s_continuous_over_decode_limit: round((continuous.steady_tokens_per_s as number) / limit.tokens_per_s, 2),
       tokens_per_s_continuous_over_limit_with_prefill: round(tps(continuous) / limit.with_prefill_tokens_per_s, 2),
+      // The bound for rows of this length spread batched in rectangular calls, incl. prefill, over the decode limit.
+      spread_limit_with_prefill_over_decode_limit: round(limit.spread_with_prefill_tokens_per_s / limit.tokens_per_s, 2),
+      tokens_per_s_continuous_over_spread_limit_with_prefill: round(tps(continuous) / limit.spread_with_prefill_tokens_per_s, 2),
       // Load-independent: tokens per second of worker CPU (busy-machine waits excluded), continuous over the limit.
       cpu_efficiency_continuous_over_decode_limit: round(limit.cpu_ms_per_token / cpuPerToken(continuous), 2),
       cpu_efficiency_continuous_over_request: round(cpuPerToken(request) / cpuPerToken(continuous), 2),
@@ -276,9 +212,12 @@ async function main(): Promise<void> {
       'limit tok/s': limit.tokens_per_s,
       'cont/req': ratios.tokens_per_s_continuous_over_request,
       'cont/limit': ratios.tokens_per_s_continuous_over_decode_limit,
+      'cont/limit split': ratios.tokens_per_s_continuous_over_best_split_limit,
       'steady cont/limit': ratios.steady_tokens_per_s_continuous_over_decode_limit,
       'limit+prefill tok/s': limit.with_prefill_tokens_per_s,
       'cont/(limit+prefill)': ratios.tokens_per_s_continuous_over_limit_with_prefill,
+      'spread+prefill/limit': ratios.spread_limit_with_prefill_over_decode_limit,
+      'cont/(spread+prefill)': ratios.tokens_per_s_continuous_over_spread_limit_with_prefill,
       'CPU eff. c/limit': ratios.cpu_efficiency_continuous_over_decode_limit,
       'CPU eff. c/r': ratios.cpu_efficiency_continuous_over_request,
       '8-tok p50 c/r': ratios.p50_8_tokens_continuous_over_request,

@@ -1,13 +1,26 @@
 // The decode limit: the bundled model's ONNX session called directly in a loop with full batches at a given past
 // length, as many tokens per second as decode steps alone can give (no scheduling, sampling or detokenizing).
+//
+// And the same limit for rows of different lengths: a decode step's KV is one rectangular tensor per call, so rows
+// of a real workload either pad to the longest one or split into several calls. `spread` draws full batches of row
+// lengths from the workload's own decode steps and runs them split into length groups exactly as the decode loop
+// splits them (its splitter and inputs; the fastest of its splits into 1 to 8 groups): what a scheduler over this
+// graph that batches rows in rectangular calls could reach at that spread, with no prefill, copies, sampling or JS.
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
+import { seededRandom } from '@microbatch/core/util';
+import { calibrateStepCost } from '../../packages/inference/src/runners/continuous/calibrate.js';
+import { splitByLength } from '../../packages/inference/src/runners/continuous/length-groups.js';
+import { decodeFeeds } from '../../packages/inference/src/runners/continuous/padded-batch.js';
+import { releaseBuffers } from '../../packages/inference/src/runners/continuous/released-buffers.js';
+import type { ModelGeometry } from '../../packages/inference/src/runners/continuous/padded-batch.js';
 import { threadCpuMs } from '../../packages/inference/src/runners/thread-cpu.js';
 
 /** The part of onnxruntime-node's API the limit uses. */
 declare namespace Ort {
   interface Tensor {
     readonly dims: readonly number[];
+    readonly data: Float32Array | BigInt64Array;
   }
   interface InferenceSession {
     readonly inputNames: readonly string[];
@@ -28,16 +41,39 @@ export interface DecodeLimit {
   readonly past: number;
   readonly stepMs: number;
   readonly tokensPerSecond: number;
+  /**
+   * The same full batch run as 1, 2 or 4 equal calls, whichever is fastest: one call of many rows can outgrow the
+   * CPU's caches and cost more than the same rows in smaller calls.
+   */
+  readonly bestSplit: { readonly calls: number; readonly tokensPerSecond: number };
   /** The cost of prefilling one prompt token (batches of 4 prompts of `promptLength` tokens), in ms. */
   readonly prefillMsPerToken: number;
   /** CPU time of the decode steps per generated token, in ms (Linux; 0 elsewhere). */
   readonly cpuMsPerToken: number;
+  /** Full batches drawn from the workload's row lengths, split into length groups as the decode loop splits them. */
+  readonly spread: SpreadLimit | undefined;
 }
+
+interface SplitLimit {
+  readonly calls: number;
+  readonly stepMs: number;
+}
+
+export interface SpreadLimit {
+  /** A step of the drawn rows split into length groups, over the same rows at their mean length (one call, no padding). */
+  readonly costOverEven: number;
+  readonly callsPerStep: number;
+  /** Positions attended to, padding included, over the real ones. */
+  readonly paddingOverhead: number;
+}
+
+/** Full batches drawn for the spread limit (the first 4 warm up). */
+const SPREAD_STEPS = 48;
 
 /** Loads the model once (1 intra-op thread, as the pool's workers) and returns a measuring function. */
 export async function decodeLimiter(
   modelDir: string,
-): Promise<(batch: number, past: number, steps: number, promptLength: number) => Promise<DecodeLimit>> {
+): Promise<(batch: number, past: number, steps: number, promptLength: number, lengths?: readonly number[]) => Promise<DecodeLimit>> {
   const session = await ort.InferenceSession.create(join(modelDir, 'onnx', 'model.onnx'), {
     intraOpNumThreads: 1,
     interOpNumThreads: 1,
@@ -45,6 +81,78 @@ export async function decodeLimiter(
     enableCpuMemArena: false,
   });
   const pasts = session.inputNames.filter((name) => name.startsWith('past_key_values.'));
+  // The bundled model's geometry (README of models/: 4 KV heads of 16, vocabulary 2048, pad id 0).
+  const geometry: ModelGeometry = {
+    pastNames: pasts,
+    presentNames: pasts.map((name) => name.replace('past_key_values.', 'present.')),
+    kvHeads: 4,
+    headDim: 16,
+    vocabSize: 2048,
+    padTokenId: 0,
+    positionIds: session.inputNames.includes('position_ids'),
+  };
+  const model = await calibrateStepCost(session as unknown as Parameters<typeof calibrateStepCost>[0], geometry);
+  /**
+   * Decode steps of `batch` rows whose lengths are drawn from `lengths`, interleaved with steps of the same rows all
+   * at their mean length (one call, no padding), measured alike (fresh inputs, outputs freed as the loop frees
+   * them). Each draw is split as the loop's splitter splits it with at most 1, 2, 3, 4, 6 or 8 groups, and the
+   * fastest split counts: the bound does not depend on how well the cost model was calibrated.
+   */
+  const spreadLimit = async (batch: number, lengths: readonly number[]): Promise<SpreadLimit> => {
+    const random = seededRandom(batch);
+    const draws = Array.from({ length: SPREAD_STEPS }, () =>
+      Array.from({ length: batch }, () => lengths[Math.floor(random() * lengths.length)] as number).sort((a, b) => a - b),
+    );
+    const run = async (groups: readonly (readonly number[])[]) => {
+      let ms = 0;
+      for (const group of groups) {
+        const past = Math.max(...group);
+        const size = group.length * geometry.kvHeads * past * geometry.headDim;
+        const source = { data: pasts.map(() => new Float32Array(size).fill(0.01)), past };
+        const feeds = decodeFeeds(group.map((length, row) => ({ source, row, length, next: 300 })), source, geometry);
+        const started = performance.now();
+        const outputs = await session.run(feeds as unknown as Record<string, Ort.Tensor>);
+        ms += performance.now() - started;
+        releaseBuffers([...Object.values(outputs).map((output) => output.data), ...source.data]);
+      }
+      return ms;
+    };
+    let split = 0;
+    let even = 0;
+    let calls = 0;
+    let padded = 0;
+    let real = 0;
+    for (const [index, rows] of draws.entries()) {
+      const splits = new Map<string, number[][]>();
+      for (const most of [1, 2, 3, 4, 6, 8]) {
+        let start = 0;
+        const groups = splitByLength(rows, model, most).map((end) => rows.slice(start, (start = end)));
+        splits.set(groups.map((group) => group.length).join(), groups);
+      }
+      const mean = Math.round(rows.reduce((sum, length) => sum + length, 0) / rows.length);
+      const evenMs = await run([rows.map(() => mean)]);
+      let best = { ms: Number.POSITIVE_INFINITY, groups: [] as number[][] };
+      for (const groups of splits.values()) {
+        const ms = await run(groups);
+        if (ms < best.ms) best = { ms, groups };
+      }
+      // The first draws warm the shapes up.
+      if (index < 4) continue;
+      split += best.ms;
+      even += evenMs;
+      calls += best.groups.length;
+      padded += best.groups.reduce((sum, group) => sum + group.length * (Math.max(...group) + 1), 0);
+      real += rows.reduce((sum, length) => sum + length + 1, 0);
+    }
+    const measured = SPREAD_STEPS - 4;
+    return { costOverEven: split / even, callsPerStep: calls / measured, paddingOverhead: padded / real };
+  };
+  // Outputs are freed at once, as the decode loop frees them: left to V8, ~4 MB of fresh buffers a step start full
+  // collections of this process's heap in the middle of the measurement.
+  const runFreed = async (feeds: Record<string, Ort.Tensor>) => {
+    const outputs = await session.run(feeds);
+    releaseBuffers(Object.values(outputs).map((output) => output.data));
+  };
   const prefillMs = async (rows: number, length: number, runs: number): Promise<number> => {
     const feeds: Record<string, Ort.Tensor> = {
       input_ids: new ort.Tensor('int64', new BigInt64Array(rows * length).fill(300n), [rows, length]),
@@ -52,25 +160,49 @@ export async function decodeLimiter(
       position_ids: new ort.Tensor('int64', BigInt64Array.from({ length: rows * length }, (_, i) => BigInt(i % length)), [rows, length]),
     };
     for (const name of pasts) feeds[name] = new ort.Tensor('float32', new Float32Array(0), [rows, 4, 0, 16]);
-    await session.run(feeds);
+    await runFreed(feeds);
     const started = performance.now();
-    for (let i = 0; i < runs; i += 1) await session.run(feeds);
+    for (let i = 0; i < runs; i += 1) await runFreed(feeds);
     return (performance.now() - started) / runs;
   };
-  return async (batch, past, steps, promptLength) => {
+  const decodeFeedsOf = (batch: number, past: number): Record<string, Ort.Tensor> => {
     const feeds: Record<string, Ort.Tensor> = {
       input_ids: new ort.Tensor('int64', new BigInt64Array(batch).fill(300n), [batch, 1]),
       attention_mask: new ort.Tensor('int64', new BigInt64Array(batch * (past + 1)).fill(1n), [batch, past + 1]),
       position_ids: new ort.Tensor('int64', new BigInt64Array(batch).fill(BigInt(past)), [batch, 1]),
     };
     for (const name of pasts) feeds[name] = new ort.Tensor('float32', new Float32Array(batch * 4 * past * 16).fill(0.01), [batch, 4, past, 16]);
-    for (let i = 0; i < 5; i += 1) await session.run(feeds);
+    return feeds;
+  };
+  return async (batch, past, steps, promptLength, lengths) => {
+    const feeds = decodeFeedsOf(batch, past);
+    for (let i = 0; i < 5; i += 1) await runFreed(feeds);
     const started = performance.now();
     const cpuBefore = threadCpuMs();
-    for (let i = 0; i < steps; i += 1) await session.run(feeds);
+    for (let i = 0; i < steps; i += 1) await runFreed(feeds);
     const stepMs = (performance.now() - started) / steps;
     const cpuMsPerToken = (threadCpuMs() - cpuBefore) / (steps * batch);
+    // The same full batch run as 2 or 4 calls of equal rows, measured the same way.
+    const split: SplitLimit[] = [];
+    for (const calls of [2, 4].filter((count) => batch % count === 0)) {
+      const part = decodeFeedsOf(batch / calls, past);
+      for (let i = 0; i < 5; i += 1) await runFreed(part);
+      const start = performance.now();
+      for (let i = 0; i < steps * calls; i += 1) await runFreed(part);
+      split.push({ calls, stepMs: (performance.now() - start) / steps });
+    }
+    const best = split.reduce((fastest, next) => (next.stepMs < fastest.stepMs ? next : fastest), { calls: 1, stepMs });
     const prefillMsPerToken = (await prefillMs(4, promptLength, 20)) / (4 * promptLength);
-    return { batch, past, stepMs, tokensPerSecond: (batch * 1000) / stepMs, prefillMsPerToken, cpuMsPerToken };
+    const spread = lengths === undefined || lengths.length === 0 ? undefined : await spreadLimit(batch, lengths);
+    return {
+      batch,
+      past,
+      stepMs,
+      tokensPerSecond: (batch * 1000) / stepMs,
+      bestSplit: { calls: best.calls, tokensPerSecond: (batch * 1000) / best.stepMs },
+      prefillMsPerToken,
+      cpuMsPerToken,
+      spread,
+    };
   };
 }

@@ -29,8 +29,11 @@ interface Point {
     readonly p50_8_tokens_continuous_over_request: number;
     readonly ttft_p50_continuous_over_request: number;
     readonly tokens_per_s_continuous_over_decode_limit: number;
+    readonly tokens_per_s_continuous_over_best_split_limit?: number;
     readonly steady_tokens_per_s_continuous_over_decode_limit?: number;
     readonly tokens_per_s_continuous_over_limit_with_prefill: number;
+    readonly spread_limit_with_prefill_over_decode_limit?: number;
+    readonly tokens_per_s_continuous_over_spread_limit_with_prefill?: number;
     readonly cpu_efficiency_continuous_over_decode_limit: number;
     readonly cpu_efficiency_continuous_over_request: number;
   };
@@ -56,16 +59,17 @@ export function renderSection(data: Results): string {
   lines.push(
     `**Run** of ${run.started.slice(0, 16).replace('T', ' ')} UTC, ${run.minutes} min, on ${machine.nproc} cores (${machine.cpu_model}), Node ${machine.node}; load average at start ${machine.load_average_at_start.join(' / ')} (other work on the machine: wall-clock figures are noisy, the worker-CPU column is not).`,
     '',
-    `Workload: ${data.workload}; closed loop, 8 requests per client; one worker thread and one onnxruntime thread per scheduling; \`maxBatchSize\` ${data.max_batch_size} for both (continuous: sequences per decode loop; request: requests per \`generate()\` call). Medians of ${data.rounds} interleaved rounds (continuous, request, decode limit). Decode limit: \`session.run\` alone in a loop, full batches of min(c, ${data.max_batch_size}) at the workload's mean context; "incl. prefill" adds the measured cost of prefilling the workload's prompt tokens. Worker-CPU efficiency: CPU time of the worker thread per completion token (Linux /proc), the limit's over continuous's: what scheduling, prefill and JS cost, whatever the machine's load.`,
+    `Workload: ${data.workload}; closed loop, 8 requests per client; one worker thread and one onnxruntime thread per scheduling; \`maxBatchSize\` ${data.max_batch_size} for both (continuous: sequences per decode loop; request: requests per \`generate()\` call). Medians of ${data.rounds} interleaved rounds (continuous, request, decode limit). Decode limit: \`session.run\` alone in a loop, full batches of min(c, ${data.max_batch_size}) in one call at the workload's mean context (the issue's definition; the next column runs the same batch as 1, 2 or 4 equal calls and keeps the fastest, as one call of many rows can outgrow the caches); "incl. prefill" adds the measured cost of prefilling the workload's prompt tokens. "At the length spread": the same limit for rows of the workload's own lengths (full batches drawn from its decode steps, split into length groups as the loop splits them, timed against the same rows at their mean length), incl. prefill: the bound for rows batched in rectangular calls. Worker-CPU efficiency: CPU time of the worker thread per completion token (Linux /proc), the limit's over continuous's: what scheduling, prefill and JS cost, whatever the machine's load.`,
     '',
-    '| concurrency | continuous tok/s | request tok/s | continuous / request | decode limit tok/s | continuous / limit | continuous while all clients busy / limit | limit incl. prefill | continuous / (limit incl. prefill) | worker-CPU efficiency vs limit | 8-token p50 continuous / request | TTFT p50 continuous / request |',
-    '| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+    '| concurrency | continuous tok/s | request tok/s | continuous / request | decode limit tok/s | continuous / limit | limit, the batch in 1, 2 or 4 calls (fastest) | continuous / that | continuous while all clients busy / limit | limit incl. prefill | continuous / (limit incl. prefill) | limit at the length spread incl. prefill (/ limit) | continuous / (limit at the spread incl. prefill) | worker-CPU efficiency vs limit | 8-token p50 continuous / request | TTFT p50 continuous / request |',
+    '| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
   );
   for (const point of points) {
     const c = point.continuous;
+    const spread = `${point.decode_limit.spread_with_prefill_tokens_per_s ?? '–'} (${point.ratios.spread_limit_with_prefill_over_decode_limit ?? '–'}x) | ${point.ratios.tokens_per_s_continuous_over_spread_limit_with_prefill ?? '–'}x`;
     const r = point.request;
     lines.push(
-      `| ${point.concurrency} | ${c.tokens_per_s} | ${r.tokens_per_s} | **${point.ratios.tokens_per_s_continuous_over_request}x** | ${point.decode_limit.tokens_per_s} | ${point.ratios.tokens_per_s_continuous_over_decode_limit}x | ${c.steady_tokens_per_s ?? '–'} tok/s, ${point.ratios.steady_tokens_per_s_continuous_over_decode_limit ?? '–'}x | ${point.decode_limit.with_prefill_tokens_per_s} | ${point.ratios.tokens_per_s_continuous_over_limit_with_prefill}x | ${point.ratios.cpu_efficiency_continuous_over_decode_limit}x | ${c.latency_by_max_tokens['8']?.p50_ms} / ${r.latency_by_max_tokens['8']?.p50_ms} ms (**${point.ratios.p50_8_tokens_continuous_over_request}x**) | ${c.ttft.p50_ms} / ${r.ttft.p50_ms} ms (**${point.ratios.ttft_p50_continuous_over_request}x**) |`,
+      `| ${point.concurrency} | ${c.tokens_per_s} | ${r.tokens_per_s} | **${point.ratios.tokens_per_s_continuous_over_request}x** | ${point.decode_limit.tokens_per_s} | ${point.ratios.tokens_per_s_continuous_over_decode_limit}x | ${point.decode_limit.best_split_tokens_per_s ?? '–'} (${point.decode_limit.best_split_calls ?? '–'}) | ${point.ratios.tokens_per_s_continuous_over_best_split_limit ?? '–'}x | ${c.steady_tokens_per_s ?? '–'} tok/s, ${point.ratios.steady_tokens_per_s_continuous_over_decode_limit ?? '–'}x | ${point.decode_limit.with_prefill_tokens_per_s} | ${point.ratios.tokens_per_s_continuous_over_limit_with_prefill}x | ${spread} | ${point.ratios.cpu_efficiency_continuous_over_decode_limit}x | ${c.latency_by_max_tokens['8']?.p50_ms} / ${r.latency_by_max_tokens['8']?.p50_ms} ms (**${point.ratios.p50_8_tokens_continuous_over_request}x**) | ${c.ttft.p50_ms} / ${r.ttft.p50_ms} ms (**${point.ratios.ttft_p50_continuous_over_request}x**) |`,
     );
   }
   const mid = at(32) ?? points[0];
@@ -96,7 +100,7 @@ export function renderSection(data: Results): string {
   }
   if (c64 !== undefined) {
     const { ratios } = c64;
-    lines.push(`| c=64: continuous ≥ 0.7x the decode limit | ${ratios.tokens_per_s_continuous_over_decode_limit}x wall-clock over the whole run (${ratios.steady_tokens_per_s_continuous_over_decode_limit ?? '–'}x while all 64 clients were busy; ${ratios.tokens_per_s_continuous_over_limit_with_prefill}x of the limit incl. prefill; ${ratios.cpu_efficiency_continuous_over_decode_limit}x in worker CPU) | ${verdict(ratios.tokens_per_s_continuous_over_decode_limit >= 0.7)} |`);
+    lines.push(`| c=64: continuous ≥ 0.7x the decode limit | ${ratios.tokens_per_s_continuous_over_decode_limit}x wall-clock over the whole run (${ratios.steady_tokens_per_s_continuous_over_decode_limit ?? '–'}x while all 64 clients were busy; ${ratios.tokens_per_s_continuous_over_best_split_limit ?? '–'}x of the limit with the batch in its fastest split; ${ratios.tokens_per_s_continuous_over_limit_with_prefill}x of the limit incl. prefill; ${ratios.cpu_efficiency_continuous_over_decode_limit}x in worker CPU). The bound at this workload's length spread, incl. prefill, is ${ratios.spread_limit_with_prefill_over_decode_limit ?? '–'}x the limit; continuous reaches ${ratios.tokens_per_s_continuous_over_spread_limit_with_prefill ?? '–'}x of it | ${verdict(ratios.tokens_per_s_continuous_over_decode_limit >= 0.7)} |`);
   }
   const memory = data.memory;
   if (memory !== undefined) {
@@ -113,13 +117,32 @@ export function renderSection(data: Results): string {
       row('`MALLOC_MMAP_THRESHOLD_=65536`', memory.mmap_threshold_64k),
     );
   }
+  const last = c64 ?? points[points.length - 1];
+  if (last !== undefined) lines.push('', whyBelowLimit(last));
   lines.push(
-    '',
-    'Why continuous stays below the decode limit here (measured on this 2-core machine): (1) prefill is not free: the ONNX graph computes logits for every prompt position, so a prompt token costs about half a decoded row at the mean context (0.021 vs 0.047 ms alone), and with ~0.31 prompt tokens per completion token that alone caps continuous near 0.87x of a limit that leaves prompts out ("incl. prefill" puts them back); (2) rows: a closed loop of c clients never keeps exactly c rows decoding (every answer makes a round trip through the main thread before that client\'s next request joins), and the drain at the end runs ever fewer rows in ever shorter steps; while all clients are busy the rows per step are near c and throughput is the same, so rows are not what is missing; (3) onnxruntime-node copies every output, the whole KV cache included, into a fresh array buffer (about 4 MB a step at c=64, also when outputs are preallocated); left to V8, that external memory started a full mark-compact of the worker\'s heap (tokenizer included) every ~17 steps, whose marking threads competed with the worker and the main thread for the 2 cores. The loop now frees the buffers it is done with at once (logits after sampling, KV arrays the pool drops, a chunked prompt\'s previous KV): 1.37x and 1.45x the tokens/s at c=64 in two interleaved A/B runs (worker CPU per token 0.102 → 0.085 ms); the limit, on a small heap, never paid much for it; (4) length groups cost a `session.run` each (~0.15 ms) and padding ~1.2x on the past; rows that join or leave move one row\'s KV, a recomposition (a newcomer that fits no free slot, or a regroup the cost model finds worth its copy) copies a group. The worker-CPU column is what the scheduling costs whatever the load; the wall-clock limit, measured alone on the main thread, swings with it.',
     '',
     '![continuous vs request-level text generation](bench/results/generation.svg)',
   );
   return lines.join('\n');
+}
+
+/** Why continuous stays below the decode limit, from the run's own measurements at one concurrency. */
+function whyBelowLimit(point: Point): string {
+  const limit = point.decode_limit;
+  const { ratios } = point;
+  const steps = point.continuous.steps ?? {};
+  const decodeMsPerToken = Math.round(((limit.step_ms ?? Number.NaN) / (limit.batch ?? Number.NaN)) * 10_000) / 10_000;
+  return [
+    `Why continuous stays below the decode limit (c=${point.concurrency}, measured in this run):`,
+    `(1) **prefill**: the workload sends ${point.continuous.prompt_tokens_per_completion_token} prompt tokens per completion token and the graph computes logits at every prompt position, so a prompt token costs ${limit.prefill_ms_per_token} ms against ${decodeMsPerToken} ms per decoded row; with prompts counted the limit is ${limit.with_prefill_tokens_per_s} tok/s.`,
+    `(2) **length spread**: a decode call takes one rectangular KV tensor, so rows of different lengths either pad to the longest or split into several calls. Full batches drawn from this workload's own decode steps, split as the loop splits them (${limit.spread_calls_per_step ?? '–'} calls a step, padding ${limit.spread_padding_overhead ?? '–'}x), cost ${limit.spread_cost_over_even ?? '–'}x the same rows at their mean length; with prefill, that bound is ${limit.spread_with_prefill_tokens_per_s ?? '–'} tok/s, ${ratios.spread_limit_with_prefill_over_decode_limit ?? '–'}x the decode limit: the bound for this workload over this graph when rows are batched in rectangular calls (lifting it needs a graph that takes per-row sequence lengths, or a paged KV cache as in vLLM's kernels).`,
+    `(3) **the loop's own work**: continuous reaches ${ratios.tokens_per_s_continuous_over_spread_limit_with_prefill ?? '–'}x of that bound; the rest is in the split above (KV copies ${steps.kv_compose_ms} ms, sampling and detokenizing ${steps.sample_detokenize_ms} ms, other JS ${steps.other_js_ms} ms per ${steps.iteration_ms} ms iteration) and in rows: a closed loop of c clients never keeps exactly c rows decoding (each answer goes through the main thread before that client's next request joins; the drain at the end runs ever fewer rows).`,
+    (limit.best_split_calls ?? 1) > 1
+      ? `(4) **call size**: one call of many rows can outgrow the CPU's caches: in this run the limit's batch ran fastest as ${limit.best_split_calls} calls (${limit.best_split_tokens_per_s} tok/s, against ${limit.tokens_per_s} in one). The loop's cost model is linear in rows and positions, so it splits calls by length only and runs rows of similar lengths in one call, however many.`
+      : `(4) **call size**: in this run one call of the full batch was as fast as 2 or 4 calls, so the size of the loop's calls (split by length only) cost nothing here.`,
+    '(5) **freed buffers**: onnxruntime-node copies every output, the KV cache included, into fresh array buffers (~4 MB a step at 64 rows); left to V8, that external memory started a full collection of the worker\'s heap every ~17 steps. The loop frees the buffers it is done with at once (logits after sampling, KV arrays the pool drops): 1.37x and 1.45x the tokens/s at c=64 in two interleaved A/B runs when it was added.',
+    'The worker-CPU column is what scheduling costs whatever the load; the wall-clock limit, measured alone on the main thread, swings with it.',
+  ].join(' ');
 }
 
 /** Replaces the section between the markers in BENCHMARKS.md, or appends it (with its heading) the first time. */

@@ -1,5 +1,6 @@
 // The mixed text-generation workload of `pnpm bench:generation`: prompts of different lengths and max_tokens drawn
 // from 8 to 128, in a fixed pseudo-random order, so every scheduling and concurrency gets the same requests.
+import { seededRandom } from '@microbatch/core/util';
 import type { TextGenerationInput } from '@microbatch/inference';
 
 const STORY =
@@ -15,20 +16,9 @@ const WORDS = STORY.split(' ');
 const PROMPT_WORDS = [3, 6, 12, 24, 48];
 export const MAX_TOKENS_CLASSES = [8, 16, 32, 64, 128] as const;
 
-/** A deterministic generator (mulberry32), so the workload is the same in every run. */
-function random(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = Math.imul(state ^ (state >>> 15), state | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 /** `count` greedy requests with mixed prompt lengths and max_tokens. */
 export function mixedWorkload(count: number, seed = 12): TextGenerationInput[] {
-  const next = random(seed);
+  const next = seededRandom(seed);
   return Array.from({ length: count }, () => {
     const words = PROMPT_WORDS[Math.floor(next() * PROMPT_WORDS.length)] as number;
     const start = Math.floor(next() * 20);

@@ -4,8 +4,9 @@
 // data left in a reused array, or a wrong mask changes the tokens, so outputs are compared with each sequence
 // generated alone. Counts of steps and copies are deterministic: nothing depends on time.
 import { describe, expect, it } from 'vitest';
-import { DecodeLoop, Sequence } from '../src/runners/continuous/decode-loop.js';
-import type { DecodeLoopStats } from '../src/runners/continuous/decode-loop.js';
+import { DecodeLoop } from '../src/runners/continuous/decode-loop.js';
+import type { DecodeLoopStats } from '../src/runners/continuous/loop-stats.js';
+import { Sequence } from '../src/runners/continuous/sequence.js';
 import { KvArrayPool, KvGroup } from '../src/runners/continuous/kv-group.js';
 import type { StepCostModel } from '../src/runners/continuous/length-groups.js';
 import type { KvRow, KvSource, ModelGeometry } from '../src/runners/continuous/padded-batch.js';

@@ -8,9 +8,11 @@ import { InferenceSession } from 'onnxruntime-node';
 import type { ItemResult, StepSlot, WorkerInit } from '../pool/protocol.js';
 import type { TextGenerationRunnerSpec } from '../spec/runner-types.js';
 import { calibrateStepCost } from './continuous/calibrate.js';
-import { DecodeLoop, Sequence } from './continuous/decode-loop.js';
+import { DecodeLoop } from './continuous/decode-loop.js';
+import { MAX_LENGTH_GROUPS } from './continuous/length-groups.js';
 import type { StepCostModel } from './continuous/length-groups.js';
 import type { ModelGeometry } from './continuous/padded-batch.js';
+import { Sequence } from './continuous/sequence.js';
 import { seededRandom } from './continuous/sampler.js';
 import { tokenPieces } from './continuous/token-pieces.js';
 import type { PieceOf } from './continuous/token-pieces.js';
@@ -24,8 +26,6 @@ import type { EmitStep, Runner } from './runner.js';
 
 type Spec = Required<TextGenerationRunnerSpec>;
 
-/** The most length groups one decode step is split into. */
-const MAX_LENGTH_GROUPS = 4;
 type Tokenizer = Awaited<ReturnType<typeof AutoTokenizer.from_pretrained>>;
 
 interface ModelConfig {
@@ -58,8 +58,10 @@ export async function loadContinuousGenerationRunner(spec: Spec, init: WorkerIni
     intraOpNumThreads: init.threads,
     interOpNumThreads: 1,
     graphOptimizationLevel: 'all',
-    // The arena keeps the peak of every shape it has seen (a long prompt's prefill) for the life of the worker;
-    // without it memory returns to its baseline and, measured here, steps are no slower.
+    // The arena keeps the peak of every shape it has seen (a long prompt's prefill) for the life of the worker.
+    // Without it a burst's memory goes back to the C allocator (which returns what its policy lets it: BENCHMARKS.md,
+    // memory after long prompts), at a price measured here: decode steps took 6-15% more CPU in an interleaved
+    // microbenchmark of the loop's shapes, as each run allocates its intermediate tensors afresh.
     enableCpuMemArena: false,
   });
   const pastNames = session.inputNames.filter((name) => name.startsWith('past_key_values.'));

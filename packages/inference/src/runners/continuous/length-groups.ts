@@ -12,6 +12,9 @@ export interface StepCostModel {
   readonly copyMs: number;
 }
 
+/** The most length groups one decode step is split into (a `session.run` each). */
+export const MAX_LENGTH_GROUPS = 4;
+
 /**
  * How many decode steps a saving is counted over when deciding to copy KV for it: rows come and go, so a grouping
  * rarely lasts much longer than this, and a copy that pays for itself only after many more steps is not worth it.

@@ -1,0 +1,28 @@
+// A generation in the decode loop: its prompt, where its KV cache is, the token it feeds next, and its output row.
+import type { GenerationRow } from '../generation-row.js';
+import type { KvRow, KvSource } from './padded-batch.js';
+import type { SamplingParams } from './sampler.js';
+
+/** One generation in the loop. */
+export class Sequence implements KvRow {
+  source: KvSource | undefined = undefined;
+  row = 0;
+  /** Tokens in this sequence's KV cache (prompt tokens prefilled, then one per decode step). */
+  length = 0;
+  /** The token to feed at the next decode step (the last one sampled). */
+  next = -1;
+  /** Prompt tokens already prefilled, for prompts prefilled in chunks. */
+  prefilled = 0;
+  cancelled = false;
+
+  constructor(
+    readonly prompt: readonly number[],
+    readonly output: GenerationRow,
+    readonly sampling: SamplingParams,
+    readonly isCancelled: () => boolean,
+  ) {}
+
+  get done(): boolean {
+    return this.cancelled || this.output.finished;
+  }
+}
