@@ -78,7 +78,7 @@ export class InferenceWorkerPool<I, O, C> implements WorkerPool<I, O, C> {
     // a freed slot is refilled at the worker's next step instead of after a round trip through a busy main thread.
     // The rest wait in the batcher, where fair queuing and admission order them: with twice the capacity in the
     // worker, a light client's requests queued behind up to a loop's worth of heavy ones, first come first served
-    // (\`pnpm bench:fairness\`: light p50 0.25 -> 0.05 s, p90 0.36 -> 0.11 s; the heavy client's tokens/s rose too).
+    // (`pnpm bench:fairness`: light p50 0.25 -> 0.05 s, p90 0.36 -> 0.11 s; the heavy client's tokens/s rose too).
     this.#capacity = continuous ? spec.maxBatchSize + Math.ceil(spec.maxBatchSize / 8) : 0;
     this.concurrency = continuous ? this.size * this.#capacity : this.size;
     // Continuous: every request goes to the worker on its own the moment it is dispatched, so it joins the decode
