@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { seededRandom } from '@microbatch/core/util';
 import { calibrateStepCost } from '../../packages/inference/src/runners/continuous/calibrate.js';
 import { splitByLength } from '../../packages/inference/src/runners/continuous/length-groups.js';
-import { decodeFeeds } from '../../packages/inference/src/runners/continuous/padded-batch.js';
+import { decodeFeeds, prefillFeeds } from '../../packages/inference/src/runners/continuous/padded-batch.js';
 import { releaseBuffers } from '../../packages/inference/src/runners/continuous/released-buffers.js';
 import type { ModelGeometry } from '../../packages/inference/src/runners/continuous/padded-batch.js';
 import { threadCpuMs } from '../../packages/inference/src/runners/thread-cpu.js';
@@ -28,7 +28,6 @@ declare namespace Ort {
   }
 }
 interface OrtModule {
-  readonly Tensor: new (type: string, data: BigInt64Array | Float32Array, dims: readonly number[]) => Ort.Tensor;
   readonly InferenceSession: { create(path: string, options: Record<string, unknown>): Promise<Ort.InferenceSession> };
 }
 
@@ -91,6 +90,17 @@ export async function decodeLimiter(
     padTokenId: 0,
     positionIds: session.inputNames.includes('position_ids'),
   };
+  /**
+   * Decode inputs for rows of `lengths` (left-padded to the longest, KV filled with 0.01), built as the loop builds
+   * them; `kv` is theirs to free after the run.
+   */
+  const decodeInputs = (lengths: readonly number[]) => {
+    const past = Math.max(...lengths);
+    const size = lengths.length * geometry.kvHeads * past * geometry.headDim;
+    const source = { data: pasts.map(() => new Float32Array(size).fill(0.01)), past };
+    const rows = lengths.map((length, row) => ({ source, row, length, next: 300 }));
+    return { feeds: decodeFeeds(rows, source, geometry) as unknown as Record<string, Ort.Tensor>, kv: source.data };
+  };
   const model = await calibrateStepCost(session as unknown as Parameters<typeof calibrateStepCost>[0], geometry);
   /**
    * Decode steps of `batch` rows whose lengths are drawn from `lengths`, interleaved with steps of the same rows all
@@ -106,14 +116,11 @@ export async function decodeLimiter(
     const run = async (groups: readonly (readonly number[])[]) => {
       let ms = 0;
       for (const group of groups) {
-        const past = Math.max(...group);
-        const size = group.length * geometry.kvHeads * past * geometry.headDim;
-        const source = { data: pasts.map(() => new Float32Array(size).fill(0.01)), past };
-        const feeds = decodeFeeds(group.map((length, row) => ({ source, row, length, next: 300 })), source, geometry);
+        const { feeds, kv } = decodeInputs(group);
         const started = performance.now();
-        const outputs = await session.run(feeds as unknown as Record<string, Ort.Tensor>);
+        const outputs = await session.run(feeds);
         ms += performance.now() - started;
-        releaseBuffers([...Object.values(outputs).map((output) => output.data), ...source.data]);
+        releaseBuffers([...Object.values(outputs).map((output) => output.data), ...kv]);
       }
       return ms;
     };
@@ -154,28 +161,15 @@ export async function decodeLimiter(
     releaseBuffers(Object.values(outputs).map((output) => output.data));
   };
   const prefillMs = async (rows: number, length: number, runs: number): Promise<number> => {
-    const feeds: Record<string, Ort.Tensor> = {
-      input_ids: new ort.Tensor('int64', new BigInt64Array(rows * length).fill(300n), [rows, length]),
-      attention_mask: new ort.Tensor('int64', new BigInt64Array(rows * length).fill(1n), [rows, length]),
-      position_ids: new ort.Tensor('int64', BigInt64Array.from({ length: rows * length }, (_, i) => BigInt(i % length)), [rows, length]),
-    };
-    for (const name of pasts) feeds[name] = new ort.Tensor('float32', new Float32Array(0), [rows, 4, 0, 16]);
+    const prompts = Array.from({ length: rows }, () => new Array<number>(length).fill(300));
+    const feeds = prefillFeeds(prompts, undefined, geometry) as unknown as Record<string, Ort.Tensor>;
     await runFreed(feeds);
     const started = performance.now();
     for (let i = 0; i < runs; i += 1) await runFreed(feeds);
     return (performance.now() - started) / runs;
   };
-  const decodeFeedsOf = (batch: number, past: number): Record<string, Ort.Tensor> => {
-    const feeds: Record<string, Ort.Tensor> = {
-      input_ids: new ort.Tensor('int64', new BigInt64Array(batch).fill(300n), [batch, 1]),
-      attention_mask: new ort.Tensor('int64', new BigInt64Array(batch * (past + 1)).fill(1n), [batch, past + 1]),
-      position_ids: new ort.Tensor('int64', new BigInt64Array(batch).fill(BigInt(past)), [batch, 1]),
-    };
-    for (const name of pasts) feeds[name] = new ort.Tensor('float32', new Float32Array(batch * 4 * past * 16).fill(0.01), [batch, 4, past, 16]);
-    return feeds;
-  };
   return async (batch, past, steps, promptLength, lengths) => {
-    const feeds = decodeFeedsOf(batch, past);
+    const { feeds } = decodeInputs(new Array<number>(batch).fill(past));
     for (let i = 0; i < 5; i += 1) await runFreed(feeds);
     const started = performance.now();
     const cpuBefore = threadCpuMs();
@@ -185,7 +179,7 @@ export async function decodeLimiter(
     // The same full batch run as 2 or 4 calls of equal rows, measured the same way.
     const split: SplitLimit[] = [];
     for (const calls of [2, 4].filter((count) => batch % count === 0)) {
-      const part = decodeFeedsOf(batch / calls, past);
+      const { feeds: part } = decodeInputs(new Array<number>(batch / calls).fill(past));
       for (let i = 0; i < 5; i += 1) await runFreed(part);
       const start = performance.now();
       for (let i = 0; i < steps * calls; i += 1) await runFreed(part);
