@@ -109,7 +109,7 @@ export function measureMemoryInChild(model: string, env: Readonly<Record<string,
 if (process.argv[2] === '--child') {
   const pool = createWorkerPool({ runner: { task: 'text-generation', model: process.argv[3] as string, scheduling: 'continuous', maxBatchSize: 64 } });
   await pool.ready;
-  const result = await measureMemoryAfterLongPrompts(pool as Pool);
+  const result = await measureMemoryAfterLongPrompts(pool);
   await pool.close();
   process.stdout.write(`${JSON.stringify(result)}\n`);
 }

@@ -56,7 +56,7 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
           method: 'POST',
           path: options.path,
           headers: { 'content-type': 'application/json' },
-          setupRequest: (request) => ({ ...request, body: encoded[next++ % encoded.length] as string }),
+          setupRequest: (request) => ({ ...request, body: encoded[next++ % encoded.length] }),
         },
       ],
     };

@@ -120,7 +120,7 @@ export async function runOpenLoop(options: OpenLoopOptions): Promise<OpenLoopRes
   });
   const sendingS = (performance.now() - start) / 1000;
   const sendingEnd = performance.now();
-  await Promise.all([...pending]);
+  await Promise.all(pending);
   clearInterval(ticker);
   agent.destroy();
   const drainS = (performance.now() - sendingEnd) / 1000;

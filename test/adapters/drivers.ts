@@ -137,7 +137,7 @@ const expressDriver: Driver = {
 function expressRequest(req: Request): NeutralRequest {
   return {
     body: req.body,
-    query: (name) => (typeof req.query[name] === 'string' ? (req.query[name] as string) : undefined),
+    query: (name) => (typeof req.query[name] === 'string' ? (req.query[name]) : undefined),
     param: (name) => (req.params as Record<string, string | undefined>)[name],
     is: (type) => req.is(type) !== false && req.is(type) !== null,
     reject: (_status, message) => {
@@ -200,7 +200,7 @@ const koaDriver: Driver = {
 function koaRequest(ctx: ParameterizedContext): NeutralRequest {
   return {
     body: (ctx.request as { body?: unknown }).body,
-    query: (name) => (typeof ctx.query[name] === 'string' ? (ctx.query[name] as string) : undefined),
+    query: (name) => (typeof ctx.query[name] === 'string' ? (ctx.query[name]) : undefined),
     param: (name) => (ctx as Partial<RouterContext>).params?.[name],
     is: (type) => ctx.is(type) !== false && ctx.is(type) !== null,
     reject: (status, message) => ctx.throw(status, message),

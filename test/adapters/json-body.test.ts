@@ -44,7 +44,7 @@ describe.each(FRAMEWORKS)('JSON bodies on %s', (_name, start) => {
     running ??= await start();
     // A stream body has no Content-Length: fetch sends it chunked.
     const payload = chunked ? new Blob([body]).stream() : body;
-    const response = await fetch(`${running.url}/echo`, { method: 'POST', headers, body: payload, duplex: 'half' } as RequestInit);
+    const response = await fetch(`${running.url}/echo`, { method: 'POST', headers, body: payload, duplex: 'half' });
     const text = await response.text();
     let parsed: unknown;
     try {

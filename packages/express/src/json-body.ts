@@ -20,5 +20,5 @@ export { JSON_BODY_LIMIT };
  * ```
  */
 export function jsonBody(options: JsonBodyOptions = {}): RequestHandler {
-  return jsonBodyMiddleware(options) as unknown as RequestHandler;
+  return jsonBodyMiddleware(options);
 }

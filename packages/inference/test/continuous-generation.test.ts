@@ -40,7 +40,7 @@ async function streamText(target: Pool, input: TextGenerationInput, onChunk: (in
   for await (const step of target.stream([input])) {
     const slot = step[0];
     if (typeof slot === 'object' && slot !== null && 'text' in slot) {
-      text += (slot as TextGenerationChunk).text;
+      text += (slot).text;
       onChunk(index++);
     }
   }

@@ -62,7 +62,7 @@ describe('onnx runner', () => {
   });
 
   it('fails only the invalid items with INVALID_INPUT naming the input', async () => {
-    const results = await pool.run([{ input_ids: [1, 2] }, { input_ids: [0.5] }, { tokens: [1] } as OnnxInput]);
+    const results = await pool.run([{ input_ids: [1, 2] }, { input_ids: [0.5] }, { tokens: [1] }]);
     expect((results[0] as OnnxOutput).embeddings?.data).toEqual(expectedMean([1, 2]));
     expect(isBatchError(results[1], 'INVALID_INPUT') && results[1].details).toEqual({ field: 'input_ids' });
     expect(isBatchError(results[2], 'INVALID_INPUT') && results[2].message).toBe('The model has no input `tokens`');

@@ -1,6 +1,7 @@
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { BatchError, createBatcher, isBatchError } from '@microbatch/core';
+import type { BatchError} from '@microbatch/core';
+import { createBatcher, isBatchError } from '@microbatch/core';
 import { createWorkerPool } from '@microbatch/inference';
 import type { OnnxInput, OnnxOutput, WorkerPool } from '@microbatch/inference';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';

@@ -19,19 +19,19 @@ function keyWhere(what: string, entries: Map<string, unknown>, matches: (value: 
 
 const PROBE_PATH = 'microbatch-probe';
 const PROBE_STATUS = 299;
-const route = probeMethod(Get(PROBE_PATH) as Decorate);
+const route = probeMethod(Get(PROBE_PATH));
 class ProbeInterceptor {}
 
 /** Marks a method as a route (`@Get()`, `@Post()`, ...): its value is the path. */
 export const PATH_KEY = keyWhere('@Get()', route, (value) => value === PROBE_PATH);
 /** The status set by `@HttpCode()`. */
-export const HTTP_CODE_KEY = keyWhere('@HttpCode()', probeMethod(HttpCode(PROBE_STATUS) as Decorate), (value) => value === PROBE_STATUS);
+export const HTTP_CODE_KEY = keyWhere('@HttpCode()', probeMethod(HttpCode(PROBE_STATUS)), (value) => value === PROBE_STATUS);
 /** Marks an `@Sse()` route. */
-export const SSE_KEY = keyWhere('@Sse()', probeMethod(Sse(PROBE_PATH) as Decorate), (value) => value === true, route);
+export const SSE_KEY = keyWhere('@Sse()', probeMethod(Sse(PROBE_PATH)), (value) => value === true, route);
 /** The interceptors of `@UseInterceptors()`, on a method or a class. */
 export const INTERCEPTORS_KEY = keyWhere(
   '@UseInterceptors()',
-  probeMethod(UseInterceptors(ProbeInterceptor) as Decorate),
+  probeMethod(UseInterceptors(ProbeInterceptor)),
   (value) => Array.isArray(value) && value.includes(ProbeInterceptor),
 );
 /** The parameter types TypeScript records for a method (`emitDecoratorMetadata`), which pipes validate against. */

@@ -111,8 +111,8 @@ export class QueueBatcher {
   on<E extends keyof BatcherEvents>(event: E, listener: (payload: BatcherEvents[E]) => void): () => void {
     const set = this.#listeners.get(event) ?? new Set<Listener>();
     this.#listeners.set(event, set);
-    set.add(listener as Listener);
-    return () => set.delete(listener as Listener);
+    set.add(listener);
+    return () => set.delete(listener);
   }
 
   #emit<E extends keyof BatcherEvents>(event: E, payload: BatcherEvents[E]): void {

@@ -216,7 +216,7 @@ class QueueCore implements QueueBackend {
     const fields = requestFields(itemId, owner.name, this.#replyKey, Number.isFinite(timeoutMs) ? timeoutMs : undefined, owner.streaming, payload);
     runScript((args) => this.#commands.sendCommand(args), ENQUEUE, ENQUEUE_SHA, [this.#keys.requests], [String(this.#settings.maxQueueSize), ...fields])
       .then((reply) => {
-        const [added, idOrLength] = reply as unknown as [number, string | number];
+        const [added, idOrLength] = reply as [number, string | number];
         if (added !== 1) return waiter.settle(this.#queueFull(Number(idOrLength)));
         waiter.entryId = String(idOrLength);
         // Cancelled or expired while the entry was being added: take it back out.

@@ -144,7 +144,7 @@ class Worker {
       for (const timer of this.#timers) clearInterval(timer);
       await this.ready.catch(() => undefined);
       await this.#loop;
-      await Promise.allSettled([...this.#batches]);
+      await Promise.allSettled(this.#batches);
       await this.#commands.sendCommand(['ZREM', this.#keys.workers, this.workerId]).catch(() => undefined);
       await Promise.all([closeConnection(this.#reader), closeConnection(this.#commands)]);
     })();

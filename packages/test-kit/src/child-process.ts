@@ -97,7 +97,7 @@ export function startProcess(options: ProcessOptions): ChildHandle {
   });
   const jsonLines: unknown[] = [];
   const jsonWaiters: Array<{ accept: (value: unknown) => boolean; resolve: (value: unknown) => void }> = [];
-  createInterface({ input: child.stdout as NonNullable<typeof child.stdout> }).on('line', (line) => {
+  createInterface({ input: child.stdout }).on('line', (line) => {
     let value: unknown;
     try {
       value = JSON.parse(line);

@@ -38,7 +38,7 @@ export function fromBodyParserError(error: unknown): unknown {
   if (typeof error !== 'object' || error === null || error instanceof BatchError) return error;
   const { type, code } = error as { type?: unknown; code?: unknown };
   const fixed = typeof type === 'string' ? FIXED[type] : undefined;
-  if (fixed !== undefined) return fixed(error as { limit?: unknown });
+  if (fixed !== undefined) return fixed(error);
   // `inflation` (under co-body) throws a plain 415 naming the client's Content-Encoding.
   if (statusOf(error) === 415 && error instanceof Error && /content-encoding/i.test(error.message)) {
     return FIXED['encoding.unsupported']?.(error as { limit?: unknown }) ?? error;

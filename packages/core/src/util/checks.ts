@@ -59,7 +59,7 @@ export function checkNumber(
   const ok =
     typeof value === 'number' && !Number.isNaN(value) && (exclusiveMin ? value > min : value >= min) && value <= max;
   if (!ok) fail(name, `a ${max === MAX_FINITE ? 'finite ' : ''}number${range(min, max, exclusiveMin)}`, value);
-  return value as number;
+  return value;
 }
 
 /** Checks a function. */

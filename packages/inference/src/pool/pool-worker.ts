@@ -70,7 +70,7 @@ export class PoolWorker {
     this.capacity = capacity;
     this.#events = events;
     this.#model = init.spec.model;
-    const data: WorkerInit = { ...init, cancel: this.#cancel.buffer as SharedArrayBuffer };
+    const data: WorkerInit = { ...init, cancel: this.#cancel.buffer };
     this.#worker = new Worker(workerScript(), { workerData: data });
     this.#worker.on('message', (message: WorkerMessage) => this.#onMessage(message));
     this.#worker.on('error', (error) => {

@@ -73,9 +73,9 @@ export function checkGenerationFields(
   }
   return {
     prompt,
-    maxTokens: tokens === undefined || tokens === null ? undefined : (tokens as number),
-    temperature: temperature === undefined || temperature === null ? undefined : (temperature as number),
-    topP: top_p === undefined || top_p === null ? undefined : (top_p as number),
+    maxTokens: tokens === undefined || tokens === null ? undefined : (tokens),
+    temperature: temperature === undefined || temperature === null ? undefined : (temperature),
+    topP: top_p === undefined || top_p === null ? undefined : (top_p),
     stop: stops,
   };
 }

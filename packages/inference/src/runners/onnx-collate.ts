@@ -85,7 +85,7 @@ function normalize(name: string, value: unknown): Value {
     return { values: values as Scalar[], dims: [values.length] };
   }
   if (typeof value === 'object' && value !== null && 'data' in value && 'dims' in value) {
-    const { data, dims } = value as { data: unknown; dims: unknown };
+    const { data, dims } = value;
     if (!isArrayLike(data) || !Array.isArray(dims) || dims.some((d) => !Number.isInteger(d) || d < 0)) {
       throw new InputError(name, `Input \`${name}\` must have array \`data\` and non-negative integer \`dims\``);
     }
@@ -197,7 +197,7 @@ export function collate(
     const convert = (v: Scalar) => (big ? BigInt(typeof v === 'boolean' ? Number(v) : v) : Number(v));
     const pad = meta.name === maskMeta?.name ? 0 : (options.padValues[meta.name] ?? 0);
     parts.forEach((part, row) => {
-      if (padded) (data as unknown as Scalar[]).fill(convert(pad) as never, row * rowSize, (row + 1) * rowSize);
+      if (padded) (data as unknown as Scalar[]).fill(convert(pad), row * rowSize, (row + 1) * rowSize);
       const shift = padded && options.paddingSide === 'left' ? rowSize - part.values.length : 0;
       part.values.forEach((v, k) => {
         (data as unknown as Scalar[])[row * rowSize + shift + k] = convert(v);
@@ -243,7 +243,7 @@ export function split(
         end = start + length * inner;
         dims = [length, ...itemDims.slice(1)];
       }
-      item[name] = { type: tensor.type, dims, data: tensor.data.slice(start, end) as OnnxTensorData['data'] };
+      item[name] = { type: tensor.type, dims, data: tensor.data.slice(start, end) };
     });
   }
   return items;

@@ -69,7 +69,7 @@ export async function loadOnnxRunner(spec: Spec, init: WorkerInit): Promise<Runn
       const plain: Record<string, OnnxTensorData> = {};
       for (const name of wanted) {
         const tensor = fetched[name] as Tensor;
-        plain[name] = { type: tensor.type, dims: [...tensor.dims], data: tensor.data as OnnxTensorData['data'] };
+        plain[name] = { type: tensor.type, dims: [...tensor.dims], data: tensor.data };
       }
       const trim = new Map<string, readonly number[]>();
       for (const [name, axis] of axes) {

@@ -34,7 +34,7 @@ export async function loadFeatureExtractionRunner(spec: Required<FeatureExtracti
       const output = (await extractor(
         valid.map((item) => item.value),
         { pooling: spec.pooling, normalize: spec.normalize },
-      )) as Tensor;
+      ));
       const vectors = output.tolist() as number[][];
       valid.forEach((item, position) => {
         results[item.index] = { ok: true, value: vectors[position] };
