@@ -27,10 +27,20 @@ async function main(): Promise<void> {
   try {
     for (const variant of VARIANTS) {
       const child = startChild(SERVER, [variant], {});
-      const { port } = await child.nextJson<{ port: number }>((value) => typeof (value as { port?: unknown }).port === 'number', 60_000);
+      const { port } = await child.nextJson<{ port: number }>(
+        (value) => typeof (value as { port?: unknown }).port === 'number',
+        60_000,
+      );
       servers.set(variant, { child, port });
       // Warm up (JIT, sockets) before any counted round.
-      await runLoad({ port, path: '/add', bodies: BODIES, connections: CONNECTIONS, seconds: WARMUP_SECONDS, counted: false });
+      await runLoad({
+        port,
+        path: '/add',
+        bodies: BODIES,
+        connections: CONNECTIONS,
+        seconds: WARMUP_SECONDS,
+        counted: false,
+      });
     }
     const runs = new Map<Variant, LoadResult[]>(VARIANTS.map((variant) => [variant, []]));
     for (let roundIndex = 0; roundIndex < ROUNDS; roundIndex += 1) {
@@ -38,16 +48,28 @@ async function main(): Promise<void> {
       const order = VARIANTS.map((_, index) => VARIANTS[(index + roundIndex) % VARIANTS.length] as Variant);
       for (const variant of order) {
         const { port } = servers.get(variant) as { port: number };
-        const result = await runLoad({ port, path: '/add', bodies: BODIES, connections: CONNECTIONS, seconds: SECONDS });
+        const result = await runLoad({
+          port,
+          path: '/add',
+          bodies: BODIES,
+          connections: CONNECTIONS,
+          seconds: SECONDS,
+        });
         if (result.non2xx > 0 || result.errors > 0) {
-          throw new Error(`${variant}: ${result.non2xx} non-2xx answers and ${result.errors} errors: the bench measures a broken server`);
+          throw new Error(
+            `${variant}: ${result.non2xx} non-2xx answers and ${result.errors} errors: the bench measures a broken server`,
+          );
         }
         (runs.get(variant) as LoadResult[]).push(result);
-        process.stdout.write(`round ${roundIndex + 1}/${ROUNDS} ${variant.padEnd(16)} ${round(result.itemsPerS, 0)} requests/s, p50 ${round(result.p50Ms, 2)} ms, p99 ${round(result.p99Ms, 2)} ms\n`);
+        process.stdout.write(
+          `round ${roundIndex + 1}/${ROUNDS} ${variant.padEnd(16)} ${round(result.itemsPerS, 0)} requests/s, p50 ${round(result.p50Ms, 2)} ms, p99 ${round(result.p99Ms, 2)} ms\n`,
+        );
       }
     }
-    const rps = (variant: Variant): number => round(median((runs.get(variant) as LoadResult[]).map((result) => result.itemsPerS)), 0);
-    const p50 = (variant: Variant): number => round(median((runs.get(variant) as LoadResult[]).map((result) => result.p50Ms)), 2);
+    const rps = (variant: Variant): number =>
+      round(median((runs.get(variant) as LoadResult[]).map((result) => result.itemsPerS)), 0);
+    const p50 = (variant: Variant): number =>
+      round(median((runs.get(variant) as LoadResult[]).map((result) => result.p50Ms)), 2);
     // Per-round ratios as well as the ratio of medians: on a shared machine the spread tells how far to trust them.
     const roundRatios = (framework: 'express' | 'koa'): number[] =>
       (runs.get(`${framework}-batched`) as LoadResult[]).map((batched, index) =>

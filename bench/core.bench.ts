@@ -123,7 +123,8 @@ async function overload(): Promise<Record<string, number | string>[]> {
     const elapsedS = (performance.now() - start) / 1000;
     await batcher.close();
     const sorted = (values: number[]) => [...values].sort((a, b) => a - b);
-    const at = (values: number[], p: number) => sorted(values)[Math.min(values.length - 1, Math.floor(p * values.length))] ?? Number.NaN;
+    const at = (values: number[], p: number) =>
+      sorted(values)[Math.min(values.length - 1, Math.floor(p * values.length))] ?? Number.NaN;
     rows.push({
       maxLatencyMs: maxLatencyMs ?? 'none (maxQueueSize 1024)',
       'offered req/s': rate,
@@ -142,4 +143,7 @@ await main();
 const admission = await overload();
 console.table(admission);
 const previous = JSON.parse(await readFile(new URL('./results/core.json', import.meta.url), 'utf8')) as object;
-await writeFile(new URL('./results/core.json', import.meta.url), `${JSON.stringify({ ...previous, admission_overload: admission }, null, 2)}\n`);
+await writeFile(
+  new URL('./results/core.json', import.meta.url),
+  `${JSON.stringify({ ...previous, admission_overload: admission }, null, 2)}\n`,
+);

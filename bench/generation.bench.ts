@@ -34,7 +34,10 @@ function batchers(pool: Pool, scheduling: Scheduling) {
     scheduling === 'continuous'
       ? { ...pool.batcherOptions, batchWaitTimeoutMs: 0, maxQueueSize: 10_000 }
       : { ...pool.batcherOptions, maxBatchSize: MAX_BATCH, batchWaitTimeoutMs: 5, maxQueueSize: 10_000 };
-  return { generate: createBatcher(pool.handler, options), streamer: createStreamingBatcher(pool.streamingHandler, options) };
+  return {
+    generate: createBatcher(pool.handler, options),
+    streamer: createStreamingBatcher(pool.streamingHandler, options),
+  };
 }
 
 /**
@@ -43,7 +46,12 @@ function batchers(pool: Pool, scheduling: Scheduling) {
  * at the end, with fewer and fewer clients, is not small (the longest generations are 128 tokens), so continuous
  * runs also report the rate while every client was busy.
  */
-async function closedLoop(pool: Pool, scheduling: Scheduling, concurrency: number, workload: readonly TextGenerationInput[]): Promise<RunResult> {
+async function closedLoop(
+  pool: Pool,
+  scheduling: Scheduling,
+  concurrency: number,
+  workload: readonly TextGenerationInput[],
+): Promise<RunResult> {
   const { generate, streamer } = batchers(pool, scheduling);
   const before = (await pool.runnerStats())[0];
   let allTokens = 0;
@@ -55,7 +63,10 @@ async function closedLoop(pool: Pool, scheduling: Scheduling, concurrency: numbe
   const steadyRate = async () => {
     const stats = (await pool.runnerStats())[0] ?? {};
     const delta = (key: string) => (stats[key] ?? 0) - (before?.[key] ?? 0);
-    return { tokensPerSecond: (delta('generatedTokens') * 1000) / (performance.now() - started), rowsPerStep: delta('decodedRows') / delta('decodeSteps') };
+    return {
+      tokensPerSecond: (delta('generatedTokens') * 1000) / (performance.now() - started),
+      rowsPerStep: delta('decodedRows') / delta('decodeSteps'),
+    };
   };
   const client = async (index: number) => {
     const streamed = index % 2 === 0;
@@ -66,7 +77,8 @@ async function closedLoop(pool: Pool, scheduling: Scheduling, concurrency: numbe
       let usage: TextGenerationOutput['usage'] | null = null;
       if (streamed) {
         for await (const chunk of streamer.stream(input)) {
-          if (ttft === undefined && (chunk.text.length > 0 || chunk.finish_reason !== null)) ttft = performance.now() - sent;
+          if (ttft === undefined && (chunk.text.length > 0 || chunk.finish_reason !== null))
+            ttft = performance.now() - sent;
           usage = chunk.usage ?? usage;
         }
       } else {
@@ -89,7 +101,9 @@ async function closedLoop(pool: Pool, scheduling: Scheduling, concurrency: numbe
   const wallMs = performance.now() - started;
   await Promise.all([generate.close(), streamer.close()]);
   const after = (await pool.runnerStats())[0];
-  const delta = Object.fromEntries(Object.keys(after ?? {}).map((key) => [key, (after?.[key] ?? 0) - (before?.[key] ?? 0)]));
+  const delta = Object.fromEntries(
+    Object.keys(after ?? {}).map((key) => [key, (after?.[key] ?? 0) - (before?.[key] ?? 0)]),
+  );
   const tokens = samples.reduce((sum, sample) => sum + sample.tokens, 0);
   return {
     tokensPerSecond: (tokens * 1000) / wallMs,
@@ -106,7 +120,9 @@ async function main(): Promise<void> {
   const machine = machineInfo();
   const started = new Date();
   const pools = {
-    continuous: createWorkerPool({ runner: { task: 'text-generation', model: MODEL, scheduling: 'continuous', maxBatchSize: MAX_BATCH } }),
+    continuous: createWorkerPool({
+      runner: { task: 'text-generation', model: MODEL, scheduling: 'continuous', maxBatchSize: MAX_BATCH },
+    }),
     request: createWorkerPool({ runner: { task: 'text-generation', model: MODEL, scheduling: 'request' } }),
   } satisfies Record<Scheduling, Pool>;
   await Promise.all(Object.values(pools).map((pool) => pool.ready));
@@ -143,7 +159,9 @@ async function main(): Promise<void> {
       promptTokens = samples.reduce((sum, sample) => sum + sample.promptTokens, 0);
       const meanPrompt = Math.max(1, Math.round(promptTokens / samples.length));
       // Every decode step's KV length of every request (its prompt, then one more per token after the first).
-      const lengths = samples.flatMap((sample) => Array.from({ length: Math.max(0, sample.tokens - 1) }, (_, k) => sample.promptTokens + k));
+      const lengths = samples.flatMap((sample) =>
+        Array.from({ length: Math.max(0, sample.tokens - 1) }, (_, k) => sample.promptTokens + k),
+      );
       limits.push(await limiter(batch, meanContext, 200, meanPrompt, lengths));
     }
     const stepMs = median(limits.map((l) => l.stepMs));
@@ -152,7 +170,8 @@ async function main(): Promise<void> {
     // completion tokens over (decode time + prefill time).
     const decodeMsPerToken = stepMs / batch;
     const promptPerCompletion = promptTokens / tokens;
-    const spread = (pick: (limit: SpreadLimit) => number) => median(limits.map((l) => (l.spread === undefined ? Number.NaN : pick(l.spread))));
+    const spread = (pick: (limit: SpreadLimit) => number) =>
+      median(limits.map((l) => (l.spread === undefined ? Number.NaN : pick(l.spread))));
     // The decode limit for rows of the workload's own lengths: the limit slowed by what the spread costs.
     const spreadTokensPerSecond = median(limits.map((l) => l.tokensPerSecond)) / spread((l) => l.costOverEven);
     const limit = {
@@ -168,10 +187,22 @@ async function main(): Promise<void> {
       with_prefill_tokens_per_s: round(1000 / (decodeMsPerToken + promptPerCompletion * prefillMsPerToken), 0),
       // The same bound for rows of the workload's own lengths, split into length groups as the loop splits them.
       spread_tokens_per_s: round(spreadTokensPerSecond, 0),
-      spread_cost_over_even: round(spread((l) => l.costOverEven), 2),
-      spread_calls_per_step: round(spread((l) => l.callsPerStep), 2),
-      spread_padding_overhead: round(spread((l) => l.paddingOverhead), 2),
-      spread_with_prefill_tokens_per_s: round(1000 / (1000 / spreadTokensPerSecond + promptPerCompletion * prefillMsPerToken), 0),
+      spread_cost_over_even: round(
+        spread((l) => l.costOverEven),
+        2,
+      ),
+      spread_calls_per_step: round(
+        spread((l) => l.callsPerStep),
+        2,
+      ),
+      spread_padding_overhead: round(
+        spread((l) => l.paddingOverhead),
+        2,
+      ),
+      spread_with_prefill_tokens_per_s: round(
+        1000 / (1000 / spreadTokensPerSecond + promptPerCompletion * prefillMsPerToken),
+        0,
+      ),
     };
     const continuous = summarize(runs.continuous);
     const request = summarize(runs.request);
@@ -187,11 +218,20 @@ async function main(): Promise<void> {
       tokens_per_s_continuous_over_decode_limit: round(tps(continuous) / limit.tokens_per_s, 2),
       tokens_per_s_continuous_over_best_split_limit: round(tps(continuous) / limit.best_split_tokens_per_s, 2),
       // While every client was busy (no drain), the same ratio.
-      steady_tokens_per_s_continuous_over_decode_limit: round((continuous.steady_tokens_per_s as number) / limit.tokens_per_s, 2),
+      steady_tokens_per_s_continuous_over_decode_limit: round(
+        (continuous.steady_tokens_per_s as number) / limit.tokens_per_s,
+        2,
+      ),
       tokens_per_s_continuous_over_limit_with_prefill: round(tps(continuous) / limit.with_prefill_tokens_per_s, 2),
       // The bound for rows of this length spread batched in rectangular calls, incl. prefill, over the decode limit.
-      spread_limit_with_prefill_over_decode_limit: round(limit.spread_with_prefill_tokens_per_s / limit.tokens_per_s, 2),
-      tokens_per_s_continuous_over_spread_limit_with_prefill: round(tps(continuous) / limit.spread_with_prefill_tokens_per_s, 2),
+      spread_limit_with_prefill_over_decode_limit: round(
+        limit.spread_with_prefill_tokens_per_s / limit.tokens_per_s,
+        2,
+      ),
+      tokens_per_s_continuous_over_spread_limit_with_prefill: round(
+        tps(continuous) / limit.spread_with_prefill_tokens_per_s,
+        2,
+      ),
       // Load-independent: tokens per second of worker CPU (busy-machine waits excluded), continuous over the limit.
       cpu_efficiency_continuous_over_decode_limit: round(limit.cpu_ms_per_token / cpuPerToken(continuous), 2),
       cpu_efficiency_continuous_over_request: round(cpuPerToken(request) / cpuPerToken(continuous), 2),
@@ -205,7 +245,14 @@ async function main(): Promise<void> {
       ttftContinuous: ttft(continuous),
       ttftRequest: ttft(request),
     });
-    results[`c${concurrency}`] = { concurrency, requests: workload.length, continuous, request, decode_limit: limit, ratios };
+    results[`c${concurrency}`] = {
+      concurrency,
+      requests: workload.length,
+      continuous,
+      request,
+      decode_limit: limit,
+      ratios,
+    };
     table[`c=${concurrency}`] = {
       'continuous tok/s': tps(continuous),
       'request tok/s': tps(request),
@@ -237,13 +284,17 @@ async function main(): Promise<void> {
     machine: { ...machine, pool: '1 worker, 1 intra-op thread per scheduling' },
     max_batch_size: MAX_BATCH,
     rounds: ROUNDS,
-    workload: 'greedy; prompts of 3-48 words (~5-65 tokens); max_tokens uniform over 8/16/32/64/128; half the clients stream',
+    workload:
+      'greedy; prompts of 3-48 words (~5-65 tokens); max_tokens uniform over 8/16/32/64/128; half the clients stream',
     results,
     memory,
   };
   await writeFile(new URL('./results/generation.json', import.meta.url), `${JSON.stringify(output, null, 2)}\n`);
   await writeFile(new URL('./results/generation.svg', import.meta.url), renderGenerationChart(chart));
-  await writeGenerationSection(new URL('../BENCHMARKS.md', import.meta.url), output as unknown as Parameters<typeof writeGenerationSection>[1]);
+  await writeGenerationSection(
+    new URL('../BENCHMARKS.md', import.meta.url),
+    output as unknown as Parameters<typeof writeGenerationSection>[1],
+  );
   console.table(table);
   for (const [key, value] of Object.entries(results)) {
     const { continuous, request } = value as { continuous: Record<string, unknown>; request: Record<string, unknown> };

@@ -48,7 +48,8 @@ const { values: args } = parseArgs({
   },
 });
 function parseSuite(value: string): 'full' | 'http' | 'fairness' {
-  if (value !== 'full' && value !== 'http' && value !== 'fairness') throw new Error(`--suite must be "full", "http" or "fairness", got "${value}"`);
+  if (value !== 'full' && value !== 'http' && value !== 'fairness')
+    throw new Error(`--suite must be "full", "http" or "fairness", got "${value}"`);
   return value;
 }
 const suite = parseSuite(args.suite);
@@ -118,10 +119,18 @@ interface OfflineTask {
 }
 type Task = ServerTask | OfflineTask;
 
-const isMain = (workload: WorkloadName, framework: Framework) => workload === MAIN.workload && framework === MAIN.framework;
+const isMain = (workload: WorkloadName, framework: Framework) =>
+  workload === MAIN.workload && framework === MAIN.framework;
 
 function sweep(workload: WorkloadName, framework: Framework): ServerTask[] {
-  return MAX_BATCH_SIZES.map((maxBatchSize) => ({ kind: 'server', workload, framework, maxBatchSize, concurrencies: CONCURRENCIES, round: 1 }));
+  return MAX_BATCH_SIZES.map((maxBatchSize) => ({
+    kind: 'server',
+    workload,
+    framework,
+    maxBatchSize,
+    concurrencies: CONCURRENCIES,
+    round: 1,
+  }));
 }
 
 /** One more interleaved measurement of the main configuration's key figures. */
@@ -136,7 +145,12 @@ function repeat(round: number): Task[] {
 }
 
 function plan(): Task[] {
-  const offline = (workload: WorkloadName): OfflineTask => ({ kind: 'offline', workload, batchSizes: MAX_BATCH_SIZES, round: 1 });
+  const offline = (workload: WorkloadName): OfflineTask => ({
+    kind: 'offline',
+    workload,
+    batchSizes: MAX_BATCH_SIZES,
+    round: 1,
+  });
   const tasks: Task[] = [offline('text'), ...sweep('text', 'express')];
   if (suite === 'http') {
     for (let round = 2; round <= ROUNDS; round += 1) tasks.push(...repeat(round));
@@ -156,10 +170,13 @@ function plan(): Task[] {
 function weightOf(task: Task): number {
   if (task.kind === 'offline') return START_S + task.batchSizes.length * (OFFLINE_SECONDS + 0.5);
   const main = isMain(task.workload, task.framework);
-  return START_S + task.concurrencies.reduce((sum, _c, index) => {
-    const { warmS, measureS } = timing(main, index === 0);
-    return sum + warmS + measureS + 0.6;
-  }, 0);
+  return (
+    START_S +
+    task.concurrencies.reduce((sum, _c, index) => {
+      const { warmS, measureS } = timing(main, index === 0);
+      return sum + warmS + measureS + 0.6;
+    }, 0)
+  );
 }
 
 const label = (workload: WorkloadName, framework: Framework, maxBatchSize: number, concurrency: number) =>
@@ -195,7 +212,11 @@ async function runServerTask(task: ServerTask, progress: Progress, points: Point
             measureS,
           },
           (phase, responses, elapsedS) =>
-            progress.update(elapsedS === 0 ? phase : `${phase} ${elapsedS.toFixed(1)}s, ${Math.round(responses / Math.max(elapsedS, 0.1))} req/s`),
+            progress.update(
+              elapsedS === 0
+                ? phase
+                : `${phase} ${elapsedS.toFixed(1)}s, ${Math.round(responses / Math.max(elapsedS, 0.1))} req/s`,
+            ),
         );
         const warn = point.non_2xx + point.errors > 0 ? `  !! ${point.non_2xx} non-2xx, ${point.errors} errors` : '';
         progress.end(
@@ -217,7 +238,12 @@ async function runServerTask(task: ServerTask, progress: Progress, points: Point
   }
 }
 
-async function runOfflineTask(task: OfflineTask, progress: Progress, offline: OfflineResult[], discarded: OfflineResult[]): Promise<void> {
+async function runOfflineTask(
+  task: OfflineTask,
+  progress: Progress,
+  offline: OfflineResult[],
+  discarded: OfflineResult[],
+): Promise<void> {
   const main = task.workload === MAIN.workload;
   const run = async (batchSizes: readonly number[], attempt: string): Promise<OfflineResult[]> => {
     const name = `offline ${task.workload.padEnd(5)} ${task.round > 1 ? `r${task.round} ` : '   '}`;
@@ -248,13 +274,17 @@ async function main(): Promise<void> {
   if (args.report) {
     const summary = JSON.parse(await readFile(join(RESULTS_DIR, 'http.json'), 'utf8')) as Summary;
     const written = await writeReport(summary, RESULTS_DIR, summary.conditions.suite === 'full');
-    console.log(`redrew ${written.join(', ')} from ${join(RESULTS_DIR, 'http.json')} (${summary.conditions.suite} run of ${summary.conditions.started_at})`);
+    console.log(
+      `redrew ${written.join(', ')} from ${join(RESULTS_DIR, 'http.json')} (${summary.conditions.suite} run of ${summary.conditions.started_at})`,
+    );
     return;
   }
   if (args['dry-run']) {
     for (const task of plan()) console.log(`${weightOf(task).toFixed(1).padStart(5)} s  ${JSON.stringify(task)}`);
     const planned = plan().reduce((sum, task) => sum + weightOf(task), 0);
-    console.log(`planned: ${Math.round(planned)} s; up to ${Math.round(DEADLINE_S - planned)} s more for waiting for a quiet machine and repeating noisy key points`);
+    console.log(
+      `planned: ${Math.round(planned)} s; up to ${Math.round(DEADLINE_S - planned)} s more for waiting for a quiet machine and repeating noisy key points`,
+    );
     return;
   }
   const outDir = quick ? join(RESULTS_DIR, 'quick') : RESULTS_DIR;
@@ -269,7 +299,9 @@ async function main(): Promise<void> {
     const fairness = await measureFairness(outDir);
     printDispatch(summary, (line) => console.log(line));
     printFairness(fairness, (line) => console.log(line));
-    console.log(`wrote ${dispatchResultsPath(outDir)}, ${fairnessResultsPath(outDir)}${quick ? '' : ' and their sections of BENCHMARKS.md'}`);
+    console.log(
+      `wrote ${dispatchResultsPath(outDir)}, ${fairnessResultsPath(outDir)}${quick ? '' : ' and their sections of BENCHMARKS.md'}`,
+    );
     return;
   }
   if (suite === 'fairness') {
@@ -320,7 +352,8 @@ async function main(): Promise<void> {
   await writeFile(join(outDir, 'http.json'), `${JSON.stringify(summary, null, 2)}\n`);
   const written = await writeReport(summary, outDir, suite === 'full' && !quick);
   progress.log(`\nwrote ${join(outDir, 'http.json')}, ${written.join(', ')} in ${Math.round(progress.elapsedS)} s`);
-  for (const target of summary.targets) progress.log(`${target.met ? 'met   ' : 'MISSED'}  ${target.name}: ${target.detail}`);
+  for (const target of summary.targets)
+    progress.log(`${target.met ? 'met   ' : 'MISSED'}  ${target.name}: ${target.detail}`);
 }
 
 /** Issue 11's fairness scenario (lib/fairness.ts): its JSON, and its BENCHMARKS.md section unless quick. */

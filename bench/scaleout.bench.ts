@@ -83,7 +83,11 @@ interface LoadResult {
  * Sends RATE items/s for `seconds`, alternating between the two replicas' batchers (open loop: on schedule, whatever
  * the answers do), and waits for every answer. Batches are counted by their ids, as the X-Batch-Id header shows them.
  */
-async function offer(batchers: readonly [Batcher<number, number>, Batcher<number, number>], seconds: number, during?: (elapsedMs: number) => void): Promise<LoadResult> {
+async function offer(
+  batchers: readonly [Batcher<number, number>, Batcher<number, number>],
+  seconds: number,
+  during?: (elapsedMs: number) => void,
+): Promise<LoadResult> {
   const batches = new Map<string, number>();
   const latencies: number[] = [];
   let ok = 0;
@@ -99,7 +103,9 @@ async function offer(batchers: readonly [Batcher<number, number>, Batcher<number
     const replica = i % 2;
     const sent = performance.now();
     answers.push(
-      (batchers[replica] as Batcher<number, number>)(i, { onDispatch: (info) => batches.set(batchKey(replica, info.batchId), info.batchSize) }).then(
+      (batchers[replica] as Batcher<number, number>)(i, {
+        onDispatch: (info) => batches.set(batchKey(replica, info.batchId), info.batchSize),
+      }).then(
         (value) => {
           if (value === i + 1) ok += 1;
           else failed += 1;
@@ -128,7 +134,10 @@ async function offer(batchers: readonly [Batcher<number, number>, Batcher<number
 
 async function main(): Promise<void> {
   const redis = await startRedisServer();
-  const report: Record<string, unknown> = { machine: { cpus: (await import('node:os')).cpus().length }, model: { BASE_MS, PER_ITEM_MS, MAX_BATCH, RATE, LOAD_SECONDS } };
+  const report: Record<string, unknown> = {
+    machine: { cpus: (await import('node:os')).cpus().length },
+    model: { BASE_MS, PER_ITEM_MS, MAX_BATCH, RATE, LOAD_SECONDS },
+  };
   try {
     // 1. Added latency per item, no-op handler, concurrency 1.
     const latencyQueue = 'bench-latency';
@@ -155,7 +164,11 @@ async function main(): Promise<void> {
       localP50.push(await roundP50(local));
     }
     const added = median(queueP50) - median(localP50);
-    report.addedLatency = { queueP50Ms: round(median(queueP50), 3), localP50Ms: round(median(localP50), 3), addedP50Ms: round(added, 3) };
+    report.addedLatency = {
+      queueP50Ms: round(median(queueP50), 3),
+      localP50Ms: round(median(localP50), 3),
+      addedP50Ms: round(added, 3),
+    };
     console.log(
       `added latency per item (no-op handler, c=1, ${LATENCY_ROUNDS} interleaved rounds of ${LATENCY_CALLS}): ` +
         `queue p50 ${median(queueP50).toFixed(3)} ms, local p50 ${median(localP50).toFixed(3)} ms → added ${added.toFixed(3)} ms ` +
@@ -165,7 +178,10 @@ async function main(): Promise<void> {
     await worker.stop();
 
     // 2. Mean batch size and throughput at the same offered load.
-    const localModels = [createBatcher(model, { maxBatchSize: MAX_BATCH, name: 'replica-0' }), createBatcher(model, { maxBatchSize: MAX_BATCH, name: 'replica-1' })] as const;
+    const localModels = [
+      createBatcher(model, { maxBatchSize: MAX_BATCH, name: 'replica-0' }),
+      createBatcher(model, { maxBatchSize: MAX_BATCH, name: 'replica-1' }),
+    ] as const;
     const perReplica = await offer(localModels, LOAD_SECONDS);
     const shared: Record<number, LoadResult> = {};
     for (const workers of [1, 2]) {
@@ -173,34 +189,57 @@ async function main(): Promise<void> {
       const children = await Promise.all(Array.from({ length: workers }, () => startWorker(redis.url, queue)));
       const replicas = [createRedisQueue({ url: redis.url, queue }), createRedisQueue({ url: redis.url, queue })];
       await Promise.all(replicas.map((r) => r.ready));
-      shared[workers] = await offer([replicas[0]!.batcher<number, number>('model'), replicas[1]!.batcher<number, number>('model')], LOAD_SECONDS);
+      shared[workers] = await offer(
+        [replicas[0]!.batcher<number, number>('model'), replicas[1]!.batcher<number, number>('model')],
+        LOAD_SECONDS,
+      );
       await Promise.all(replicas.map((r) => r.close()));
       await Promise.all(children.map((child) => child.stop()));
     }
     const line = (label: string, result: LoadResult) =>
       `${label.padEnd(34)} mean batch ${result.meanBatchSize.toFixed(2).padStart(6)}  throughput ${result.throughput.toFixed(0).padStart(4)}/s  ` +
       `p50 ${result.p50Ms.toFixed(1).padStart(6)} ms  p99 ${result.p99Ms.toFixed(1).padStart(6)} ms  ok ${result.ok}/${result.sent}`;
-    console.log(`\noffered ${RATE} items/s for ${LOAD_SECONDS} s over 2 replicas; model = ${BASE_MS} ms + ${PER_ITEM_MS} ms/item, max batch ${MAX_BATCH}`);
+    console.log(
+      `\noffered ${RATE} items/s for ${LOAD_SECONDS} s over 2 replicas; model = ${BASE_MS} ms + ${PER_ITEM_MS} ms/item, max batch ${MAX_BATCH}`,
+    );
     console.log(line('per-replica local batching (2 models)', perReplica));
     console.log(line('shared queue, 1 worker', shared[1]!));
     console.log(line('shared queue, 2 workers', shared[2]!));
     const ratio1 = shared[1]!.meanBatchSize / perReplica.meanBatchSize;
     const ratio2 = shared[2]!.meanBatchSize / perReplica.meanBatchSize;
-    console.log(`mean batch size, shared queue / per-replica: ${ratio1.toFixed(2)}x with 1 worker (${ratio1 >= 1.6 ? 'ok' : 'MISSED'} ≥ 1.6x), ${ratio2.toFixed(2)}x with 2 workers`);
-    report.load = { perReplica, shared1: shared[1], shared2: shared[2], batchRatio1: round(ratio1, 2), batchRatio2: round(ratio2, 2) };
+    console.log(
+      `mean batch size, shared queue / per-replica: ${ratio1.toFixed(2)}x with 1 worker (${ratio1 >= 1.6 ? 'ok' : 'MISSED'} ≥ 1.6x), ${ratio2.toFixed(2)}x with 2 workers`,
+    );
+    report.load = {
+      perReplica,
+      shared1: shared[1],
+      shared2: shared[2],
+      batchRatio1: round(ratio1, 2),
+      batchRatio2: round(ratio2, 2),
+    };
 
     // 3. A worker SIGKILLed under load.
     const killQueue = 'bench-kill';
-    const [doomed, survivor] = await Promise.all([startWorker(redis.url, killQueue), startWorker(redis.url, killQueue)]);
-    const killReplicas = [createRedisQueue({ url: redis.url, queue: killQueue }), createRedisQueue({ url: redis.url, queue: killQueue })];
+    const [doomed, survivor] = await Promise.all([
+      startWorker(redis.url, killQueue),
+      startWorker(redis.url, killQueue),
+    ]);
+    const killReplicas = [
+      createRedisQueue({ url: redis.url, queue: killQueue }),
+      createRedisQueue({ url: redis.url, queue: killQueue }),
+    ];
     await Promise.all(killReplicas.map((r) => r.ready));
     let killed = false;
-    const killResult = await offer([killReplicas[0]!.batcher<number, number>('model'), killReplicas[1]!.batcher<number, number>('model')], LOAD_SECONDS, (elapsedMs) => {
-      if (!killed && elapsedMs > (LOAD_SECONDS * 1_000) / 3) {
-        killed = true;
-        doomed.child.kill('SIGKILL');
-      }
-    });
+    const killResult = await offer(
+      [killReplicas[0]!.batcher<number, number>('model'), killReplicas[1]!.batcher<number, number>('model')],
+      LOAD_SECONDS,
+      (elapsedMs) => {
+        if (!killed && elapsedMs > (LOAD_SECONDS * 1_000) / 3) {
+          killed = true;
+          doomed.child.kill('SIGKILL');
+        }
+      },
+    );
     const lost = killResult.sent - killResult.ok;
     console.log(
       `\nworker SIGKILLed at ${LOAD_SECONDS / 3} s of ${LOAD_SECONDS} s under ${RATE}/s: ${killResult.ok}/${killResult.sent} answered, ` +
@@ -211,11 +250,14 @@ async function main(): Promise<void> {
     await survivor.stop();
     console.log(
       '\nNotes: one 2-core machine runs Redis, both replicas, the workers and the load generator, so absolute throughput says\n' +
-        'little; the batch-size ratio is what the shared queue buys: one worker sees both replicas\' traffic. With 2 workers each\n' +
+        "little; the batch-size ratio is what the shared queue buys: one worker sees both replicas' traffic. With 2 workers each\n" +
         'pulls when it frees up, so batches shrink back toward per-replica sizes while latency drops.',
     );
   } finally {
     await redis.stop();
   }
-  await writeFile(fileURLToPath(new URL('./results/scaleout.json', import.meta.url)), `${JSON.stringify(report, null, 2)}\n`);
+  await writeFile(
+    fileURLToPath(new URL('./results/scaleout.json', import.meta.url)),
+    `${JSON.stringify(report, null, 2)}\n`,
+  );
 }

@@ -18,7 +18,11 @@ const files = [
   'onnx/model.onnx',
 ];
 
-const exists = (path) => stat(path).then(() => true, () => false);
+const exists = (path) =>
+  stat(path).then(
+    () => true,
+    () => false,
+  );
 
 async function main() {
   if (await exists(join(target, 'onnx', 'model.onnx'))) return;

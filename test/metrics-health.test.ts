@@ -72,7 +72,10 @@ describe('createHealth', () => {
     [{ batchers: [null] }, 'Expected `batchers[0]` to be a batcher from `createBatcher`, got `null` (null)'],
     [{ ready: true }, 'Expected `ready` to be a function, got `true` (boolean)'],
     [{ readyTimeoutMs: 0 }, 'Expected `readyTimeoutMs` to be a finite number > 0, got `0` (number)'],
-    [{ readyTimeoutMs: Number.POSITIVE_INFINITY }, 'Expected `readyTimeoutMs` to be a finite number > 0, got `Infinity` (number)'],
+    [
+      { readyTimeoutMs: Number.POSITIVE_INFINITY },
+      'Expected `readyTimeoutMs` to be a finite number > 0, got `Infinity` (number)',
+    ],
   ])('throws a TypeError for %o', (options, message) => {
     expect(() => createHealth(options as never)).toThrow(new TypeError(message));
   });

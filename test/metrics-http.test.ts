@@ -151,9 +151,15 @@ describe('Koa', () => {
   it('mounts /metrics, /healthz and /readyz in one line each (README)', async () => {
     const app = new Koa();
     const router = new Router();
-    router.get('/metrics', async (ctx) => { ({ contentType: ctx.type, body: ctx.body } = await scrapeMetrics(registry)); });
-    router.get('/healthz', (ctx) => { ({ status: ctx.status, body: ctx.body } = health.liveness()); });
-    router.get('/readyz', async (ctx) => { ({ status: ctx.status, body: ctx.body } = await health.readiness()); });
+    router.get('/metrics', async (ctx) => {
+      ({ contentType: ctx.type, body: ctx.body } = await scrapeMetrics(registry));
+    });
+    router.get('/healthz', (ctx) => {
+      ({ status: ctx.status, body: ctx.body } = health.liveness());
+    });
+    router.get('/readyz', async (ctx) => {
+      ({ status: ctx.status, body: ctx.body } = await health.readiness());
+    });
     app.use(router.routes());
     const server = createServer(app.callback());
     await checkEndpoints(() => request(server));
@@ -180,39 +186,42 @@ describe('NestJS', () => {
     await checkEndpoints(() => request(server));
   });
 
-  it.each(['express', 'fastify'] as const)('serves metrics and readiness from a controller (README, %s)', async (platform) => {
-    @Controller()
-    class ObservabilityController {
-      @Get('metrics')
-      async metrics(@Res({ passthrough: true }) res: { header(name: string, value: string): unknown }) {
-        const { contentType, body } = await scrapeMetrics(registry);
-        res.header('Content-Type', contentType);
-        return body;
-      }
+  it.each(['express', 'fastify'] as const)(
+    'serves metrics and readiness from a controller (README, %s)',
+    async (platform) => {
+      @Controller()
+      class ObservabilityController {
+        @Get('metrics')
+        async metrics(@Res({ passthrough: true }) res: { header(name: string, value: string): unknown }) {
+          const { contentType, body } = await scrapeMetrics(registry);
+          res.header('Content-Type', contentType);
+          return body;
+        }
 
-      @Get('readyz')
-      async readyz(@Res({ passthrough: true }) res: { status(code: number): unknown }) {
-        const { status, body } = await health.readiness();
-        res.status(status);
-        return body;
+        @Get('readyz')
+        async readyz(@Res({ passthrough: true }) res: { status(code: number): unknown }) {
+          const { status, body } = await health.readiness();
+          res.status(status);
+          return body;
+        }
       }
-    }
-    @Module({ controllers: [ObservabilityController] })
-    class AppModule {}
-    app = await NestFactory.create(AppModule, platform === 'express' ? new ExpressAdapter() : new FastifyAdapter(), {
-      logger: false,
-    });
-    await app.init();
-    if (platform === 'fastify') await (app.getHttpAdapter().getInstance() as { ready(): Promise<unknown> }).ready();
-    const server = app.getHttpServer() as Parameters<typeof request>[0];
+      @Module({ controllers: [ObservabilityController] })
+      class AppModule {}
+      app = await NestFactory.create(AppModule, platform === 'express' ? new ExpressAdapter() : new FastifyAdapter(), {
+        logger: false,
+      });
+      await app.init();
+      if (platform === 'fastify') await (app.getHttpAdapter().getInstance() as { ready(): Promise<unknown> }).ready();
+      const server = app.getHttpServer() as Parameters<typeof request>[0];
 
-    const metrics = await request(server).get('/metrics');
-    expect([metrics.status, metrics.headers['content-type']]).toEqual([200, PROMETHEUS_TEXT]);
-    expect(samplesOf(metrics.text, 'microbatch_batches_total')).toEqual(['microbatch_batches_total{name="adder"} 1']);
-    let ready = await request(server).get('/readyz');
-    expect([ready.status, ready.body]).toEqual([503, { status: 'unavailable', reasons: ['model is not ready'] }]);
-    loaded = true;
-    ready = await request(server).get('/readyz');
-    expect([ready.status, ready.body]).toEqual([200, { status: 'ok' }]);
-  });
+      const metrics = await request(server).get('/metrics');
+      expect([metrics.status, metrics.headers['content-type']]).toEqual([200, PROMETHEUS_TEXT]);
+      expect(samplesOf(metrics.text, 'microbatch_batches_total')).toEqual(['microbatch_batches_total{name="adder"} 1']);
+      let ready = await request(server).get('/readyz');
+      expect([ready.status, ready.body]).toEqual([503, { status: 'unavailable', reasons: ['model is not ready'] }]);
+      loaded = true;
+      ready = await request(server).get('/readyz');
+      expect([ready.status, ready.body]).toEqual([200, { status: 'ok' }]);
+    },
+  );
 });

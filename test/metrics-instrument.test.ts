@@ -37,13 +37,19 @@ function gated() {
   return { gates, batches, handler };
 }
 
-const opts = <I>(extra: BatcherOptions<I> = {}): BatcherOptions<I> => ({ clock, name: 'adder', batchWaitTimeoutMs: 10, ...extra });
+const opts = <I>(extra: BatcherOptions<I> = {}): BatcherOptions<I> => ({
+  clock,
+  name: 'adder',
+  batchWaitTimeoutMs: 10,
+  ...extra,
+});
 
 /** How an item settled: 'fulfilled', the code of a BatchError, or the name and message of another error. */
 const outcome = (promise: Promise<unknown>): Promise<string> =>
   promise.then(
     () => 'fulfilled',
-    (error: unknown) => (error instanceof BatchError ? error.code : `${(error as Error).name}: ${(error as Error).message}`),
+    (error: unknown) =>
+      error instanceof BatchError ? error.code : `${(error as Error).name}: ${(error as Error).message}`,
   );
 
 describe('instrumentBatcher: one batcher', () => {
@@ -146,7 +152,10 @@ describe('instrumentBatcher: one batcher', () => {
   });
 
   it('exposes every series at 0 before the first call, so rate() and absence alerts work from the start', async () => {
-    instrument(createBatcher(async (xs: number[]) => xs, opts()), { registry });
+    instrument(
+      createBatcher(async (xs: number[]) => xs, opts()),
+      { registry },
+    );
     const text = await registry.metrics();
     expect(samplesOf(text, 'microbatch_batches_total')).toEqual(['microbatch_batches_total{name="adder"} 0']);
     expect(samplesOf(text, 'microbatch_items_total')).toEqual(['microbatch_items_total{name="adder"} 0']);
@@ -220,7 +229,9 @@ describe('instrumentBatcher: one batcher', () => {
     const instrumentation = instrumentBatcher(createBatcher(async (xs: number[]) => xs, opts({ name: 'global' })));
     try {
       expect(instrumentation.name).toBe('global');
-      expect(samplesOf(await register.metrics(), 'microbatch_batches_total')).toEqual(['microbatch_batches_total{name="global"} 0']);
+      expect(samplesOf(await register.metrics(), 'microbatch_batches_total')).toEqual([
+        'microbatch_batches_total{name="global"} 0',
+      ]);
     } finally {
       instrumentation.unregister();
     }
@@ -241,14 +252,19 @@ describe('instrumentBatcher: one batcher', () => {
       'app_batch_size_count{name="adder"} 1',
     ]);
     // The buckets not given keep their defaults.
-    expect(samplesOf(text, 'app_batch_utilization_percent')).toHaveLength(DEFAULT_BUCKETS.utilizationPercent.length + 3);
+    expect(samplesOf(text, 'app_batch_utilization_percent')).toHaveLength(
+      DEFAULT_BUCKETS.utilizationPercent.length + 3,
+    );
   });
 });
 
 describe('instrumentBatcher: several batchers in one registry', () => {
   it('shares the metrics and labels each batcher’s series with its name', async () => {
     const adder = createBatcher(async (xs: number[]) => xs.map((x) => x + 1), opts({ maxBatchSize: 2 }));
-    const doubler = createBatcher(async (xs: number[]) => xs.map((x) => x * 2), opts({ name: 'doubler', maxBatchSize: 3 }));
+    const doubler = createBatcher(
+      async (xs: number[]) => xs.map((x) => x * 2),
+      opts({ name: 'doubler', maxBatchSize: 3 }),
+    );
     instrument(adder, { registry });
     instrument(doubler, { registry });
     await Promise.all([adder(1), adder(2), doubler(1), doubler(2), doubler(3)]);
@@ -274,21 +290,41 @@ describe('instrumentBatcher: several batchers in one registry', () => {
   });
 
   it('refuses a second batcher with the same name in the same registry and prefix', () => {
-    instrument(createBatcher(async (xs: number[]) => xs, opts()), { registry });
-    expect(() => instrumentBatcher(createBatcher(async (xs: number[]) => xs, opts()), { registry })).toThrow(
+    instrument(
+      createBatcher(async (xs: number[]) => xs, opts()),
+      { registry },
+    );
+    expect(() =>
+      instrumentBatcher(
+        createBatcher(async (xs: number[]) => xs, opts()),
+        { registry },
+      ),
+    ).toThrow(
       new TypeError(
         'Expected each batcher instrumented into one registry to have its own `name`, got a second batcher named "adder" (prefix "microbatch_")',
       ),
     );
     // Another registry, or another prefix, is another set of series.
-    instrument(createBatcher(async (xs: number[]) => xs, opts()), { registry: new Registry() });
-    instrument(createBatcher(async (xs: number[]) => xs, opts()), { registry, prefix: 'other_' });
+    instrument(
+      createBatcher(async (xs: number[]) => xs, opts()),
+      { registry: new Registry() },
+    );
+    instrument(
+      createBatcher(async (xs: number[]) => xs, opts()),
+      { registry, prefix: 'other_' },
+    );
   });
 
   it('refuses buckets that differ from those already registered under the prefix', () => {
-    instrument(createBatcher(async (xs: number[]) => xs, opts()), { registry });
+    instrument(
+      createBatcher(async (xs: number[]) => xs, opts()),
+      { registry },
+    );
     expect(() =>
-      instrumentBatcher(createBatcher(async (xs: number[]) => xs, opts({ name: 'b' })), { registry, buckets: { batchSize: [1, 8] } }),
+      instrumentBatcher(
+        createBatcher(async (xs: number[]) => xs, opts({ name: 'b' })),
+        { registry, buckets: { batchSize: [1, 8] } },
+      ),
     ).toThrow(
       new TypeError(
         'Expected `buckets.batchSize` to match the buckets already registered with prefix "microbatch_" ([1, 2, 4, 8, 16, 32, 64, 128, 256]), got [1, 8]; use another `prefix` or registry for other buckets',
@@ -305,7 +341,12 @@ describe('instrumentBatcher: several batchers in one registry', () => {
         reset = () => undefined;
       })() as never,
     );
-    expect(() => instrumentBatcher(createBatcher(async (xs: number[]) => xs, opts()), { registry })).toThrow(
+    expect(() =>
+      instrumentBatcher(
+        createBatcher(async (xs: number[]) => xs, opts()),
+        { registry },
+      ),
+    ).toThrow(
       'The registry already has a metric named "microbatch_items_total" that @microbatch/prometheus did not create; pass another `prefix`',
     );
     // Nothing was half-registered.
@@ -359,20 +400,33 @@ describe('instrumentBatcher: unregister', () => {
       'microbatch_rejections_total{name="newer",reason="rate_limited"} 1',
     );
     // A second batcher keeps the metrics registered, so leftover series of the first would show.
-    instrument(createBatcher(async (xs: number[]) => xs, opts()), { registry });
+    instrument(
+      createBatcher(async (xs: number[]) => xs, opts()),
+      { registry },
+    );
     instrumentation.unregister();
     expect(listeners.size).toBe(0);
     expect(await registry.metrics()).not.toContain('name="newer"');
   });
 
   it('starts afresh after registry.clear()', async () => {
-    const cleared = instrument(createBatcher(async (xs: number[]) => xs, opts()), { registry });
+    const cleared = instrument(
+      createBatcher(async (xs: number[]) => xs, opts()),
+      { registry },
+    );
     registry.clear();
-    instrument(createBatcher(async (xs: number[]) => xs, opts({ name: 'fresh' })), { registry });
-    expect(samplesOf(await registry.metrics(), 'microbatch_batches_total')).toEqual(['microbatch_batches_total{name="fresh"} 0']);
+    instrument(
+      createBatcher(async (xs: number[]) => xs, opts({ name: 'fresh' })),
+      { registry },
+    );
+    expect(samplesOf(await registry.metrics(), 'microbatch_batches_total')).toEqual([
+      'microbatch_batches_total{name="fresh"} 0',
+    ]);
     // The cleared instrumentation, last of its set, must not unregister the new set's metrics of the same names.
     cleared.unregister();
-    expect(samplesOf(await registry.metrics(), 'microbatch_batches_total')).toEqual(['microbatch_batches_total{name="fresh"} 0']);
+    expect(samplesOf(await registry.metrics(), 'microbatch_batches_total')).toEqual([
+      'microbatch_batches_total{name="fresh"} 0',
+    ]);
   });
 });
 
@@ -381,7 +435,10 @@ describe('instrumentBatcher: misuse', () => {
 
   it.each([
     [{ prefix: 1 }, 'Expected `prefix` to be a string, got `1` (number)'],
-    [{ prefix: 'my-app_' }, 'Expected `prefix` to be a metric name prefix matching [a-zA-Z_:][a-zA-Z0-9_:]*, got `"my-app_"` (string)'],
+    [
+      { prefix: 'my-app_' },
+      'Expected `prefix` to be a metric name prefix matching [a-zA-Z_:][a-zA-Z0-9_:]*, got `"my-app_"` (string)',
+    ],
     [{ registry: {} }, 'Expected `registry` to be a prom-client Registry, got `[object Object]` (object)'],
     [{ buckets: [1, 2] }, 'Expected `buckets` to be an object, got `[1,2]` (array)'],
     [

@@ -150,7 +150,10 @@ describe.each(PLATFORMS)('@Batch() error responses on %s', (platform) => {
       }
     }
     const reported: unknown[] = [];
-    @Module({ imports: [BatchModule.forRoot({ onError: (error) => reported.push(error) })], controllers: [ReportedController] })
+    @Module({
+      imports: [BatchModule.forRoot({ onError: (error) => reported.push(error) })],
+      controllers: [ReportedController],
+    })
     class AppModule {}
     const logged: unknown[] = [];
     const logger: LoggerService = { log: () => undefined, warn: () => undefined, error: (error) => logged.push(error) };
@@ -174,7 +177,9 @@ describe.each(PLATFORMS)('@Batch() error responses on %s', (platform) => {
     class TeapotInterceptor extends BatchInterceptor {
       protected override toException(error: unknown, response: unknown): HttpException {
         const exception = super.toException(error, response);
-        return exception.getStatus() === 500 ? new HttpException({ error: { code: 'TEAPOT', message: 'short and stout' } }, 418) : exception;
+        return exception.getStatus() === 500
+          ? new HttpException({ error: { code: 'TEAPOT', message: 'short and stout' } }, 418)
+          : exception;
       }
     }
     // Applied on the class, the subclass runs outside the BatchInterceptor that @Batch() adds, which steps aside.
@@ -299,7 +304,9 @@ describe('misuse', () => {
       new TypeError('BatchModule.forRoot(): Option `batchKey` is not accepted here; set it on @Batch() or batched()'),
     );
     expect(() => BatchModule.forRoot({ onError: 'log' } as never)).toThrow(
-      new TypeError('BatchModule.forRoot(): Expected `onError` of `BatchModule` to be a function, got `"log"` (string)'),
+      new TypeError(
+        'BatchModule.forRoot(): Expected `onError` of `BatchModule` to be a function, got `"log"` (string)',
+      ),
     );
     expect(() => Batch({ onError: () => undefined } as object)(class Reporting {})).toThrow(
       new TypeError('@Batch(): Option `onError` is not accepted here; set it on BatchModule.forRoot() (in Reporting)'),

@@ -11,9 +11,12 @@ async function firstTsBlock(path: string): Promise<string> {
 }
 
 describe('README.md', () => {
-  it.each(['express', 'koa', 'nest'])('shows the %s example that packages/%s/README.md runs in its test', async (name) => {
-    expect(await read('README.md')).toContain(await firstTsBlock(`packages/${name}/README.md`));
-  });
+  it.each(['express', 'koa', 'nest'])(
+    'shows the %s example that packages/%s/README.md runs in its test',
+    async (name) => {
+      expect(await read('README.md')).toContain(await firstTsBlock(`packages/${name}/README.md`));
+    },
+  );
 
   it('names the two set-up commands that .ci/run and package.json implement', async () => {
     const [readme, ci, manifest] = await Promise.all([read('README.md'), read('.ci/run'), read('package.json')]);

@@ -34,12 +34,44 @@ export function renderGenerationChart(points: readonly ChartPoint[]): string {
     height: HEIGHT,
     legendGap: 24,
     series: [
-      line('decode limit', points.map((point) => point.decodeLimit), '#2ca02c', 0, true),
-      line('limit incl. prefill', points.map((point) => point.limitWithPrefill), '#98df8a', 0, true),
-      line('continuous', points.map((point) => point.continuous), '#08519c', 0),
-      line('request-level', points.map((point) => point.request), '#d62728', 0),
-      line('continuous', points.map((point) => point.ttftContinuous), '#08519c', 1),
-      line('request-level', points.map((point) => point.ttftRequest), '#d62728', 1),
+      line(
+        'decode limit',
+        points.map((point) => point.decodeLimit),
+        '#2ca02c',
+        0,
+        true,
+      ),
+      line(
+        'limit incl. prefill',
+        points.map((point) => point.limitWithPrefill),
+        '#98df8a',
+        0,
+        true,
+      ),
+      line(
+        'continuous',
+        points.map((point) => point.continuous),
+        '#08519c',
+        0,
+      ),
+      line(
+        'request-level',
+        points.map((point) => point.request),
+        '#d62728',
+        0,
+      ),
+      line(
+        'continuous',
+        points.map((point) => point.ttftContinuous),
+        '#08519c',
+        1,
+      ),
+      line(
+        'request-level',
+        points.map((point) => point.ttftRequest),
+        '#d62728',
+        1,
+      ),
     ],
   });
 }

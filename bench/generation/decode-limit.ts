@@ -72,7 +72,15 @@ const SPREAD_STEPS = 48;
 /** Loads the model once (1 intra-op thread, as the pool's workers) and returns a measuring function. */
 export async function decodeLimiter(
   modelDir: string,
-): Promise<(batch: number, past: number, steps: number, promptLength: number, lengths?: readonly number[]) => Promise<DecodeLimit>> {
+): Promise<
+  (
+    batch: number,
+    past: number,
+    steps: number,
+    promptLength: number,
+    lengths?: readonly number[],
+  ) => Promise<DecodeLimit>
+> {
   const session = await ort.InferenceSession.create(join(modelDir, 'onnx', 'model.onnx'), {
     intraOpNumThreads: 1,
     interOpNumThreads: 1,
@@ -111,7 +119,9 @@ export async function decodeLimiter(
   const spreadLimit = async (batch: number, lengths: readonly number[]): Promise<SpreadLimit> => {
     const random = seededRandom(batch);
     const draws = Array.from({ length: SPREAD_STEPS }, () =>
-      Array.from({ length: batch }, () => lengths[Math.floor(random() * lengths.length)] as number).sort((a, b) => a - b),
+      Array.from({ length: batch }, () => lengths[Math.floor(random() * lengths.length)] as number).sort(
+        (a, b) => a - b,
+      ),
     );
     const run = async (groups: readonly (readonly number[])[]) => {
       let ms = 0;

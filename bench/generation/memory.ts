@@ -50,9 +50,16 @@ const round = (value: number) => Math.round(value * 10) / 10;
  * with short ones at concurrency 16, and the RSS once the same short traffic ran again and the worker sat idle.
  */
 export async function measureMemoryAfterLongPrompts(pool: Pool): Promise<MemoryResult> {
-  const short = Array.from({ length: 32 }, (_, index) => ({ prompt: prompt(6 + (index % 12)), max_new_tokens: 16, temperature: 0 }));
+  const short = Array.from({ length: 32 }, (_, index) => ({
+    prompt: prompt(6 + (index % 12)),
+    max_new_tokens: 16,
+    temperature: 0,
+  }));
   const long = { prompt: prompt(740), max_new_tokens: 1, temperature: 0 };
-  const burst = Array.from({ length: 96 }, (_, index) => (index % 3 === 2 ? short[index % short.length] : long) as TextGenerationInput);
+  const burst = Array.from(
+    { length: 96 },
+    (_, index) => (index % 3 === 2 ? short[index % short.length] : long) as TextGenerationInput,
+  );
   const settle = async () => {
     await pool.run(short);
     await new Promise((resolve) => setTimeout(resolve, 500));
@@ -107,7 +114,9 @@ export function measureMemoryInChild(model: string, env: Readonly<Record<string,
 }
 
 if (process.argv[2] === '--child') {
-  const pool = createWorkerPool({ runner: { task: 'text-generation', model: process.argv[3] as string, scheduling: 'continuous', maxBatchSize: 64 } });
+  const pool = createWorkerPool({
+    runner: { task: 'text-generation', model: process.argv[3] as string, scheduling: 'continuous', maxBatchSize: 64 },
+  });
   await pool.ready;
   const result = await measureMemoryAfterLongPrompts(pool);
   await pool.close();

@@ -74,14 +74,26 @@ export function renderSection(data: Results): string {
   }
   const mid = at(32) ?? points[0];
   if (mid !== undefined) {
-    lines.push('', `Latency by \`max_tokens\` at c=${mid.concurrency} (whole completions, p50 / p99 ms):`, '', '| max_tokens | continuous | request |', '| ---: | ---: | ---: |');
+    lines.push(
+      '',
+      `Latency by \`max_tokens\` at c=${mid.concurrency} (whole completions, p50 / p99 ms):`,
+      '',
+      '| max_tokens | continuous | request |',
+      '| ---: | ---: | ---: |',
+    );
     for (const [max, c] of Object.entries(mid.continuous.latency_by_max_tokens)) {
       const r = mid.request.latency_by_max_tokens[max];
       lines.push(`| ${max} | ${c.p50_ms} / ${c.p99_ms} | ${r?.p50_ms} / ${r?.p99_ms} |`);
     }
   }
-  lines.push('', 'Where a continuous loop iteration goes (ms per iteration; one prefill call at most, then one decode step):', '');
-  lines.push('| c | rows / step (all clients busy) | session.run decode | session.run prefill | KV copies | rows copied / iteration | sampling + detokenizing | answering / streaming | other JS | session.run share | decode calls / step | padding overhead |');
+  lines.push(
+    '',
+    'Where a continuous loop iteration goes (ms per iteration; one prefill call at most, then one decode step):',
+    '',
+  );
+  lines.push(
+    '| c | rows / step (all clients busy) | session.run decode | session.run prefill | KV copies | rows copied / iteration | sampling + detokenizing | answering / streaming | other JS | session.run share | decode calls / step | padding overhead |',
+  );
   lines.push('| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |');
   for (const point of points) {
     const s = point.continuous.steps ?? {};
@@ -94,13 +106,21 @@ export function renderSection(data: Results): string {
   lines.push('', '| target (issue 12) | result | |', '| --- | --- | --- |');
   if (c32 !== undefined) {
     const { ratios } = c32;
-    lines.push(`| c=32: continuous ≥ 1.5x request-level tokens/s | ${ratios.tokens_per_s_continuous_over_request}x | ${verdict(ratios.tokens_per_s_continuous_over_request >= 1.5)} |`);
-    lines.push(`| c=32: 8-token p50 ≤ 0.5x | ${ratios.p50_8_tokens_continuous_over_request}x | ${verdict(ratios.p50_8_tokens_continuous_over_request <= 0.5)} |`);
-    lines.push(`| c=32: streaming TTFT p50 ≤ 0.5x (long generations running) | ${ratios.ttft_p50_continuous_over_request}x | ${verdict(ratios.ttft_p50_continuous_over_request <= 0.5)} |`);
+    lines.push(
+      `| c=32: continuous ≥ 1.5x request-level tokens/s | ${ratios.tokens_per_s_continuous_over_request}x | ${verdict(ratios.tokens_per_s_continuous_over_request >= 1.5)} |`,
+    );
+    lines.push(
+      `| c=32: 8-token p50 ≤ 0.5x | ${ratios.p50_8_tokens_continuous_over_request}x | ${verdict(ratios.p50_8_tokens_continuous_over_request <= 0.5)} |`,
+    );
+    lines.push(
+      `| c=32: streaming TTFT p50 ≤ 0.5x (long generations running) | ${ratios.ttft_p50_continuous_over_request}x | ${verdict(ratios.ttft_p50_continuous_over_request <= 0.5)} |`,
+    );
   }
   if (c64 !== undefined) {
     const { ratios } = c64;
-    lines.push(`| c=64: continuous ≥ 0.7x the decode limit | ${ratios.tokens_per_s_continuous_over_decode_limit}x wall-clock over the whole run (${ratios.steady_tokens_per_s_continuous_over_decode_limit ?? '–'}x while all 64 clients were busy; ${ratios.tokens_per_s_continuous_over_best_split_limit ?? '–'}x of the limit with the batch in its fastest split; ${ratios.tokens_per_s_continuous_over_limit_with_prefill}x of the limit incl. prefill; ${ratios.cpu_efficiency_continuous_over_decode_limit}x in worker CPU). The bound at this workload's length spread, incl. prefill, is ${ratios.spread_limit_with_prefill_over_decode_limit ?? '–'}x the limit; continuous reaches ${ratios.tokens_per_s_continuous_over_spread_limit_with_prefill ?? '–'}x of it | ${verdict(ratios.tokens_per_s_continuous_over_decode_limit >= 0.7)} |`);
+    lines.push(
+      `| c=64: continuous ≥ 0.7x the decode limit | ${ratios.tokens_per_s_continuous_over_decode_limit}x wall-clock over the whole run (${ratios.steady_tokens_per_s_continuous_over_decode_limit ?? '–'}x while all 64 clients were busy; ${ratios.tokens_per_s_continuous_over_best_split_limit ?? '–'}x of the limit with the batch in its fastest split; ${ratios.tokens_per_s_continuous_over_limit_with_prefill}x of the limit incl. prefill; ${ratios.cpu_efficiency_continuous_over_decode_limit}x in worker CPU). The bound at this workload's length spread, incl. prefill, is ${ratios.spread_limit_with_prefill_over_decode_limit ?? '–'}x the limit; continuous reaches ${ratios.tokens_per_s_continuous_over_spread_limit_with_prefill ?? '–'}x of it | ${verdict(ratios.tokens_per_s_continuous_over_decode_limit >= 0.7)} |`,
+    );
   }
   const memory = data.memory;
   if (memory !== undefined) {
@@ -119,10 +139,7 @@ export function renderSection(data: Results): string {
   }
   const last = c64 ?? points[points.length - 1];
   if (last !== undefined) lines.push('', whyBelowLimit(last));
-  lines.push(
-    '',
-    '![continuous vs request-level text generation](bench/results/generation.svg)',
-  );
+  lines.push('', '![continuous vs request-level text generation](bench/results/generation.svg)');
   return lines.join('\n');
 }
 
@@ -140,7 +157,7 @@ function whyBelowLimit(point: Point): string {
     (limit.best_split_calls ?? 1) > 1
       ? `(4) **call size**: one call of many rows can outgrow the CPU's caches: in this run the limit's batch ran fastest as ${limit.best_split_calls} calls (${limit.best_split_tokens_per_s} tok/s, against ${limit.tokens_per_s} in one). The loop's cost model is linear in rows and positions, so it splits calls by length only and runs rows of similar lengths in one call, however many.`
       : `(4) **call size**: in this run one call of the full batch was as fast as 2 or 4 calls, so the size of the loop's calls (split by length only) cost nothing here.`,
-    '(5) **freed buffers**: onnxruntime-node copies every output, the KV cache included, into fresh array buffers (~4 MB a step at 64 rows); left to V8, that external memory started a full collection of the worker\'s heap every ~17 steps. The loop frees the buffers it is done with at once (logits after sampling, KV arrays the pool drops): 1.37x and 1.45x the tokens/s at c=64 in two interleaved A/B runs when it was added.',
+    "(5) **freed buffers**: onnxruntime-node copies every output, the KV cache included, into fresh array buffers (~4 MB a step at 64 rows); left to V8, that external memory started a full collection of the worker's heap every ~17 steps. The loop frees the buffers it is done with at once (logits after sampling, KV arrays the pool drops): 1.37x and 1.45x the tokens/s at c=64 in two interleaved A/B runs when it was added.",
     'The worker-CPU column is what scheduling costs whatever the load; the wall-clock limit, measured alone on the main thread, swings with it.',
   ].join(' ');
 }

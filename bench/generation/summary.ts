@@ -40,7 +40,9 @@ export function summarize(runs: readonly RunResult[]) {
   const samples = runs.flatMap((run) => run.samples);
   const latency = Object.fromEntries(
     MAX_TOKENS_CLASSES.map((max) => {
-      const values = samples.filter((sample) => sample.maxTokens === max && !sample.streamed).map((sample) => sample.latencyMs);
+      const values = samples
+        .filter((sample) => sample.maxTokens === max && !sample.streamed)
+        .map((sample) => sample.latencyMs);
       return [max, { p50_ms: round(median(values)), p99_ms: round(quantile(values, 0.99)), n: values.length }];
     }),
   );
@@ -48,13 +50,20 @@ export function summarize(runs: readonly RunResult[]) {
   const completion = samples.reduce((sum, sample) => sum + sample.tokens, 0);
   const summary: Record<string, unknown> = {
     tokens_per_s: round(median(runs.map((run) => run.tokensPerSecond)), 0),
-    ...(runs[0]?.steadyTokensPerSecond === undefined ? {} : { steady_tokens_per_s: round(median(runs.map((run) => run.steadyTokensPerSecond ?? 0)), 0) }),
+    ...(runs[0]?.steadyTokensPerSecond === undefined
+      ? {}
+      : { steady_tokens_per_s: round(median(runs.map((run) => run.steadyTokensPerSecond ?? 0)), 0) }),
     worker_cpu_ms_per_token: round(median(runs.map((run) => run.workerCpuMsPerToken)), 4),
-    prompt_tokens_per_completion_token: round(samples.reduce((sum, sample) => sum + sample.promptTokens, 0) / completion, 2),
+    prompt_tokens_per_completion_token: round(
+      samples.reduce((sum, sample) => sum + sample.promptTokens, 0) / completion,
+      2,
+    ),
     latency_by_max_tokens: latency,
     ttft: { p50_ms: round(median(ttfts)), p99_ms: round(quantile(ttfts, 0.99)), n: ttfts.length },
   };
-  const stepRuns = runs.map((run) => run.steps).filter((steps): steps is Readonly<Record<string, number>> => steps !== undefined);
+  const stepRuns = runs
+    .map((run) => run.steps)
+    .filter((steps): steps is Readonly<Record<string, number>> => steps !== undefined);
   if (stepRuns.length > 0) {
     const total = (key: string) => stepRuns.reduce((sum, steps) => sum + (steps[key] ?? 0), 0);
     const iterations = total('iterations');

@@ -93,8 +93,20 @@ export function twoPanelChart(panels: TwoPanels): string {
     textStyle: { fontFamily: 'Helvetica, Arial, sans-serif' },
     title: [
       { text: panels.title, left: 'center', top: 8, textStyle: { fontSize: 15 } },
-      { text: panels.left, left: '25%', textAlign: 'center', top: 62, textStyle: { fontSize: 13, fontWeight: 'normal' } },
-      { text: panels.right, left: '75%', textAlign: 'center', top: 62, textStyle: { fontSize: 13, fontWeight: 'normal' } },
+      {
+        text: panels.left,
+        left: '25%',
+        textAlign: 'center',
+        top: 62,
+        textStyle: { fontSize: 13, fontWeight: 'normal' },
+      },
+      {
+        text: panels.right,
+        left: '75%',
+        textAlign: 'center',
+        top: 62,
+        textStyle: { fontSize: 13, fontWeight: 'normal' },
+      },
     ],
     // Generous gaps: the SSR renderer estimates text widths, and viewers' fonts differ.
     legend: { top: 34, itemWidth: 22, itemGap: panels.legendGap, textStyle: { fontSize: 12 } },

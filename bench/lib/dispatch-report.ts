@@ -33,7 +33,10 @@ export function dispatchMarkdown(summary: DispatchSummary): string {
   const f1 = cellOf(cells, 'fixed 5 ms', 1);
   const w1 = cellOf(cells, 'work-conserving', 1);
   if (f1 !== undefined && w1 !== undefined) {
-    lines.push('', `At c=1 the fixed wait costs ${(f1.p50_ms - w1.p50_ms).toFixed(1)} ms of p50 and gives ${(f1.items_per_s / w1.items_per_s).toFixed(2)}x the work-conserving items/s: every lone request waits the full 5 ms.`);
+    lines.push(
+      '',
+      `At c=1 the fixed wait costs ${(f1.p50_ms - w1.p50_ms).toFixed(1)} ms of p50 and gives ${(f1.items_per_s / w1.items_per_s).toFixed(2)}x the work-conserving items/s: every lone request waits the full 5 ms.`,
+    );
   }
   lines.push(
     '',
@@ -43,13 +46,15 @@ export function dispatchMarkdown(summary: DispatchSummary): string {
     '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
   );
   for (const run of overload.runs) {
-    const label = run.max_latency_ms === null ? 'no `maxLatencyMs` (queue bound 1024)' : `\`maxLatencyMs: ${run.max_latency_ms}\``;
+    const label =
+      run.max_latency_ms === null ? 'no `maxLatencyMs` (queue bound 1024)' : `\`maxLatencyMs: ${run.max_latency_ms}\``;
     lines.push(
       `| ${label} | ${run.sent} | ${run.ok} | ${s(run.accepted_p50_ms)} | ${s(run.accepted_p99_ms)} | ${run.refused_total} ${JSON.stringify(run.refused).replaceAll('"', '')} | ${Number.isNaN(run.refusal_p90_ms) ? '–' : `${run.refusal_p90_ms.toFixed(0)} ms`} | ${run.refused_with_retry_after} | ${run.accepted_per_s.toFixed(1)} | ${run.errors} |`,
     );
   }
   lines.push('', '| target | result | |', '| --- | --- | --- |');
-  for (const target of summary.targets) lines.push(`| ${target.name} | ${target.detail} | ${target.met ? 'met' : '**missed**'} |`);
+  for (const target of summary.targets)
+    lines.push(`| ${target.name} | ${target.detail} | ${target.met ? 'met' : '**missed**'} |`);
   return lines.join('\n');
 }
 

@@ -88,22 +88,33 @@ function overloadWorkload(): Workload<unknown, unknown> {
   return {
     ...base,
     bodies: base.bodies.map((body) => ({ ...body, max_tokens: OVERLOAD_TOKENS })),
-    check: (json) => (typeof (json as { text?: unknown } | undefined)?.text === 'string' ? undefined : 'no completion text'),
+    check: (json) =>
+      typeof (json as { text?: unknown } | undefined)?.text === 'string' ? undefined : 'no completion text',
   };
 }
 
-export async function runDispatchSuite(options: { readonly quick: boolean; readonly rounds: number }): Promise<DispatchSummary> {
+export async function runDispatchSuite(options: {
+  readonly quick: boolean;
+  readonly rounds: number;
+}): Promise<DispatchSummary> {
   const { quick, rounds } = options;
   const warmS = quick ? 0.5 : 1;
   const measureS = quick ? 1 : 2.5;
   const pointWeight = warmS + measureS + 0.6;
   const perServer = 3 + CONCURRENCIES.length * pointWeight;
   const overloadS = quick ? 3 : 8;
-  const total = 8 + VARIANTS.length * perServer + (rounds - 1) * VARIANTS.length * (3 + 2 * pointWeight) + 2 * (3 + overloadS + 12) + 8;
+  const total =
+    8 +
+    VARIANTS.length * perServer +
+    (rounds - 1) * VARIANTS.length * (3 + 2 * pointWeight) +
+    2 * (3 + overloadS + 12) +
+    8;
   const progress = new Progress(total);
   const machine = machineInfo();
   const startedAt = new Date();
-  progress.log(`microbatch dispatch and admission benchmark: about ${Math.round(total / 60)} min on ${machine.nproc} cores (${machine.cpu_model})`);
+  progress.log(
+    `microbatch dispatch and admission benchmark: about ${Math.round(total / 60)} min on ${machine.nproc} cores (${machine.cpu_model})`,
+  );
 
   progress.begin('offline limit, batches of 32', 8);
   await waitForQuiet(3000);
@@ -144,7 +155,8 @@ export async function runDispatchSuite(options: { readonly quick: boolean; reado
   };
   for (const variant of VARIANTS) await measureVariant(variant, CONCURRENCIES, 1);
   // The key points again, interleaved, so that a burst of other work on the machine hits one round only.
-  for (let round = 2; round <= rounds; round += 1) for (const variant of VARIANTS) await measureVariant(variant, [64, 1], round);
+  for (let round = 2; round <= rounds; round += 1)
+    for (const variant of VARIANTS) await measureVariant(variant, [64, 1], round);
 
   const cells = cellsOf(points);
   const overload = await runOverload(progress, quick, overloadS);
@@ -186,7 +198,11 @@ export function cellOf(cells: readonly Cell[], variant: Variant['name'], concurr
   return cells.find((cell) => cell.variant === variant && cell.concurrency === concurrency);
 }
 
-async function runOverload(progress: Progress, quick: boolean, overloadS: number): Promise<DispatchSummary['overload']> {
+async function runOverload(
+  progress: Progress,
+  quick: boolean,
+  overloadS: number,
+): Promise<DispatchSummary['overload']> {
   const workload = overloadWorkload();
   const spec = { framework: 'express', workload: 'text', maxBatchSize: BATCH, batchWaitTimeoutMs: 0 } as const;
   // The sustainable rate of these heavier requests: closed-loop at concurrency 64, on the server without a limit.
@@ -200,12 +216,23 @@ async function runOverload(progress: Progress, quick: boolean, overloadS: number
     const point = await measurePoint(
       server,
       // Long enough for several full batches of these slower requests to complete inside the window.
-      { workload, framework: 'express', maxBatchSize: BATCH, concurrency: 64, round: 1, quietWaitMs: 1500, warmS: 2, measureS: quick ? 3 : 6 },
+      {
+        workload,
+        framework: 'express',
+        maxBatchSize: BATCH,
+        concurrency: 64,
+        round: 1,
+        quietWaitMs: 1500,
+        warmS: 2,
+        measureS: quick ? 3 : 6,
+      },
       (phase, responses) => progress.update(`${phase} ${responses} responses`),
     );
     sustainable = point.items_per_s;
     rate = Math.min(10 * sustainable, RATE_CAP);
-    progress.end(`sustainable: ${sustainable.toFixed(0)} req/s of ${OVERLOAD_TOKENS}-token completions; overload offered at ${rate.toFixed(0)} req/s (${(rate / sustainable).toFixed(1)}x)`);
+    progress.end(
+      `sustainable: ${sustainable.toFixed(0)} req/s of ${OVERLOAD_TOKENS}-token completions; overload offered at ${rate.toFixed(0)} req/s (${(rate / sustainable).toFixed(1)}x)`,
+    );
     runs.push(await overloadRun(progress, server, workload, rate, overloadS, null));
   } finally {
     await server.stop();
@@ -220,7 +247,16 @@ async function runOverload(progress: Progress, quick: boolean, overloadS: number
     for (; warmed < 10 && !(await server.snapshot()).estimate.ready; warmed += 1) {
       await measurePoint(
         server,
-        { workload, framework: 'express', maxBatchSize: BATCH, concurrency: 32, round: 1, quietWaitMs: 0, warmS: 0.5, measureS: 1 },
+        {
+          workload,
+          framework: 'express',
+          maxBatchSize: BATCH,
+          concurrency: 32,
+          round: 1,
+          quietWaitMs: 0,
+          warmS: 0.5,
+          measureS: 1,
+        },
         () => undefined,
       );
     }
@@ -253,7 +289,8 @@ async function overloadRun(
     bodies: workload.bodies,
     rate,
     seconds,
-    onTick: (sent, answered, elapsedS) => progress.update(`${sent} sent, ${answered} answered, ${elapsedS.toFixed(1)}s`),
+    onTick: (sent, answered, elapsedS) =>
+      progress.update(`${sent} sent, ${answered} answered, ${elapsedS.toFixed(1)}s`),
   });
   progress.end(
     `${name}: ${result.ok} accepted (p50 ${(result.accepted_p50_ms / 1000).toFixed(2)} s, p99 ${(result.accepted_p99_ms / 1000).toFixed(2)} s), ` +
@@ -272,15 +309,31 @@ function targetsOf(summary: DispatchSummary): Target[] {
   const wc64 = cellOf(cells, 'work-conserving', 64);
   if (unbatched1 !== undefined && wc1 !== undefined) {
     const ratio = wc1.items_per_s / unbatched1.items_per_s;
-    targets.push({ name: 'c=1: work-conserving ≥ 0.95x unbatched items/s', detail: `${wc1.items_per_s} / ${unbatched1.items_per_s} = ${ratio.toFixed(2)}x`, met: ratio >= 0.95 });
+    targets.push({
+      name: 'c=1: work-conserving ≥ 0.95x unbatched items/s',
+      detail: `${wc1.items_per_s} / ${unbatched1.items_per_s} = ${ratio.toFixed(2)}x`,
+      met: ratio >= 0.95,
+    });
     const delta = wc1.p50_ms - unbatched1.p50_ms;
-    targets.push({ name: 'c=1: work-conserving p50 within +1.5 ms of unbatched', detail: `${wc1.p50_ms} vs ${unbatched1.p50_ms} ms (${delta >= 0 ? '+' : ''}${delta.toFixed(2)} ms)`, met: delta <= 1.5 });
+    targets.push({
+      name: 'c=1: work-conserving p50 within +1.5 ms of unbatched',
+      detail: `${wc1.p50_ms} vs ${unbatched1.p50_ms} ms (${delta >= 0 ? '+' : ''}${delta.toFixed(2)} ms)`,
+      met: delta <= 1.5,
+    });
   }
   if (unbatched64 !== undefined && wc64 !== undefined) {
     const ratio = wc64.items_per_s / unbatched64.items_per_s;
-    targets.push({ name: 'c=64: work-conserving ≥ 3x unbatched items/s', detail: `${wc64.items_per_s} / ${unbatched64.items_per_s} = ${ratio.toFixed(2)}x`, met: ratio >= 3 });
+    targets.push({
+      name: 'c=64: work-conserving ≥ 3x unbatched items/s',
+      detail: `${wc64.items_per_s} / ${unbatched64.items_per_s} = ${ratio.toFixed(2)}x`,
+      met: ratio >= 3,
+    });
     const vsOffline = wc64.items_per_s / offline;
-    targets.push({ name: 'c=64: work-conserving ≥ 0.9x the offline limit', detail: `${wc64.items_per_s} / ${offline} = ${vsOffline.toFixed(2)}x`, met: vsOffline >= 0.9 });
+    targets.push({
+      name: 'c=64: work-conserving ≥ 0.9x the offline limit',
+      detail: `${wc64.items_per_s} / ${offline} = ${vsOffline.toFixed(2)}x`,
+      met: vsOffline >= 0.9,
+    });
   }
   const limited = overload.runs.find((run) => run.max_latency_ms !== null);
   if (limited !== undefined) {
@@ -292,7 +345,9 @@ function targetsOf(summary: DispatchSummary): Target[] {
     targets.push({
       name: 'overload: refusals answered in ≤ 250 ms (p90), each with Retry-After',
       detail: `p90 ${limited.refusal_p90_ms.toFixed(0)} ms; ${limited.refused_with_retry_after} of ${limited.refused_total} with Retry-After`,
-      met: limited.refused_total === 0 || (limited.refusal_p90_ms <= 250 && limited.refused_with_retry_after === limited.refused_total),
+      met:
+        limited.refused_total === 0 ||
+        (limited.refusal_p90_ms <= 250 && limited.refused_with_retry_after === limited.refused_total),
     });
     const share = limited.accepted_per_s / overload.sustainable_rate;
     targets.push({

@@ -26,7 +26,12 @@ function weights(name: string, rows: number, cols: number, seed: number): Initia
   const next = uniform(seed);
   // Scaled by 1/sqrt(fan-in) so activations stay O(1) through the residual stack.
   const scale = 1 / Math.sqrt(rows);
-  return { name, type: DataType.FLOAT, dims: [rows, cols], values: Float32Array.from({ length: rows * cols }, () => next() * scale) };
+  return {
+    name,
+    type: DataType.FLOAT,
+    dims: [rows, cols],
+    values: Float32Array.from({ length: rows * cols }, () => next() * scale),
+  };
 }
 
 /** The model's file name for a shape. */
@@ -49,7 +54,10 @@ export function embedderModel(shape: EmbedderShape = EMBEDDER_SHAPE): Uint8Array
   ];
   for (let layer = 0; layer < shape.layers; layer += 1) {
     const [w1, w2] = [`w1_${layer}`, `w2_${layer}`];
-    initializers.push(weights(w1, shape.hidden, shape.ffn, 100 + 2 * layer), weights(w2, shape.ffn, shape.hidden, 101 + 2 * layer));
+    initializers.push(
+      weights(w1, shape.hidden, shape.ffn, 100 + 2 * layer),
+      weights(w2, shape.ffn, shape.hidden, 101 + 2 * layer),
+    );
     nodes.push(
       { op: 'MatMul', inputs: [`h${layer}`, w1], outputs: [`up_${layer}`] },
       { op: 'Relu', inputs: [`up_${layer}`], outputs: [`act_${layer}`] },

@@ -24,11 +24,24 @@ export interface ClientTarget {
 }
 
 /** Posts one JSON body to `/v1/completions`; never rejects (a failure is an outcome with status 0). */
-export function postCompletion(target: ClientTarget, agent: Agent, body: object, timeoutMs = 120_000): Promise<Outcome> {
+export function postCompletion(
+  target: ClientTarget,
+  agent: Agent,
+  body: object,
+  timeoutMs = 120_000,
+): Promise<Outcome> {
   const encoded = JSON.stringify(body);
   const sentAtMs = target.now();
   return new Promise((resolve) => {
-    const failed = () => resolve({ sentAtMs, ms: target.now() - sentAtMs, status: 0, code: 'CLIENT_ERROR', retryAfterS: undefined, completionTokens: 0 });
+    const failed = () =>
+      resolve({
+        sentAtMs,
+        ms: target.now() - sentAtMs,
+        status: 0,
+        code: 'CLIENT_ERROR',
+        retryAfterS: undefined,
+        completionTokens: 0,
+      });
     const req = request(
       {
         host: '127.0.0.1',
@@ -76,7 +89,13 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
  * `Retry-After` says, as the OpenAI SDKs do; without one (a server bug, counted by the caller) it waits 1 s, and
  * after a failed connection 1 s too, so a loop never spins hot.
  */
-export async function closedLoops(target: ClientTarget, body: object, loops: number, untilMs: number, outcomes: Outcome[]): Promise<void> {
+export async function closedLoops(
+  target: ClientTarget,
+  body: object,
+  loops: number,
+  untilMs: number,
+  outcomes: Outcome[],
+): Promise<void> {
   const agent = new Agent({ keepAlive: true, maxSockets: loops });
   const loop = async (): Promise<void> => {
     while (target.now() < untilMs) {
@@ -98,7 +117,13 @@ export async function closedLoops(target: ClientTarget, body: object, loops: num
  * One request every `1000 / rate` ms until `untilMs`, whatever the answers (open loop): the light client samples
  * the server evenly in time, and a refused request is not retried (it counts as not served).
  */
-export async function pacedRequests(target: ClientTarget, bodies: readonly object[], rate: number, untilMs: number, outcomes: Outcome[]): Promise<void> {
+export async function pacedRequests(
+  target: ClientTarget,
+  bodies: readonly object[],
+  rate: number,
+  untilMs: number,
+  outcomes: Outcome[],
+): Promise<void> {
   const agent = new Agent({ keepAlive: true, maxSockets: Number.POSITIVE_INFINITY });
   const pending: Array<Promise<void>> = [];
   const startMs = target.now();
@@ -108,7 +133,11 @@ export async function pacedRequests(target: ClientTarget, bodies: readonly objec
       if (dueMs >= untilMs) break;
       const delay = dueMs - target.now();
       if (delay > 0) await sleep(delay);
-      pending.push(postCompletion(target, agent, bodies[sent % bodies.length] as object).then((outcome) => void outcomes.push(outcome)));
+      pending.push(
+        postCompletion(target, agent, bodies[sent % bodies.length] as object).then(
+          (outcome) => void outcomes.push(outcome),
+        ),
+      );
     }
     await Promise.all(pending);
   } finally {

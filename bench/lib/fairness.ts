@@ -26,7 +26,8 @@ export type Scheduling = 'continuous' | 'request';
 export const SCHEDULINGS: readonly Scheduling[] = ['continuous', 'request'];
 
 /** The in-repository launcher (sources through tsx); BENCH_MICROBATCH_BIN runs another build, e.g. an installed one. */
-const BIN = process.env.BENCH_MICROBATCH_BIN || fileURLToPath(new URL('../../packages/cli/bin/microbatch.js', import.meta.url));
+const BIN =
+  process.env.BENCH_MICROBATCH_BIN || fileURLToPath(new URL('../../packages/cli/bin/microbatch.js', import.meta.url));
 const PROMPTS = (textWorkload.bodies as ReadonlyArray<{ prompt: string }>).map((body) => body.prompt);
 const HEAVY_BODY = { prompt: PROMPTS.slice(0, HEAVY_PROMPTS), max_tokens: HEAVY_TOKENS, user: 'heavy' };
 const LIGHT_BODIES = PROMPTS.map((prompt) => ({ prompt, max_tokens: 1, user: 'light' }));
@@ -84,8 +85,23 @@ interface CliServer {
 
 /** `microbatch serve` on a free port, as a user starts it; resolves once it logged `ready`. */
 async function startCli(scheduling: Scheduling): Promise<CliServer> {
-  const args = ['serve', '--model', TEXT_MODEL_DIR, '--port', '0', '--max-latency-ms', String(FAIRNESS_MAX_LATENCY_MS), '--scheduling', scheduling, '--log-format', 'json'];
-  const child: ChildProcess = spawn(process.execPath, [BIN, ...args], { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  const args = [
+    'serve',
+    '--model',
+    TEXT_MODEL_DIR,
+    '--port',
+    '0',
+    '--max-latency-ms',
+    String(FAIRNESS_MAX_LATENCY_MS),
+    '--scheduling',
+    scheduling,
+    '--log-format',
+    'json',
+  ];
+  const child: ChildProcess = spawn(process.execPath, [BIN, ...args], {
+    cwd: REPO_ROOT,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let stderr = '';
   child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
     stderr = (stderr + chunk).slice(-5_000);
@@ -150,7 +166,8 @@ const gauge = (metrics: string, name: string): number => {
 
 function difference(after: Record<string, number>, before: Record<string, number>): Record<string, number> {
   const result: Record<string, number> = {};
-  for (const [key, value] of Object.entries(after)) if (value - (before[key] ?? 0) > 0) result[key] = value - (before[key] ?? 0);
+  for (const [key, value] of Object.entries(after))
+    if (value - (before[key] ?? 0) > 0) result[key] = value - (before[key] ?? 0);
   return result;
 }
 
@@ -177,7 +194,11 @@ function summarizeClient(outcomes: readonly Outcome[]): ClientSummary {
 }
 
 /** One server, one scheduling: the light client alone, then both clients; outcomes of requests sent in the window. */
-export async function runFairnessOnce(scheduling: Scheduling, timing: { warmS: number; measureS: number; aloneS: number }, progress: Progress): Promise<FairnessRun> {
+export async function runFairnessOnce(
+  scheduling: Scheduling,
+  timing: { warmS: number; measureS: number; aloneS: number },
+  progress: Progress,
+): Promise<FairnessRun> {
   const server = await startCli(scheduling);
   try {
     const start = performance.now();
@@ -201,9 +222,14 @@ export async function runFairnessOnce(scheduling: Scheduling, timing: { warmS: n
     }, fromMs - target.now());
     const ticker = setInterval(() => {
       const lightOk = light.filter((o) => o.status === 200).length;
-      progress.update(`${scheduling}: ${(target.now() / 1000).toFixed(0)} s, light ${lightOk}/${light.length} ok, heavy ${heavy.filter((o) => o.status === 200).length}/${heavy.length} ok`);
+      progress.update(
+        `${scheduling}: ${(target.now() / 1000).toFixed(0)} s, light ${lightOk}/${light.length} ok, heavy ${heavy.filter((o) => o.status === 200).length}/${heavy.length} ok`,
+      );
     }, 500);
-    await Promise.all([closedLoops(target, HEAVY_BODY, HEAVY_LOOPS, untilMs, heavy), pacedRequests(target, LIGHT_BODIES, LIGHT_RATE, untilMs, light)]);
+    await Promise.all([
+      closedLoops(target, HEAVY_BODY, HEAVY_LOOPS, untilMs, heavy),
+      pacedRequests(target, LIGHT_BODIES, LIGHT_RATE, untilMs, light),
+    ]);
     clearInterval(ticker);
     clearTimeout(scrape);
     const after = await server.metrics();
@@ -211,7 +237,9 @@ export async function runFairnessOnce(scheduling: Scheduling, timing: { warmS: n
     const inWindow = (o: Outcome) => o.sentAtMs >= fromMs && o.sentAtMs < untilMs;
     const heavyWindow = heavy.filter(inWindow);
     const heavyOk = heavyWindow.filter((o) => o.status === 200);
-    const retryAfters = heavyWindow.flatMap((o) => (o.retryAfterS === undefined ? [] : [o.retryAfterS])).sort((a, b) => a - b);
+    const retryAfters = heavyWindow
+      .flatMap((o) => (o.retryAfterS === undefined ? [] : [o.retryAfterS]))
+      .sort((a, b) => a - b);
     return {
       scheduling,
       max_latency_ms: FAIRNESS_MAX_LATENCY_MS,
@@ -224,11 +252,23 @@ export async function runFairnessOnce(scheduling: Scheduling, timing: { warmS: n
         ok_per_s: round(heavyOk.length / timing.measureS, 2),
         completion_tokens_per_s: round(heavyOk.reduce((sum, o) => sum + o.completionTokens, 0) / timing.measureS),
         retry_after_s:
-          retryAfters.length === 0 ? null : { min: retryAfters[0] as number, median: median(retryAfters), max: retryAfters[retryAfters.length - 1] as number },
+          retryAfters.length === 0
+            ? null
+            : {
+                min: retryAfters[0] as number,
+                median: median(retryAfters),
+                max: retryAfters[retryAfters.length - 1] as number,
+              },
       },
       server: {
-        rejections: difference(countsBy(after, 'microbatch_rejections_total', 'reason'), countsBy(before, 'microbatch_rejections_total', 'reason')),
-        overloaded: difference(countsBy(after, 'microbatch_overload_refusals_total', 'cause'), countsBy(before, 'microbatch_overload_refusals_total', 'cause')),
+        rejections: difference(
+          countsBy(after, 'microbatch_rejections_total', 'reason'),
+          countsBy(before, 'microbatch_rejections_total', 'reason'),
+        ),
+        overloaded: difference(
+          countsBy(after, 'microbatch_overload_refusals_total', 'cause'),
+          countsBy(before, 'microbatch_overload_refusals_total', 'cause'),
+        ),
         ms_per_cost: gauge(after, 'microbatch_latency_estimate_ms_per_cost'),
         ms_per_batch: gauge(after, 'microbatch_latency_estimate_ms_per_batch'),
       },
@@ -249,7 +289,11 @@ function fairnessTiming(quick: boolean): { warmS: number; measureS: number; alon
 }
 
 /** The scenario on each scheduling, `microbatch serve`'s default first. */
-export async function runFairness(options: { readonly quick: boolean; readonly progress: Progress; readonly schedulings?: readonly Scheduling[] }): Promise<FairnessSummary> {
+export async function runFairness(options: {
+  readonly quick: boolean;
+  readonly progress: Progress;
+  readonly schedulings?: readonly Scheduling[];
+}): Promise<FairnessSummary> {
   const { quick, progress, schedulings = SCHEDULINGS } = options;
   const timing = fairnessTiming(quick);
   const startedAt = new Date();

@@ -25,7 +25,12 @@ const atEnd: Placement = (text, block) => `${text.trimEnd()}\n\n${block}`;
  * await writeSection(BENCHMARKS_MD, { start: '<!-- x:start -->', end: '<!-- x:end -->', heading: '## X' }, markdown);
  * ```
  */
-export async function writeSection(path: string | URL, markers: SectionMarkers, body: string, place: Placement = atEnd): Promise<void> {
+export async function writeSection(
+  path: string | URL,
+  markers: SectionMarkers,
+  body: string,
+  place: Placement = atEnd,
+): Promise<void> {
   const text = await readFile(path, 'utf8');
   const section = `${markers.start}\n\n${body}\n\n${markers.end}`;
   const start = text.indexOf(markers.start);

@@ -36,7 +36,11 @@ export async function measureOffline(
   roundNo: number,
   onProgress: (finished: number) => void = () => undefined,
 ): Promise<OfflineResult[]> {
-  const child = startChild(SCRIPT, ['--workload', workload, '--seconds', String(seconds), '--batch-sizes', batchSizes.join(',')], {});
+  const child = startChild(
+    SCRIPT,
+    ['--workload', workload, '--seconds', String(seconds), '--batch-sizes', batchSizes.join(',')],
+    {},
+  );
   const ticker = setInterval(() => onProgress(child.values().length), 500);
   const code = await child.exited.finally(() => clearInterval(ticker));
   if (code !== 0) throw new Error(`offline-limit.ts exited with code ${code}\n${child.stderr()}`);

@@ -78,7 +78,8 @@ export async function runOpenLoop(options: OpenLoopOptions): Promise<OpenLoopRes
             let code: string | undefined;
             if (status !== 200) {
               try {
-                code = (JSON.parse(Buffer.concat(chunks).toString('utf8')) as { error?: { code?: string } }).error?.code;
+                code = (JSON.parse(Buffer.concat(chunks).toString('utf8')) as { error?: { code?: string } }).error
+                  ?.code;
               } catch {
                 code = undefined;
               }
@@ -106,7 +107,10 @@ export async function runOpenLoop(options: OpenLoopOptions): Promise<OpenLoopRes
 
   const start = performance.now();
   const total = Math.round(options.rate * options.seconds);
-  const ticker = setInterval(() => options.onTick?.(sent, outcomes.length + errors, (performance.now() - start) / 1000), 250);
+  const ticker = setInterval(
+    () => options.onTick?.(sent, outcomes.length + errors, (performance.now() - start) / 1000),
+    250,
+  );
   // A 1 ms timer that catches up: every request due by now leaves now, so a late timer does not lower the rate.
   await new Promise<void>((resolve) => {
     const tick = setInterval(() => {
@@ -125,7 +129,10 @@ export async function runOpenLoop(options: OpenLoopOptions): Promise<OpenLoopRes
   agent.destroy();
   const drainS = (performance.now() - sendingEnd) / 1000;
 
-  const accepted = outcomes.filter((o) => o.status === 200).map((o) => o.ms).sort((a, b) => a - b);
+  const accepted = outcomes
+    .filter((o) => o.status === 200)
+    .map((o) => o.ms)
+    .sort((a, b) => a - b);
   const refusals = outcomes.filter((o) => o.status === 503);
   const refusalMs = refusals.map((o) => o.ms).sort((a, b) => a - b);
   const refused: Record<string, number> = {};

@@ -87,7 +87,9 @@ export interface Summary {
  */
 export const QUIET_PCT = 50;
 
-function quietOrAll<T extends { readonly other_cpu_pct: number }>(list: readonly T[]): { readonly used: readonly T[]; readonly noisy: boolean } {
+function quietOrAll<T extends { readonly other_cpu_pct: number }>(
+  list: readonly T[],
+): { readonly used: readonly T[]; readonly noisy: boolean } {
   const quiet = list.filter((item) => item.other_cpu_pct <= QUIET_PCT);
   return quiet.length > 0 ? { used: quiet, noisy: false } : { used: list, noisy: true };
 }
@@ -113,7 +115,11 @@ export function cellOf(
   concurrency: number,
 ): Cell | undefined {
   const matching = points.filter(
-    (point) => point.workload === workload && point.framework === framework && point.max_batch_size === maxBatchSize && point.concurrency === concurrency,
+    (point) =>
+      point.workload === workload &&
+      point.framework === framework &&
+      point.max_batch_size === maxBatchSize &&
+      point.concurrency === concurrency,
   );
   if (matching.length === 0) return undefined;
   const { used, noisy } = quietOrAll(matching);
@@ -130,17 +136,30 @@ export function cellOf(
 }
 
 /** The median (quiet) offline limit of a workload at a batch size. */
-export function offlineCellOf(offline: readonly OfflineResult[], workload: WorkloadName, batchSize: number): { value: number; used: number; measured: number; noisy: boolean } {
+export function offlineCellOf(
+  offline: readonly OfflineResult[],
+  workload: WorkloadName,
+  batchSize: number,
+): { value: number; used: number; measured: number; noisy: boolean } {
   const matching = offline.filter((result) => result.workload === workload && result.batch_size === batchSize);
   const { used, noisy } = quietOrAll(matching);
-  return { value: median(used.map((result) => result.items_per_s)), used: used.length, measured: matching.length, noisy };
+  return {
+    value: median(used.map((result) => result.items_per_s)),
+    used: used.length,
+    measured: matching.length,
+    noisy,
+  };
 }
 
 export function offlineOf(offline: readonly OfflineResult[], workload: WorkloadName, batchSize: number): number {
   return offlineCellOf(offline, workload, batchSize).value;
 }
 
-function roundsOf(main: MainConfiguration, points: readonly Point[], offline: readonly OfflineResult[]): RoundFigures[] {
+function roundsOf(
+  main: MainConfiguration,
+  points: readonly Point[],
+  offline: readonly OfflineResult[],
+): RoundFigures[] {
   const rounds = [...new Set(points.map((point) => point.round))].sort((a, b) => a - b);
   return rounds.flatMap((roundNo) => {
     const find = (maxBatchSize: number, concurrency: number) =>
@@ -156,7 +175,10 @@ function roundsOf(main: MainConfiguration, points: readonly Point[], offline: re
     const batched = find(main.maxBatchSize, main.concurrency);
     const unbatched1 = find(1, 1);
     const batched1 = find(main.maxBatchSize, 1);
-    const limit = offline.find((result) => result.round === roundNo && result.workload === main.workload && result.batch_size === main.maxBatchSize);
+    const limit = offline.find(
+      (result) =>
+        result.round === roundNo && result.workload === main.workload && result.batch_size === main.maxBatchSize,
+    );
     if (!unbatched || !batched || !unbatched1 || !batched1 || !limit) return [];
     return [
       {
@@ -168,7 +190,13 @@ function roundsOf(main: MainConfiguration, points: readonly Point[], offline: re
         batched_p99_ms: batched.p99_ms,
         unbatched_p50_ms_c1: unbatched1.p50_ms,
         batched_p50_ms_c1: batched1.p50_ms,
-        max_other_cpu_pct: Math.max(limit.other_cpu_pct, unbatched.other_cpu_pct, batched.other_cpu_pct, unbatched1.other_cpu_pct, batched1.other_cpu_pct),
+        max_other_cpu_pct: Math.max(
+          limit.other_cpu_pct,
+          unbatched.other_cpu_pct,
+          batched.other_cpu_pct,
+          unbatched1.other_cpu_pct,
+          batched1.other_cpu_pct,
+        ),
       },
     ];
   });
@@ -184,7 +212,10 @@ export function summarize(input: {
   const rounds = roundsOf(main, points, offline);
   const cell = (maxBatchSize: number, concurrency: number): Cell => {
     const found = cellOf(points, main.workload, main.framework, maxBatchSize, concurrency);
-    if (found === undefined) throw new Error(`the main configuration has no point at maxBatchSize ${maxBatchSize}, concurrency ${concurrency}`);
+    if (found === undefined)
+      throw new Error(
+        `the main configuration has no point at maxBatchSize ${maxBatchSize}, concurrency ${concurrency}`,
+      );
     return found;
   };
   const limitCell = offlineCellOf(offline, main.workload, main.maxBatchSize);
@@ -265,7 +296,9 @@ const fmt = (value: number, digits = 0) => (Number.isFinite(value) ? value.toFix
 const modeName = (maxBatchSize: number): string => (maxBatchSize === 1 ? 'unbatched' : `batched ≤${maxBatchSize}`);
 
 function modesOf(points: readonly Point[], workload: WorkloadName): number[] {
-  return [...new Set(points.filter((point) => point.workload === workload).map((point) => point.max_batch_size))].sort((a, b) => a - b);
+  return [...new Set(points.filter((point) => point.workload === workload).map((point) => point.max_batch_size))].sort(
+    (a, b) => a - b,
+  );
 }
 
 function concurrenciesOf(points: readonly Point[]): number[] {
@@ -274,7 +307,9 @@ function concurrenciesOf(points: readonly Point[]): number[] {
 
 function frameworksOf(points: readonly Point[], workload: WorkloadName): Framework[] {
   const order: Framework[] = ['express', 'koa', 'nest'];
-  return order.filter((framework) => points.some((point) => point.workload === workload && point.framework === framework));
+  return order.filter((framework) =>
+    points.some((point) => point.workload === workload && point.framework === framework),
+  );
 }
 
 function sweepTable(summary: Summary, workload: WorkloadName): string {
@@ -298,7 +333,9 @@ function sweepTable(summary: Summary, workload: WorkloadName): string {
 }
 
 function offlineLine(summary: Summary, workload: WorkloadName): string {
-  const sizes = [...new Set(summary.offline.filter((result) => result.workload === workload).map((result) => result.batch_size))].sort((a, b) => a - b);
+  const sizes = [
+    ...new Set(summary.offline.filter((result) => result.workload === workload).map((result) => result.batch_size)),
+  ].sort((a, b) => a - b);
   return `Offline limit (model called directly in its worker, full batches back to back): ${sizes
     .map((size) => {
       const limit = offlineCellOf(summary.offline, workload, size);
@@ -312,7 +349,11 @@ function anatomyTable(summary: Summary, workload: WorkloadName, framework: Frame
   const concurrency = Math.max(...concurrenciesOf(summary.sweep));
   const rows = modesOf(summary.sweep, workload).flatMap((maxBatchSize) => {
     const matching = summary.sweep.filter(
-      (point) => point.workload === workload && point.framework === framework && point.max_batch_size === maxBatchSize && point.concurrency === concurrency,
+      (point) =>
+        point.workload === workload &&
+        point.framework === framework &&
+        point.max_batch_size === maxBatchSize &&
+        point.concurrency === concurrency,
     );
     if (matching.length === 0) return [];
     const { used } = quietOrAll(matching);

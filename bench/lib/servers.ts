@@ -43,7 +43,10 @@ export async function startServer(spec: ServerSpec): Promise<RunningServer> {
   let stopping = false;
   // A server that dies mid-run is reported with its own words rather than as a refused connection.
   void child.exited.then((code) => {
-    if (!stopping) process.stderr.write(`\n${spec.framework} server (${spec.workload}, b${spec.maxBatchSize}) exited with code ${code}:\n${child.stderr()}\n`);
+    if (!stopping)
+      process.stderr.write(
+        `\n${spec.framework} server (${spec.workload}, b${spec.maxBatchSize}) exited with code ${code}:\n${child.stderr()}\n`,
+      );
   });
   const base = `http://127.0.0.1:${ready.port}`;
   return {
@@ -75,5 +78,6 @@ export async function smokeCheck(server: RunningServer, workload: Workload<unkno
       : response.headers.get('x-batch-size') === null
         ? 'no X-Batch-Size header'
         : workload.check(body);
-  if (problem !== undefined) throw new Error(`${workload.path} smoke check failed: ${problem} (${JSON.stringify(body)})`);
+  if (problem !== undefined)
+    throw new Error(`${workload.path} smoke check failed: ${problem} (${JSON.stringify(body)})`);
 }

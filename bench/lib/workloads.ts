@@ -1,7 +1,14 @@
 // The two benchmarked workloads, shared by the bench servers (request → runner input → response), the offline
 // runner (the same inputs, straight into the worker pool) and the driver (the request bodies it sends).
 import { createTextGenerationParser, createWorkerPool, textGenerationBatchKey } from '@microbatch/inference';
-import type { OnnxInput, OnnxOutput, RunnerSpec, TextGenerationInput, TextGenerationOutput, WorkerPool } from '@microbatch/inference';
+import type {
+  OnnxInput,
+  OnnxOutput,
+  RunnerSpec,
+  TextGenerationInput,
+  TextGenerationOutput,
+  WorkerPool,
+} from '@microbatch/inference';
 import { EMBEDDER_SHAPE } from './embedder-model.js';
 import { EMBEDDER_MODEL_PATH, TEXT_MODEL_DIR } from './paths.js';
 
@@ -213,7 +220,8 @@ export const embedWorkload: Workload<OnnxInput, OnnxOutput> = {
   bodies: SENTENCES.map((text) => ({ text })),
   parse(body) {
     const { text } = (body ?? {}) as { text?: unknown };
-    if (typeof text !== 'string' || text.length > MAX_EMBED_CHARS) throw new Error(`\`text\` must be a string of at most ${MAX_EMBED_CHARS} characters`);
+    if (typeof text !== 'string' || text.length > MAX_EMBED_CHARS)
+      throw new Error(`\`text\` must be a string of at most ${MAX_EMBED_CHARS} characters`);
     const ids = wordIds(text);
     if (ids.length === 0) throw new Error('`text` must contain at least one word');
     return { input_ids: ids };
@@ -225,7 +233,8 @@ export const embedWorkload: Workload<OnnxInput, OnnxOutput> = {
   },
   check(json) {
     const { embedding } = (json ?? {}) as { embedding?: unknown };
-    if (!Array.isArray(embedding) || embedding.length !== EMBEDDER_SHAPE.hidden) return 'no embedding of the model width';
+    if (!Array.isArray(embedding) || embedding.length !== EMBEDDER_SHAPE.hidden)
+      return 'no embedding of the model width';
     return undefined;
   },
   tokens: (input) => (input.input_ids as readonly number[]).length,
@@ -234,11 +243,17 @@ export const embedWorkload: Workload<OnnxInput, OnnxOutput> = {
 /** A workload by name. */
 export function workloadOf(name: string): Workload<unknown, unknown> {
   const workload = [textWorkload, embedWorkload].find((candidate) => candidate.name === name);
-  if (workload === undefined) throw new Error(`Unknown workload "${name}"; expected one of ${WORKLOAD_NAMES.join(', ')}`);
+  if (workload === undefined)
+    throw new Error(`Unknown workload "${name}"; expected one of ${WORKLOAD_NAMES.join(', ')}`);
   return workload as unknown as Workload<unknown, unknown>;
 }
 
 /** The pool every bench process uses: one worker, one intra-op thread (stable figures on a shared 2-core machine). */
 export function startPool<I, O>(workload: Workload<I, O>): WorkerPool<I, O> {
-  return createWorkerPool({ runner: workload.runner, size: 1, threads: 1, name: workload.name }) as unknown as WorkerPool<I, O>;
+  return createWorkerPool({
+    runner: workload.runner,
+    size: 1,
+    threads: 1,
+    name: workload.name,
+  }) as unknown as WorkerPool<I, O>;
 }

@@ -25,7 +25,15 @@ function expressApp(batched: boolean): express.Express {
   const app = express();
   app.disable('x-powered-by');
   if (batched) {
-    app.post('/add', express.json(), expressBatchRoute({ input: (req) => numberOf(req.body), output: (result, _req, res) => res.json({ result }), handler: add }));
+    app.post(
+      '/add',
+      express.json(),
+      expressBatchRoute({
+        input: (req) => numberOf(req.body),
+        output: (result, _req, res) => res.json({ result }),
+        handler: add,
+      }),
+    );
   } else {
     app.post('/add', express.json(), (req, res) => {
       void add([numberOf(req.body)]).then(([result]) => res.json({ result }));
@@ -62,7 +70,10 @@ const listener =
     : variant === 'koa-plain' || variant === 'koa-batched'
       ? koaApp(variant === 'koa-batched').callback()
       : undefined;
-if (listener === undefined) throw new TypeError(`Expected a variant (express-plain, express-batched, koa-plain, koa-batched), got ${String(variant)}`);
+if (listener === undefined)
+  throw new TypeError(
+    `Expected a variant (express-plain, express-batched, koa-plain, koa-batched), got ${String(variant)}`,
+  );
 
 const server = createServer(listener).listen(0, '127.0.0.1', () => {
   console.log(JSON.stringify({ port: (server.address() as AddressInfo).port }));

@@ -34,7 +34,17 @@ describe('batch adder', () => {
   it('answers 9 parallel HTTP queries with N + 1, in batches of at most 4, logging one line per batch', async () => {
     lines.length = 0;
     const responses = await Promise.all(Array.from({ length: 9 }, (_, i) => fetch(`${url}/adder?number=${i}`)));
-    expect(await Promise.all(responses.map((response) => response.text()))).toEqual(['1', '2', '3', '4', '5', '6', '7', '8', '9']);
+    expect(await Promise.all(responses.map((response) => response.text()))).toEqual([
+      '1',
+      '2',
+      '3',
+      '4',
+      '5',
+      '6',
+      '7',
+      '8',
+      '9',
+    ]);
     const sizes = responses.map((response) => Number(response.headers.get('x-batch-size')));
     expect(sizes.every((size) => size >= 1 && size <= 4)).toBe(true);
     const logged = lines.map((line) => Number(/^\[adder\] batch \d+: size (\d), queue wait/.exec(line)?.[1]));
@@ -42,13 +52,20 @@ describe('batch adder', () => {
     expect(logged.length).toBeGreaterThanOrEqual(3);
   });
 
-  it.each(['/adder', '/adder?number=two', '/adder?number=1.5', '/adder?number=1&number=2'])('answers %s with 400 naming `number`', async (path) => {
-    const response = await fetch(`${url}${path}`);
-    expect(response.status).toBe(400);
-    expect(await response.json()).toEqual({
-      error: { code: 'INVALID_INPUT', message: 'Query parameter `number` must be an integer', details: { field: 'number' } },
-    });
-  });
+  it.each(['/adder', '/adder?number=two', '/adder?number=1.5', '/adder?number=1&number=2'])(
+    'answers %s with 400 naming `number`',
+    async (path) => {
+      const response = await fetch(`${url}${path}`);
+      expect(response.status).toBe(400);
+      expect(await response.json()).toEqual({
+        error: {
+          code: 'INVALID_INPUT',
+          message: 'Query parameter `number` must be an integer',
+          details: { field: 'number' },
+        },
+      });
+    },
+  );
 
   it('finishes the queued and running additions on SIGTERM and exits 0', async () => {
     const cwd = fileURLToPath(new URL('.', import.meta.url));
@@ -59,7 +76,9 @@ describe('batch adder', () => {
     void Promise.race(sends).then(() => server.child.kill('SIGTERM'));
     const answers = await Promise.all(sends);
     client.close();
-    expect(answers.map((answer) => [answer.status, answer.body])).toEqual(Array.from({ length: 9 }, (_, i) => [200, String(i + 1)]));
+    expect(answers.map((answer) => [answer.status, answer.body])).toEqual(
+      Array.from({ length: 9 }, (_, i) => [200, String(i + 1)]),
+    );
     expect(await server.exited).toBe(0);
     expect(server.output()).toMatch(/SIGTERM: no longer accepting[\s\S]*size 4[\s\S]*drained and closed; exiting/);
   });

@@ -28,7 +28,7 @@ describe('Express example: the routes beyond the shared contract', () => {
     ]);
   });
 
-  it('serves the batchers\' Prometheus metrics', async () => {
+  it("serves the batchers' Prometheus metrics", async () => {
     await fetch(`${server.url}/?text=Once+upon+a+time+`);
     const text = await (await fetch(`${server.url}/metrics`)).text();
     expect(text).toMatch(/^microbatch_batches_total\{name="[^"]+"\} [1-9]/m);

@@ -52,7 +52,9 @@ describe('model composition', () => {
     const before = [model.generate, scorer].map((batcher) => batcher.stats().itemsProcessed);
     const response = await fetch(`${url}/compose`);
     expect(response.status).toBe(400);
-    expect(await response.json()).toEqual({ error: { code: 'INVALID_INPUT', message: expect.any(String), details: { field: 'text' } } });
+    expect(await response.json()).toEqual({
+      error: { code: 'INVALID_INPUT', message: expect.any(String), details: { field: 'text' } },
+    });
     expect([model.generate, scorer].map((batcher) => batcher.stats().itemsProcessed)).toEqual(before);
   });
 
@@ -68,6 +70,8 @@ describe('model composition', () => {
     expect(answers.map((answer) => answer.status)).toEqual(Array.from({ length: 12 }, () => 200));
     expect(await server.exited).toBe(0);
     // The second generator batch was still queued or running when the signal came, and finished.
-    expect(server.output()).toMatch(/SIGTERM: no longer accepting[\s\S]*\[generate\] batch 2: size [\s\S]*drained and closed; exiting/);
+    expect(server.output()).toMatch(
+      /SIGTERM: no longer accepting[\s\S]*\[generate\] batch 2: size [\s\S]*drained and closed; exiting/,
+    );
   });
 });

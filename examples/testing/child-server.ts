@@ -17,7 +17,11 @@ export interface ChildServer {
 }
 
 /** Runs `node <args>` in `cwd` (PORT=0) and waits for its `ready: <url>` line (the test kit's process starter). */
-export async function startChild(cwd: string, args: readonly string[], env: NodeJS.ProcessEnv = {}): Promise<ChildServer> {
+export async function startChild(
+  cwd: string,
+  args: readonly string[],
+  env: NodeJS.ProcessEnv = {},
+): Promise<ChildServer> {
   const server = await startServerProcess({ args, cwd, env: { ...process.env, PORT: '0', ...env } });
   const exited = server.exited.then(({ code, signal }) => code ?? signal ?? 'unknown');
   return { child: server.child, url: server.url, output: server.output, exited };
@@ -72,7 +76,10 @@ export interface InProcessServer {
 }
 
 /** Listens with `listener` (an Express app, a Koa callback) on a free port; `release` runs after the server closed. */
-export async function serveInProcess(listener: RequestListener, release: () => Promise<unknown>): Promise<InProcessServer> {
+export async function serveInProcess(
+  listener: RequestListener,
+  release: () => Promise<unknown>,
+): Promise<InProcessServer> {
   const server = await listen(listener, { port: 0, host: '127.0.0.1' });
   return {
     url: serverUrl(server),

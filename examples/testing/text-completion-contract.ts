@@ -41,7 +41,10 @@ const choice = (index: number, finish: unknown = expect.stringMatching(/^(stop|l
 async function complete(url: string, body: Record<string, unknown>) {
   const response = await fetch(`${url}/v1/completions`, json(body));
   expect(response.status).toBe(200);
-  return (await response.json()) as { choices: { text: string; finish_reason: string }[]; usage: Record<string, number> };
+  return (await response.json()) as {
+    choices: { text: string; finish_reason: string }[];
+    usage: Record<string, number>;
+  };
 }
 
 /** Bodies that must be answered 400 naming the field, without reaching the model. */
@@ -51,7 +54,11 @@ const BAD_BODIES: ReadonlyArray<readonly [string, unknown, Record<string, unknow
   ['a numeric prompt', { prompt: 42 }, { field: 'prompt' }],
   ['a prompt over 4000 characters', { prompt: 'a'.repeat(4001) }, { field: 'prompt' }],
   ['a prompt longer than the model context', { prompt: 'Once upon a time '.repeat(150) }, { field: 'prompt' }],
-  ['a prompt that leaves no room for max_tokens', { prompt: 'Once upon a time '.repeat(70), max_tokens: 256 }, { field: 'max_tokens' }],
+  [
+    'a prompt that leaves no room for max_tokens',
+    { prompt: 'Once upon a time '.repeat(70), max_tokens: 256 },
+    { field: 'max_tokens' },
+  ],
   ['max_tokens 0', { prompt: 'Hi ', max_tokens: 0 }, { field: 'max_tokens' }],
   ['max_tokens over 256', { prompt: 'Hi ', max_tokens: 257 }, { field: 'max_tokens' }],
   ['max_tokens as a string', { prompt: 'Hi ', max_tokens: '5' }, { field: 'max_tokens' }],
@@ -72,7 +79,11 @@ const BAD_BODIES: ReadonlyArray<readonly [string, unknown, Record<string, unknow
  * Registers the contract tests of one text-completion example. `serve` starts its app on a given model (port 0);
  * `cwd` is the example's folder, whose `src/main.ts` is started as a child process for the shutdown test.
  */
-export function describeTextCompletionApp(framework: string, cwd: string, serve: (model: TextCompletionModel) => Promise<AppUnderTest>): void {
+export function describeTextCompletionApp(
+  framework: string,
+  cwd: string,
+  serve: (model: TextCompletionModel) => Promise<AppUnderTest>,
+): void {
   describe(`${framework} text completion`, () => {
     const lines: string[] = [];
     let model: TextCompletionModel;
@@ -99,21 +110,37 @@ export function describeTextCompletionApp(framework: string, cwd: string, serve:
     it('answers POST /v1/completions in OpenAI’s shape, logging one line per batch', async () => {
       lines.length = 0;
       const body = await complete(app.url, { model: 'any', prompt: 'Once upon a time ', max_tokens: 5 });
-      expect(body).toEqual(completionShape([choice(0)], { prompt_tokens: 6, completion_tokens: expect.any(Number), total_tokens: expect.any(Number) }));
+      expect(body).toEqual(
+        completionShape([choice(0)], {
+          prompt_tokens: 6,
+          completion_tokens: expect.any(Number),
+          total_tokens: expect.any(Number),
+        }),
+      );
       expect(body.usage.completion_tokens).toBeLessThanOrEqual(5);
       expect(body.usage.total_tokens).toBe(6 + (body.usage.completion_tokens ?? 0));
-      expect(lines).toEqual([expect.stringMatching(/^\[generate\] batch \d+: size 1, queue wait [\d.]+ ms \(max [\d.]+ ms\), execution [\d.]+ ms$/)]);
+      expect(lines).toEqual([
+        expect.stringMatching(
+          /^\[generate\] batch \d+: size 1, queue wait [\d.]+ ms \(max [\d.]+ ms\), execution [\d.]+ ms$/,
+        ),
+      ]);
     });
 
     it('batches a prompt array as one item per prompt and answers with indexed choices', async () => {
       const prompts = ['Once upon a time ', 'The little dog ', 'One day, '];
-      const alone = await Promise.all(prompts.map((prompt) => complete(app.url, { prompt, max_tokens: 8, temperature: 0 })));
+      const alone = await Promise.all(
+        prompts.map((prompt) => complete(app.url, { prompt, max_tokens: 8, temperature: 0 })),
+      );
       const before = model.generate.stats().itemsProcessed;
       const together = await complete(app.url, { prompt: prompts, max_tokens: 8, temperature: 0 });
       expect(model.generate.stats().itemsProcessed - before).toBe(3);
       expect(together.choices).toEqual(alone.map((single, index) => ({ ...single.choices[0], index })));
       const sum = (key: string) => alone.reduce((total, single) => total + (single.usage[key] ?? 0), 0);
-      expect(together.usage).toEqual({ prompt_tokens: sum('prompt_tokens'), completion_tokens: sum('completion_tokens'), total_tokens: sum('total_tokens') });
+      expect(together.usage).toEqual({
+        prompt_tokens: sum('prompt_tokens'),
+        completion_tokens: sum('completion_tokens'),
+        total_tokens: sum('total_tokens'),
+      });
     });
 
     it('streams OpenAI chunks over SSE that add up to the same completion, then [DONE]', async () => {
@@ -124,7 +151,9 @@ export function describeTextCompletionApp(framework: string, cwd: string, serve:
       expect(response.headers.get('content-type')).toMatch(/^text\/event-stream/);
       const events = parseSse(await response.text());
       expect(events.at(-1)?.data).toBe('[DONE]');
-      const chunks = events.slice(0, -1).map((event) => JSON.parse(event.data) as { id: string; choices: { text: string }[] });
+      const chunks = events
+        .slice(0, -1)
+        .map((event) => JSON.parse(event.data) as { id: string; choices: { text: string }[] });
       chunks.forEach((chunk, i) => {
         const finish = i === chunks.length - 1 ? choices[0]?.finish_reason : null;
         expect(chunk).toEqual(completionShape([choice(0, finish)]));
@@ -134,12 +163,30 @@ export function describeTextCompletionApp(framework: string, cwd: string, serve:
     });
 
     it('streams several prompts interleaved by index, with the usage chunk when asked for', async () => {
-      const body = { prompt: ['Once upon a time ', 'The cat '], max_tokens: 4, stream: true, stream_options: { include_usage: true } };
+      const body = {
+        prompt: ['Once upon a time ', 'The cat '],
+        max_tokens: 4,
+        stream: true,
+        stream_options: { include_usage: true },
+      };
       const events = parseSse(await (await fetch(`${app.url}/v1/completions`, json(body))).text());
-      const chunks = events.slice(0, -1).map((event) => JSON.parse(event.data) as { choices: { index: number; finish_reason: unknown }[]; usage?: unknown });
-      const finished = chunks.flatMap((chunk) => chunk.choices.filter((c) => c.finish_reason !== null).map((c) => c.index));
+      const chunks = events
+        .slice(0, -1)
+        .map(
+          (event) =>
+            JSON.parse(event.data) as { choices: { index: number; finish_reason: unknown }[]; usage?: unknown },
+        );
+      const finished = chunks.flatMap((chunk) =>
+        chunk.choices.filter((c) => c.finish_reason !== null).map((c) => c.index),
+      );
       expect(finished.sort()).toEqual([0, 1]);
-      expect(chunks.at(-1)).toEqual(completionShape([], { prompt_tokens: expect.any(Number), completion_tokens: expect.any(Number), total_tokens: expect.any(Number) }));
+      expect(chunks.at(-1)).toEqual(
+        completionShape([], {
+          prompt_tokens: expect.any(Number),
+          completion_tokens: expect.any(Number),
+          total_tokens: expect.any(Number),
+        }),
+      );
     });
 
     it.each(BAD_BODIES)('answers %s with 400 naming the field, never reaching the model', async (_, body, details) => {
@@ -150,7 +197,9 @@ export function describeTextCompletionApp(framework: string, cwd: string, serve:
           const payload = Array.isArray(body) ? body : { ...(streamed ? { stream: true } : {}), ...(body as object) };
           const response = await fetch(`${app.url}/v1/completions`, json(payload));
           expect(response.status).toBe(400);
-          expect(await response.json()).toEqual({ error: { code: 'INVALID_INPUT', message: expect.any(String), details } });
+          expect(await response.json()).toEqual({
+            error: { code: 'INVALID_INPUT', message: expect.any(String), details },
+          });
         }
         expect(run).not.toHaveBeenCalled();
         expect(stream).not.toHaveBeenCalled();
@@ -160,7 +209,9 @@ export function describeTextCompletionApp(framework: string, cwd: string, serve:
     });
 
     it('takes OpenAI’s `user` as the fairness key, and refuses one that is not a short string', async () => {
-      expect((await complete(app.url, { prompt: 'Once upon a time ', max_tokens: 2, user: 'alice' })).choices).toHaveLength(1);
+      expect(
+        (await complete(app.url, { prompt: 'Once upon a time ', max_tokens: 2, user: 'alice' })).choices,
+      ).toHaveLength(1);
       const response = await fetch(`${app.url}/v1/completions`, json({ prompt: 'Hi ', user: 'x'.repeat(257) }));
       expect(response.status).toBe(400);
       expect(((await response.json()) as { error: { details: unknown } }).error.details).toEqual({ field: 'user' });
@@ -170,7 +221,8 @@ export function describeTextCompletionApp(framework: string, cwd: string, serve:
       const malformed = await fetch(`${app.url}/v1/completions`, { ...json({}), body: '{"prompt": "Hi' });
       const oversized = await fetch(`${app.url}/v1/completions`, json({ prompt: 'a'.repeat(200_000) }));
       expect([malformed.status, oversized.status]).toEqual([400, 413]);
-      for (const response of [malformed, oversized]) expect(response.headers.get('content-type')).toMatch(/^application\/json/);
+      for (const response of [malformed, oversized])
+        expect(response.headers.get('content-type')).toMatch(/^application\/json/);
     });
 
     it('refuses with 415 what is not UTF-8 JSON (form posts need no CORS preflight), never reaching the model', async () => {
@@ -185,7 +237,10 @@ export function describeTextCompletionApp(framework: string, cwd: string, serve:
         ];
         for (const [headers, body] of cases) {
           const response = await fetch(`${app.url}/v1/completions`, { method: 'POST', headers, body });
-          expect([response.status, ((await response.json()) as { error: { code: string } }).error.code]).toEqual([415, 'UNSUPPORTED_MEDIA_TYPE']);
+          expect([response.status, ((await response.json()) as { error: { code: string } }).error.code]).toEqual([
+            415,
+            'UNSUPPORTED_MEDIA_TYPE',
+          ]);
         }
         const mismatch = await fetch(`${app.url}/v1/completions`, {
           method: 'POST',
@@ -197,7 +252,10 @@ export function describeTextCompletionApp(framework: string, cwd: string, serve:
           { error: { code: 'INVALID_INPUT', message: 'The request body does not match its Content-Encoding' } },
         ]);
         const malformed = await fetch(`${app.url}/v1/completions`, { ...json({}), body: '{"prompt": CLIENT-BYTES}' });
-        expect([malformed.status, await malformed.json()]).toEqual([400, { error: { code: 'INVALID_INPUT', message: 'The request body is not valid JSON' } }]);
+        expect([malformed.status, await malformed.json()]).toEqual([
+          400,
+          { error: { code: 'INVALID_INPUT', message: 'The request body is not valid JSON' } },
+        ]);
         expect(run).not.toHaveBeenCalled();
         expect(stream).not.toHaveBeenCalled();
       } finally {
@@ -216,18 +274,28 @@ export function describeTextCompletionApp(framework: string, cwd: string, serve:
     });
 
     it('answers another method on a known path 405 with Allow, in the JSON error shape', async () => {
-      const put = await fetch(`${app.url}/v1/completions`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: '{}' });
+      const put = await fetch(`${app.url}/v1/completions`, {
+        method: 'PUT',
+        headers: { 'content-type': 'application/json' },
+        body: '{}',
+      });
       expect([put.status, put.headers.get('allow'), await put.json()]).toEqual([
         405,
         'POST',
-        { error: { code: 'METHOD_NOT_ALLOWED', message: 'PUT is not allowed on /v1/completions; allowed: POST', details: { allowed: ['POST'] } } },
+        {
+          error: {
+            code: 'METHOD_NOT_ALLOWED',
+            message: 'PUT is not allowed on /v1/completions; allowed: POST',
+            details: { allowed: ['POST'] },
+          },
+        },
       ]);
       const options = await fetch(`${app.url}/?text=Hi`, { method: 'OPTIONS' });
-      expect([options.status, options.headers.get('allow'), ((await options.json()) as { error: { code: string } }).error.code]).toEqual([
-        405,
-        'GET, HEAD',
-        'METHOD_NOT_ALLOWED',
-      ]);
+      expect([
+        options.status,
+        options.headers.get('allow'),
+        ((await options.json()) as { error: { code: string } }).error.code,
+      ]).toEqual([405, 'GET, HEAD', 'METHOD_NOT_ALLOWED']);
     });
 
     it('answers HEAD /?text= without running the model', async () => {
@@ -269,7 +337,10 @@ export function describeTextCompletionApp(framework: string, cwd: string, serve:
       try {
         const prompts = Array.from({ length: 16 }, (_, index) => `Once upon a time ${index} `);
         await complete(app.url, { prompt: prompts, max_tokens: 2 });
-        const streamed = await fetch(`${app.url}/v1/completions`, json({ prompt: prompts, max_tokens: 2, stream: true }));
+        const streamed = await fetch(
+          `${app.url}/v1/completions`,
+          json({ prompt: prompts, max_tokens: 2, stream: true }),
+        );
         expect(parseSse(await streamed.text()).at(-1)?.data).toBe('[DONE]');
         // Warnings are emitted on the next tick.
         await new Promise((resolve) => setImmediate(resolve));
@@ -285,11 +356,16 @@ export function describeTextCompletionApp(framework: string, cwd: string, serve:
       expect(denormal.choices[0]?.text).toBe(greedy.choices[0]?.text);
     });
 
-    it.each(['/', '/?text=', '/?text=%20', '/?text=a&text=b'])('answers GET %s with 400 naming `text`', async (path) => {
-      const response = await fetch(`${app.url}${path}`);
-      expect(response.status).toBe(400);
-      expect(await response.json()).toEqual({ error: { code: 'INVALID_INPUT', message: expect.any(String), details: { field: 'text' } } });
-    });
+    it.each(['/', '/?text=', '/?text=%20', '/?text=a&text=b'])(
+      'answers GET %s with 400 naming `text`',
+      async (path) => {
+        const response = await fetch(`${app.url}${path}`);
+        expect(response.status).toBe(400);
+        expect(await response.json()).toEqual({
+          error: { code: 'INVALID_INPUT', message: expect.any(String), details: { field: 'text' } },
+        });
+      },
+    );
 
     it('reports liveness and readiness', async () => {
       for (const path of ['/healthz', '/readyz']) {
@@ -303,7 +379,10 @@ export function describeTextCompletionApp(framework: string, cwd: string, serve:
       const other = await serve(loading);
       try {
         const early = await fetch(`${other.url}/readyz`);
-        expect([early.status, await early.json()]).toEqual([503, { status: 'unavailable', reasons: ['model is not ready'] }]);
+        expect([early.status, await early.json()]).toEqual([
+          503,
+          { status: 'unavailable', reasons: ['model is not ready'] },
+        ]);
         await loading.ready;
         expect((await fetch(`${other.url}/readyz`)).status).toBe(200);
         await loading.drain();
@@ -327,10 +406,17 @@ export function describeTextCompletionApp(framework: string, cwd: string, serve:
       expect([story.status, story.body.startsWith('Once upon a time ')]).toEqual([200, true]);
       let signalled = false;
       // Its first chunk proves a batch is running when the signal arrives.
-      const streamed = client.send('POST', '/v1/completions', { prompt: 'Once upon a time ', max_tokens: 200, stream: true }, () => {
-        if (!signalled) signalled = server.child.kill('SIGTERM');
-      });
-      const others = Array.from({ length: 6 }, (_, i) => client.send('POST', '/v1/completions', { prompt: `Story ${i}: `, max_tokens: 48 }));
+      const streamed = client.send(
+        'POST',
+        '/v1/completions',
+        { prompt: 'Once upon a time ', max_tokens: 200, stream: true },
+        () => {
+          if (!signalled) signalled = server.child.kill('SIGTERM');
+        },
+      );
+      const others = Array.from({ length: 6 }, (_, i) =>
+        client.send('POST', '/v1/completions', { prompt: `Story ${i}: `, max_tokens: 48 }),
+      );
       const [stream, ...answers] = await Promise.all([streamed, ...others]);
       client.close();
       expect(await server.exited).toBe(0);
@@ -338,7 +424,9 @@ export function describeTextCompletionApp(framework: string, cwd: string, serve:
       expect(stream.body.endsWith('data: [DONE]\n\n')).toBe(true);
       for (const answer of answers) {
         const body = JSON.parse(answer.body) as { object?: string; error?: { code: string } };
-        expect(answer.status === 200 ? body.object : body.error?.code).toBe(answer.status === 200 ? 'text_completion' : 'CLOSED');
+        expect(answer.status === 200 ? body.object : body.error?.code).toBe(
+          answer.status === 200 ? 'text_completion' : 'CLOSED',
+        );
       }
       // Nothing accepted was dropped: every item that joined a batch was answered 200.
       const sizes = /^\[(?:generate|TextCompletionController\.complete)\] batch \d+: size (\d+)/gm;

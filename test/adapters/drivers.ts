@@ -122,7 +122,8 @@ const expressDriver: Driver = {
     };
     for (const { method, path, route, json } of spec.routes) {
       const limit = json === false || json?.limit === undefined ? {} : { limit: json.limit };
-      const parser = json === false ? [] : [json?.parser === 'library' ? express.json(limit) : expressAdapter.jsonBody(limit)];
+      const parser =
+        json === false ? [] : [json?.parser === 'library' ? express.json(limit) : expressAdapter.jsonBody(limit)];
       const handlers = [...parser, record, route.middleware as express.RequestHandler];
       if (method === 'use') app.use(...handlers);
       else app[method](path ?? '/', ...handlers);
@@ -137,7 +138,7 @@ const expressDriver: Driver = {
 function expressRequest(req: Request): NeutralRequest {
   return {
     body: req.body,
-    query: (name) => (typeof req.query[name] === 'string' ? (req.query[name]) : undefined),
+    query: (name) => (typeof req.query[name] === 'string' ? req.query[name] : undefined),
     param: (name) => (req.params as Record<string, string | undefined>)[name],
     is: (type) => req.is(type) !== false && req.is(type) !== null,
     reject: (_status, message) => {
@@ -181,7 +182,13 @@ const koaDriver: Driver = {
     for (const { method, path, route, json } of spec.routes) {
       const limit = json === false || json?.limit === undefined ? undefined : json.limit;
       const parser =
-        json === false ? [] : [json?.parser === 'library' ? bodyParser(limit === undefined ? {} : { jsonLimit: limit }) : koaAdapter.jsonBody(limit === undefined ? {} : { limit })];
+        json === false
+          ? []
+          : [
+              json?.parser === 'library'
+                ? bodyParser(limit === undefined ? {} : { jsonLimit: limit })
+                : koaAdapter.jsonBody(limit === undefined ? {} : { limit }),
+            ];
       const handlers = [...parser, record, route.middleware as Koa.Middleware];
       if (method === 'use') for (const handler of handlers) app.use(handler);
       else router[method](path ?? '/', ...(handlers as Parameters<Router['get']>[1][]));
@@ -200,7 +207,7 @@ const koaDriver: Driver = {
 function koaRequest(ctx: ParameterizedContext): NeutralRequest {
   return {
     body: (ctx.request as { body?: unknown }).body,
-    query: (name) => (typeof ctx.query[name] === 'string' ? (ctx.query[name]) : undefined),
+    query: (name) => (typeof ctx.query[name] === 'string' ? ctx.query[name] : undefined),
     param: (name) => (ctx as Partial<RouterContext>).params?.[name],
     is: (type) => ctx.is(type) !== false && ctx.is(type) !== null,
     reject: (status, message) => ctx.throw(status, message),

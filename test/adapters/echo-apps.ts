@@ -30,7 +30,10 @@ async function expressEcho(options: ServerOptions = {}): Promise<Echo> {
   app.post(
     '/echo',
     expressAdapter.jsonBody(),
-    expressAdapter.batchRoute({ handler: async (inputs: unknown[]) => (bodies.push(...inputs), inputs.map(() => 'ok')), onError: () => undefined }),
+    expressAdapter.batchRoute({
+      handler: async (inputs: unknown[]) => (bodies.push(...inputs), inputs.map(() => 'ok')),
+      onError: () => undefined,
+    }),
   );
   app.use(expressAdapter.batchErrorHandler({ onError: () => undefined }));
   return fromTestServer(await listen(app, options), bodies);
@@ -43,7 +46,10 @@ async function koaEcho(options: ServerOptions = {}): Promise<Echo> {
   router.post(
     '/echo',
     koaAdapter.jsonBody(),
-    koaAdapter.batchRoute({ handler: async (inputs: unknown[]) => (bodies.push(...inputs), inputs.map(() => 'ok')), onError: () => undefined }),
+    koaAdapter.batchRoute({
+      handler: async (inputs: unknown[]) => (bodies.push(...inputs), inputs.map(() => 'ok')),
+      onError: () => undefined,
+    }),
   );
   app.use(koaAdapter.batchErrorHandler({ onError: () => undefined })).use(router.routes());
   return fromTestServer(await listen(app.callback(), options), bodies);

@@ -48,7 +48,10 @@ describe.each(EACH)('batchRoute (%s): errors', (_name, driver) => {
 
       // Never the parser's own message, which quotes the client's bytes.
       const malformed = await post().set('Content-Type', 'application/json').send('{"number": 1,}');
-      expect([malformed.status, malformed.body]).toEqual([400, error('INVALID_INPUT', 'The request body is not valid JSON')]);
+      expect([malformed.status, malformed.body]).toEqual([
+        400,
+        error('INVALID_INPUT', 'The request body is not valid JSON'),
+      ]);
       expect(malformed.text).not.toContain(jsonParseMessage('{"number": 1,}'));
 
       const missing = await post().send({});
@@ -60,24 +63,41 @@ describe.each(EACH)('batchRoute (%s): errors', (_name, driver) => {
       const wrongType = await post().set('Content-Type', 'text/plain').send('{"number": 1}');
       expect([wrongType.status, wrongType.body]).toEqual([
         415,
-        error('UNSUPPORTED_MEDIA_TYPE', parser === 'jsonBody' ? 'Expected a JSON body with Content-Type: application/json' : 'Expected an application/json body'),
+        error(
+          'UNSUPPORTED_MEDIA_TYPE',
+          parser === 'jsonBody'
+            ? 'Expected a JSON body with Content-Type: application/json'
+            : 'Expected an application/json body',
+        ),
       ]);
 
       // @koa/bodyparser decodes latin1 (iconv-lite); body-parser and jsonBody take UTF-8 only.
       if (parser === 'jsonBody' || driver.name === 'Express') {
         const charset = await post().set('Content-Type', 'application/json; charset=latin1').send('{"number": 1}');
-        expect([charset.status, charset.body]).toEqual([415, error('UNSUPPORTED_MEDIA_TYPE', 'Unsupported charset: send the JSON body as UTF-8')]);
+        expect([charset.status, charset.body]).toEqual([
+          415,
+          error('UNSUPPORTED_MEDIA_TYPE', 'Unsupported charset: send the JSON body as UTF-8'),
+        ]);
       }
 
-      const encoding = await post().set('Content-Type', 'application/json').set('Content-Encoding', 'compress').send('{"number": 1}');
+      const encoding = await post()
+        .set('Content-Type', 'application/json')
+        .set('Content-Encoding', 'compress')
+        .send('{"number": 1}');
       expect([encoding.status, encoding.body]).toEqual([
         415,
         error('UNSUPPORTED_MEDIA_TYPE', 'Unsupported Content-Encoding: use gzip, deflate, br or identity'),
       ]);
 
       // Koa answered 500 HANDLER_ERROR (and logged a stack) for bytes that are not what Content-Encoding says.
-      const notGzip = await post().set('Content-Type', 'application/json').set('Content-Encoding', 'gzip').send('{"number": 1}');
-      expect([notGzip.status, notGzip.body]).toEqual([400, error('INVALID_INPUT', 'The request body does not match its Content-Encoding')]);
+      const notGzip = await post()
+        .set('Content-Type', 'application/json')
+        .set('Content-Encoding', 'gzip')
+        .send('{"number": 1}');
+      expect([notGzip.status, notGzip.body]).toEqual([
+        400,
+        error('INVALID_INPUT', 'The request body does not match its Content-Encoding'),
+      ]);
 
       const gzipped = await fetch(`${url}/adder`, {
         method: 'POST',
@@ -89,7 +109,13 @@ describe.each(EACH)('batchRoute (%s): errors', (_name, driver) => {
       const oversize = await post().send({ number: 1, padding: 'x'.repeat(100) });
       expect([oversize.status, oversize.body]).toEqual([
         413,
-        { error: { code: 'ITEM_TOO_LARGE', message: 'The request body is larger than the limit of 64 bytes', details: { limit: 64 } } },
+        {
+          error: {
+            code: 'ITEM_TOO_LARGE',
+            message: 'The request body is larger than the limit of 64 bytes',
+            details: { limit: 64 },
+          },
+        },
       ]);
 
       const fine = await post().send({ number: 1 });
@@ -102,11 +128,21 @@ describe.each(EACH)('batchRoute (%s): errors', (_name, driver) => {
 
   it('answers QUEUE_FULL with 503 and Retry-After', async () => {
     const model = new GatedHandler((n: number) => n + 1);
-    const { route, url, reported } = await adderApp(driver, model, { name: 'adder', maxQueueSize: 1, retryAfterSeconds: 7 });
+    const { route, url, reported } = await adderApp(driver, model, {
+      name: 'adder',
+      maxQueueSize: 1,
+      retryAfterSeconds: 7,
+    });
 
-    const busy = request(url).post('/adder').send({ number: 1 }).then((response) => response);
+    const busy = request(url)
+      .post('/adder')
+      .send({ number: 1 })
+      .then((response) => response);
     await waitFor('the first batch to start', () => model.batches.length === 1);
-    const queued = request(url).post('/adder').send({ number: 2 }).then((response) => response);
+    const queued = request(url)
+      .post('/adder')
+      .send({ number: 2 })
+      .then((response) => response);
     await waitFor('1 queued request', () => route.batcher.queueLength === 1);
     const refused = await request(url).post('/adder').send({ number: 3 });
     model.release(true);
@@ -124,15 +160,23 @@ describe.each(EACH)('batchRoute (%s): errors', (_name, driver) => {
   it('answers DEADLINE_EXCEEDED with 504 when a per-request deadline passes in the queue', async () => {
     const model = new GatedHandler((n: number) => n + 1);
     const { url, reported } = await adderApp(driver, model, {
-      callOptions: (req) => ({ timeoutMs: req.query('deadline') === undefined ? undefined : Number(req.query('deadline')) }),
+      callOptions: (req) => ({
+        timeoutMs: req.query('deadline') === undefined ? undefined : Number(req.query('deadline')),
+      }),
     });
 
-    const busy = request(url).post('/adder').send({ number: 1 }).then((response) => response);
+    const busy = request(url)
+      .post('/adder')
+      .send({ number: 1 })
+      .then((response) => response);
     await waitFor('the first batch to start', () => model.batches.length === 1);
     const late = await request(url).post('/adder?deadline=20').send({ number: 2 });
     model.release(true);
 
-    expect([late.status, late.body]).toEqual([504, error('DEADLINE_EXCEEDED', 'Deadline of 20 ms exceeded while queued')]);
+    expect([late.status, late.body]).toEqual([
+      504,
+      error('DEADLINE_EXCEEDED', 'Deadline of 20 ms exceeded while queued'),
+    ]);
     expect((await busy).status).toBe(200);
     expect(model.inputs).toEqual([1]);
     expect(reported).toEqual([]);
@@ -147,7 +191,11 @@ describe.each(EACH)('batchRoute (%s): errors', (_name, driver) => {
 
     expect(response.status).toBe(413);
     expect(response.body).toEqual({
-      error: { code: 'ITEM_TOO_LARGE', message: 'Item cost 500 exceeds maxBatchCost 100', details: { cost: 500, maxBatchCost: 100 } },
+      error: {
+        code: 'ITEM_TOO_LARGE',
+        message: 'Item cost 500 exceeds maxBatchCost 100',
+        details: { cost: 500, maxBatchCost: 100 },
+      },
     });
     expect(model.batches).toEqual([]);
   });
@@ -157,9 +205,17 @@ describe.each(EACH)('batchRoute (%s): errors', (_name, driver) => {
     const model = new GatedHandler((n: number) => (n === 13 ? secret : n + 1));
     const { route, url, reported, appErrors } = await adderApp(driver, model);
 
-    const busy = request(url).post('/adder').send({ number: 0 }).then((response) => response);
+    const busy = request(url)
+      .post('/adder')
+      .send({ number: 0 })
+      .then((response) => response);
     await waitFor('the first batch to start', () => model.batches.length === 1);
-    const [ok, bad] = [12, 13].map((number) => request(url).post('/adder').send({ number }).then((response) => response));
+    const [ok, bad] = [12, 13].map((number) =>
+      request(url)
+        .post('/adder')
+        .send({ number })
+        .then((response) => response),
+    );
     await waitFor('2 queued requests', () => route.batcher.queueLength === 2);
     model.release(true);
     const [okResponse, badResponse] = await Promise.all([ok, bad]);
@@ -174,7 +230,7 @@ describe.each(EACH)('batchRoute (%s): errors', (_name, driver) => {
     expect(appErrors).toEqual([]);
   });
 
-  it('reports a batch failure shared by several requests once, through the framework\'s own channel without `onError`', async () => {
+  it("reports a batch failure shared by several requests once, through the framework's own channel without `onError`", async () => {
     const failure = new Error('secret: CUDA out of memory');
     const handler = async (inputs: number[]) => {
       await gate.promise;
@@ -184,10 +240,22 @@ describe.each(EACH)('batchRoute (%s): errors', (_name, driver) => {
     const gate = { promise: new Promise<void>((resolve) => (open = resolve)) };
     const consoleErrors = vi.spyOn(console, 'error').mockImplementation(() => undefined);
     try {
-      const route = driver.route<number, number>({ input: parseNumber, handler, maxBatchSize: 2, batchWaitTimeoutMs: 60_000 });
+      const route = driver.route<number, number>({
+        input: parseNumber,
+        handler,
+        maxBatchSize: 2,
+        batchWaitTimeoutMs: 60_000,
+      });
       const { url, appErrors } = await driver.serve({ routes: [{ method: 'post', path: '/adder', route }] });
 
-      const responses = Promise.all([1, 2].map((number) => request(url).post('/adder').send({ number }).then((response) => response)));
+      const responses = Promise.all(
+        [1, 2].map((number) =>
+          request(url)
+            .post('/adder')
+            .send({ number })
+            .then((response) => response),
+        ),
+      );
       await waitFor('one batch of 2', () => route.batcher.inFlightBatches === 1);
       open();
       for (const response of await responses) {
@@ -203,7 +271,9 @@ describe.each(EACH)('batchRoute (%s): errors', (_name, driver) => {
   });
 
   it('shows the message of an error marked with exposeError()', async () => {
-    const model = new GatedHandler<number, number>((n: number) => (n === 13 ? exposeError(new Error('13 is unlucky')) : n + 1));
+    const model = new GatedHandler<number, number>((n: number) =>
+      n === 13 ? exposeError(new Error('13 is unlucky')) : n + 1,
+    );
     model.release(true);
     const { url } = await adderApp(driver, model);
 
@@ -246,7 +316,10 @@ describe.each(EACH)('batchRoute (%s): errors', (_name, driver) => {
     expect([thrown.status, thrown.body]).toEqual([500, error('HANDLER_ERROR', 'Internal Server Error')]);
     expect([broken.status, broken.body]).toEqual([500, error('HANDLER_ERROR', 'Internal Server Error')]);
     expect([fine.status, fine.body]).toEqual([200, 2]);
-    expect(reported.map((problem) => (problem as Error).message)).toEqual(['CUDA out of memory at /opt/model.py:12', 'template missing']);
+    expect(reported.map((problem) => (problem as Error).message)).toEqual([
+      'CUDA out of memory at /opt/model.py:12',
+      'template missing',
+    ]);
   });
 
   it('answers CLOSED with 503 and Retry-After once the batcher is closed', async () => {
@@ -269,7 +342,10 @@ describe.each(EACH)('batchRoute (%s): errors', (_name, driver) => {
     const response = await request(url).post('/adder').send({ number: 1 });
     model.release(true);
 
-    expect([response.status, response.body]).toEqual([504, error('EXECUTION_TIMEOUT', 'Batch 1 ran longer than executionTimeoutMs (20 ms)')]);
+    expect([response.status, response.body]).toEqual([
+      504,
+      error('EXECUTION_TIMEOUT', 'Batch 1 ran longer than executionTimeoutMs (20 ms)'),
+    ]);
     expect(model.signals[0]?.aborted).toBe(true);
   });
 });
@@ -340,7 +416,9 @@ describe.each(EACH)('batchRoute (%s): misuse', (_name, driver) => {
 
   it('throws a TypeError naming batchRoute unless exactly one of `handler` and `batcher` is given', () => {
     const batcher = createBatcher(handler);
-    expect(() => batchRoute({})).toThrow(new TypeError('`batchRoute` needs exactly one of `handler` and `batcher`, got neither'));
+    expect(() => batchRoute({})).toThrow(
+      new TypeError('`batchRoute` needs exactly one of `handler` and `batcher`, got neither'),
+    );
     expect(() => batchRoute({ handler, batcher })).toThrow(
       new TypeError('`batchRoute` needs exactly one of `handler` and `batcher`, got both'),
     );
@@ -365,7 +443,9 @@ describe.each(EACH)('batchRoute (%s): misuse', (_name, driver) => {
     expect(() => batchRoute({ handler, onError: 'log' })).toThrow(
       new TypeError('Expected `onError` of `batchRoute` to be a function, got `"log"` (string)'),
     );
-    expect(() => batchRoute(null)).toThrow(new TypeError('Expected `batchRoute` options to be an object, got `null` (null)'));
+    expect(() => batchRoute(null)).toThrow(
+      new TypeError('Expected `batchRoute` options to be an object, got `null` (null)'),
+    );
     expect(() => batchRoute(undefined)).toThrow(
       new TypeError('Expected `batchRoute` options to be an object, got `undefined` (undefined)'),
     );
@@ -383,7 +463,9 @@ describe.each(EACH)('batchRoute (%s): misuse', (_name, driver) => {
       yield inputs;
     });
     expect(() => batchRoute({ batcher, output: () => undefined })).toThrow(
-      new TypeError('`batchRoute` got `output` for a streaming batcher: each streamed value is sent as one Server-Sent Event'),
+      new TypeError(
+        '`batchRoute` got `output` for a streaming batcher: each streamed value is sent as one Server-Sent Event',
+      ),
     );
   });
 });

@@ -13,8 +13,12 @@ afterEach(async () => {
   running = undefined;
 });
 
-const error = (code: string, message: string, details?: object) => ({ error: details === undefined ? { code, message } : { code, message, details } });
-const TOO_LARGE = error('ITEM_TOO_LARGE', `The request body is larger than the limit of ${JSON_BODY_LIMIT} bytes`, { limit: JSON_BODY_LIMIT });
+const error = (code: string, message: string, details?: object) => ({
+  error: details === undefined ? { code, message } : { code, message, details },
+});
+const TOO_LARGE = error('ITEM_TOO_LARGE', `The request body is larger than the limit of ${JSON_BODY_LIMIT} bytes`, {
+  limit: JSON_BODY_LIMIT,
+});
 
 /** Sends raw bytes on a fresh connection and resolves with everything the server sent back until it closed or `until` matched. */
 function rawExchange(url: string, bytes: string | Buffer, until: RegExp): Promise<string> {
@@ -58,16 +62,28 @@ describe.each(FRAMEWORKS)('JSON bodies on %s', (_name, start) => {
   it('refuses what is not UTF-8 JSON with 415 before the model sees it: form posts, text, other charsets and encodings', async () => {
     const json = '{"prompt": "hi"}';
     const cases: Array<[Record<string, string>, string]> = [
-      [{ 'content-type': 'application/x-www-form-urlencoded' }, 'Expected a JSON body with Content-Type: application/json'],
-      [{ 'content-type': 'multipart/form-data; boundary=x' }, 'Expected a JSON body with Content-Type: application/json'],
+      [
+        { 'content-type': 'application/x-www-form-urlencoded' },
+        'Expected a JSON body with Content-Type: application/json',
+      ],
+      [
+        { 'content-type': 'multipart/form-data; boundary=x' },
+        'Expected a JSON body with Content-Type: application/json',
+      ],
       [{ 'content-type': 'text/plain' }, 'Expected a JSON body with Content-Type: application/json'],
       [{ 'content-type': 'application/json; charset=latin1' }, 'Unsupported charset: send the JSON body as UTF-8'],
       [{ 'content-type': 'application/json; charset=utf-16' }, 'Unsupported charset: send the JSON body as UTF-8'],
-      [{ 'content-type': 'application/json', 'content-encoding': 'x-unknown' }, 'Unsupported Content-Encoding: use gzip, deflate, br or identity'],
+      [
+        { 'content-type': 'application/json', 'content-encoding': 'x-unknown' },
+        'Unsupported Content-Encoding: use gzip, deflate, br or identity',
+      ],
     ];
     for (const [headers, message] of cases) {
       const answer = await post(json, headers);
-      expect([answer.status, answer.body], JSON.stringify(headers)).toEqual([415, error('UNSUPPORTED_MEDIA_TYPE', message)]);
+      expect([answer.status, answer.body], JSON.stringify(headers)).toEqual([
+        415,
+        error('UNSUPPORTED_MEDIA_TYPE', message),
+      ]);
     }
     expect(running?.bodies).toEqual([]);
   });
@@ -75,11 +91,20 @@ describe.each(FRAMEWORKS)('JSON bodies on %s', (_name, start) => {
   it('answers 400 with fixed messages that never quote the body: bad JSON, bytes that do not match their encoding', async () => {
     const malformed = await post('{"prompt": NOT-JSON-SECRET}', { 'content-type': 'application/json' });
     const notGzip = await post('{"prompt": "hi"}', { 'content-type': 'application/json', 'content-encoding': 'gzip' });
-    const gzipped = await post(gzipSync('{"prompt": "hi"}'), { 'content-type': 'application/json', 'content-encoding': 'gzip' });
+    const gzipped = await post(gzipSync('{"prompt": "hi"}'), {
+      'content-type': 'application/json',
+      'content-encoding': 'gzip',
+    });
 
-    expect([malformed.status, malformed.body]).toEqual([400, error('INVALID_INPUT', 'The request body is not valid JSON')]);
+    expect([malformed.status, malformed.body]).toEqual([
+      400,
+      error('INVALID_INPUT', 'The request body is not valid JSON'),
+    ]);
     expect(malformed.text).not.toMatch(/SECRET|NOT-JSON|Unexpected token/);
-    expect([notGzip.status, notGzip.body]).toEqual([400, error('INVALID_INPUT', 'The request body does not match its Content-Encoding')]);
+    expect([notGzip.status, notGzip.body]).toEqual([
+      400,
+      error('INVALID_INPUT', 'The request body does not match its Content-Encoding'),
+    ]);
     expect([gzipped.status, gzipped.body]).toEqual([200, 'ok']);
     expect(running?.bodies).toEqual([{ prompt: 'hi' }]);
   });
@@ -90,7 +115,10 @@ describe.each(FRAMEWORKS)('JSON bodies on %s', (_name, start) => {
     const fitting = await post(fits, { 'content-type': 'application/json' });
     const tooLong = await post(over, { 'content-type': 'application/json' });
     const chunked = await post(over, { 'content-type': 'application/json' }, true);
-    const bomb = await post(gzipSync(JSON.stringify({ prompt: 'a'.repeat(5_000_000) })), { 'content-type': 'application/json', 'content-encoding': 'gzip' });
+    const bomb = await post(gzipSync(JSON.stringify({ prompt: 'a'.repeat(5_000_000) })), {
+      'content-type': 'application/json',
+      'content-encoding': 'gzip',
+    });
 
     expect(fitting.status).toBe(200);
     expect([tooLong.status, tooLong.body]).toEqual([413, TOO_LARGE]);
@@ -102,7 +130,8 @@ describe.each(FRAMEWORKS)('JSON bodies on %s', (_name, start) => {
   it('refuses an announced oversize body with 413 before reading it', async () => {
     running ??= await start();
     // 200 MB announced, none sent: a server that read the body first would never answer.
-    const head = 'POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 200000000\r\n\r\n';
+    const head =
+      'POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 200000000\r\n\r\n';
     const answer = await rawExchange(running.url, head, /\r\n\r\n[\s\S]*\}\}$/);
     expect(answer).toMatch(/^HTTP\/1\.1 413 /);
     expect(answer).toContain(JSON.stringify(TOO_LARGE));
@@ -111,7 +140,8 @@ describe.each(FRAMEWORKS)('JSON bodies on %s', (_name, start) => {
   it('answers `Expect: 100-continue` for an oversize body with 413 instead of 100 Continue (with the server limits)', async () => {
     running ??= await start();
     applyServerLimits(running.server);
-    const oversize = 'POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 200000000\r\nExpect: 100-continue\r\n\r\n';
+    const oversize =
+      'POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 200000000\r\nExpect: 100-continue\r\n\r\n';
     const refused = await rawExchange(running.url, oversize, /\r\n\r\n[\s\S]*\}\}$/);
     expect(refused).toMatch(/^HTTP\/1\.1 413 /);
     expect(refused).not.toContain('100 Continue');

@@ -42,7 +42,9 @@ describe.each(['express', 'koa'])('packages/%s/README.md example', (framework) =
     expect(responses.map((response) => [response.status, response.body])).toEqual(
       Array.from({ length: 9 }, (_, number) => [200, number + 1]),
     );
-    const sizes = new Map(responses.map((response) => [response.headers['x-batch-id'], Number(response.headers['x-batch-size'])]));
+    const sizes = new Map(
+      responses.map((response) => [response.headers['x-batch-id'], Number(response.headers['x-batch-size'])]),
+    );
     expect([...sizes.values()].reduce((sum, size) => sum + size, 0)).toBe(9);
     expect(Math.max(...sizes.values())).toBeLessThanOrEqual(4);
   });
@@ -51,7 +53,13 @@ describe.each(['express', 'koa'])('packages/%s/README.md example', (framework) =
     const missing = await request(url).post('/adder').send({ numbr: 1 });
     const malformed = await request(url).post('/adder').set('Content-Type', 'application/json').send('{"number":');
 
-    expect([missing.status, missing.body]).toEqual([400, { error: { code: 'INVALID_INPUT', message: '`number` must be an integer' } }]);
-    expect([malformed.status, malformed.body]).toEqual([400, { error: { code: 'INVALID_INPUT', message: 'The request body is not valid JSON' } }]);
+    expect([missing.status, missing.body]).toEqual([
+      400,
+      { error: { code: 'INVALID_INPUT', message: '`number` must be an integer' } },
+    ]);
+    expect([malformed.status, malformed.body]).toEqual([
+      400,
+      { error: { code: 'INVALID_INPUT', message: 'The request body is not valid JSON' } },
+    ]);
   });
 });

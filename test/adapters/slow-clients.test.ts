@@ -19,7 +19,13 @@ import Koa from 'koa';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type Echo, FRAMEWORKS } from './echo-apps.js';
 
-const LIMITS = { headersTimeoutMs: 300, requestTimeoutMs: 600, idleTimeoutMs: 600, keepAliveTimeoutMs: 300, maxConnections: 3 };
+const LIMITS = {
+  headersTimeoutMs: 300,
+  requestTimeoutMs: 600,
+  idleTimeoutMs: 600,
+  keepAliveTimeoutMs: 300,
+  maxConnections: 3,
+};
 
 let running: Echo | undefined;
 let stopStreaming: (() => Promise<void>) | undefined;
@@ -62,7 +68,11 @@ const STREAMING: ReadonlyArray<readonly [string, () => Promise<FloodApp>]> = [
     async () => {
       const model = flood();
       const app = express();
-      app.post('/flood', expressAdapter.jsonBody(), expressAdapter.batchRoute({ handler: model.handler, onError: () => undefined }));
+      app.post(
+        '/flood',
+        expressAdapter.jsonBody(),
+        expressAdapter.batchRoute({ handler: model.handler, onError: () => undefined }),
+      );
       const server = await listen(app, serverOptions(LIMITS));
       return { ...server, aborted: model.aborted, chunksProduced: model.produced };
     },
@@ -73,7 +83,11 @@ const STREAMING: ReadonlyArray<readonly [string, () => Promise<FloodApp>]> = [
       const model = flood();
       const app = new Koa();
       const router = new Router();
-      router.post('/flood', koaAdapter.jsonBody(), koaAdapter.batchRoute({ handler: model.handler, onError: () => undefined }));
+      router.post(
+        '/flood',
+        koaAdapter.jsonBody(),
+        koaAdapter.batchRoute({ handler: model.handler, onError: () => undefined }),
+      );
       app.use(router.routes());
       const server = await listen(app.callback(), serverOptions(LIMITS));
       return { ...server, aborted: model.aborted, chunksProduced: model.produced };
@@ -140,7 +154,9 @@ describe.each(FRAMEWORKS)('slow and idle clients on %s', (_name, start) => {
   it('cuts an upload that stalls (requestTimeout), without the body reaching the route', async () => {
     const echo = await serve();
     const slow = open(echo.url);
-    slow.socket.write('POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"prompt": ');
+    slow.socket.write(
+      'POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"prompt": ',
+    );
     await slow.closed;
     // Node destroys the socket of a request already being handled; it writes 408 only before that.
     expect(slow.received()).toMatch(/^(HTTP\/1\.1 408 [\s\S]*)?$/);
@@ -151,7 +167,9 @@ describe.each(FRAMEWORKS)('slow and idle clients on %s', (_name, start) => {
     const { url } = await serve();
     const idle = open(url);
     const body = '{"prompt": "hi"}';
-    idle.socket.write(`POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
+    idle.socket.write(
+      `POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`,
+    );
     await idle.closed;
     expect(idle.received()).toMatch(/^HTTP\/1\.1 200 /);
 
@@ -174,7 +192,9 @@ describe.each(STREAMING)('a stream reader that stops reading, on %s', (_name, st
     const reader = open(app.url);
     reader.socket.pause(); // never reads: the kernel buffers fill, then nothing moves
     const body = '{"prompt": "flood"}';
-    reader.socket.write(`POST /flood HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
+    reader.socket.write(
+      `POST /flood HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`,
+    );
     // The server drops the connection (a paused client does not notice): the item is cancelled, its signal aborts.
     await app.aborted;
     expect(app.chunksProduced()).toBeGreaterThan(0);

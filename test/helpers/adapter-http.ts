@@ -143,7 +143,9 @@ export async function writeExampleModule(code: string, name: string): Promise<Ex
       await writeFile(join(folder, 'tsconfig.json'), JSON.stringify(config));
       const tsc = join(repoRoot, 'node_modules', '.bin', 'tsc');
       return new Promise<string>((resolve) => {
-        execFile(tsc, ['-p', join(folder, 'tsconfig.json'), '--noEmit'], (_error, stdout, stderr) => resolve(`${stdout}${stderr}`));
+        execFile(tsc, ['-p', join(folder, 'tsconfig.json'), '--noEmit'], (_error, stdout, stderr) =>
+          resolve(`${stdout}${stderr}`),
+        );
       });
     },
     cleanup: () => rm(folder, { recursive: true, force: true }),

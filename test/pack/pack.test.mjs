@@ -25,8 +25,11 @@ const MINUTE = 60_000;
 // npm runs with a clean environment: none of the npm_* variables pnpm sets for its own scripts (the machine's
 // registry, proxy and certificate settings stay), a shared cache, and no onnxruntime-node post-install download (the
 // CPU binaries ship in its npm package).
-const KEEP = /^npm_config_(registry|.+:registry|proxy|https_proxy|http_proxy|noproxy|cafile|ca|strict_ssl|userconfig|globalconfig)$/i;
-const ENV = Object.fromEntries(Object.entries(process.env).filter(([key]) => KEEP.test(key) || !/^(npm_|pnpm_)/i.test(key)));
+const KEEP =
+  /^npm_config_(registry|.+:registry|proxy|https_proxy|http_proxy|noproxy|cafile|ca|strict_ssl|userconfig|globalconfig)$/i;
+const ENV = Object.fromEntries(
+  Object.entries(process.env).filter(([key]) => KEEP.test(key) || !/^(npm_|pnpm_)/i.test(key)),
+);
 Object.assign(ENV, {
   npm_config_cache: CACHE,
   npm_config_audit: 'false',
@@ -39,10 +42,22 @@ Object.assign(ENV, {
 /** Runs a command to completion; rejects with its output when it fails or outlives `timeoutMs` (the hang guard). */
 function run(command, args, { cwd, timeoutMs = 2 * MINUTE } = {}) {
   return new Promise((resolve, reject) => {
-    execFile(command, args, { cwd, env: ENV, timeout: timeoutMs, killSignal: 'SIGKILL', maxBuffer: 64 << 20 }, (error, stdout, stderr) => {
-      if (error === null) resolve({ stdout, stderr });
-      else reject(new Error(`\`${command} ${args.join(' ')}\` in ${cwd} failed (${error.killed ? `killed after ${timeoutMs} ms` : `exit ${error.code}`}):\n${stdout}\n${stderr}`.slice(-8_000)));
-    });
+    execFile(
+      command,
+      args,
+      { cwd, env: ENV, timeout: timeoutMs, killSignal: 'SIGKILL', maxBuffer: 64 << 20 },
+      (error, stdout, stderr) => {
+        if (error === null) resolve({ stdout, stderr });
+        else
+          reject(
+            new Error(
+              `\`${command} ${args.join(' ')}\` in ${cwd} failed (${error.killed ? `killed after ${timeoutMs} ms` : `exit ${error.code}`}):\n${stdout}\n${stderr}`.slice(
+                -8_000,
+              ),
+            ),
+          );
+      },
+    );
   });
 }
 
@@ -59,35 +74,58 @@ async function createProject(name, type, microbatch, deps) {
   const fromTarballs = Object.fromEntries(microbatch.map((pkg) => [pkg, `file:${tarballs.get(pkg)}`]));
   // Every microbatch package the installed ones depend on comes from its tarball, never from the registry.
   const overrides = Object.fromEntries([...tarballs.keys()].map((pkg) => [pkg, `file:${tarballs.get(pkg)}`]));
-  const manifest = { name: `microbatch-pack-${name}`, private: true, type, dependencies: { ...deps, ...fromTarballs }, overrides };
+  const manifest = {
+    name: `microbatch-pack-${name}`,
+    private: true,
+    type,
+    dependencies: { ...deps, ...fromTarballs },
+    overrides,
+  };
   await writeFile(join(dir, 'package.json'), `${JSON.stringify(manifest, null, 2)}\n`);
   for (const file of await readdir(FIXTURES)) await copyFile(join(FIXTURES, file), join(dir, file));
   return dir;
 }
 
 async function npmInstall(dir) {
-  await run('npm', ['install', '--no-package-lock', '--prefer-offline', '--no-audit', '--no-fund'], { cwd: dir, timeoutMs: 8 * MINUTE });
+  await run('npm', ['install', '--no-package-lock', '--prefer-offline', '--no-audit', '--no-fund'], {
+    cwd: dir,
+    timeoutMs: 8 * MINUTE,
+  });
 }
 
 /** Creates the three projects and installs them: started as soon as the tarballs exist, while attw runs. */
 async function installProjects() {
-  projects.web = await createProject('web', 'commonjs', ['@microbatch/core', '@microbatch/express', '@microbatch/koa'], {
-    express: '^5.1.0',
-    koa: '^3.0.0',
-    '@koa/router': '^15.0.0',
-    '@koa/bodyparser': '^6.0.0',
-  });
+  projects.web = await createProject(
+    'web',
+    'commonjs',
+    ['@microbatch/core', '@microbatch/express', '@microbatch/koa'],
+    {
+      express: '^5.1.0',
+      koa: '^3.0.0',
+      '@koa/router': '^15.0.0',
+      '@koa/bodyparser': '^6.0.0',
+    },
+  );
   // The CommonJS project of the older majors: Nest 11, and Express 4 (Nest's own Express 5 nests below it).
-  projects.nest11 = await createProject('nest11', 'commonjs', ['@microbatch/core', '@microbatch/nest', '@microbatch/express'], {
-    express: '^4.21.0',
-    '@nestjs/common': '^11.1.0',
-    '@nestjs/core': '^11.1.0',
-    '@nestjs/platform-express': '^11.1.0',
+  projects.nest11 = await createProject(
+    'nest11',
+    'commonjs',
+    ['@microbatch/core', '@microbatch/nest', '@microbatch/express'],
+    {
+      express: '^4.21.0',
+      '@nestjs/common': '^11.1.0',
+      '@nestjs/core': '^11.1.0',
+      '@nestjs/platform-express': '^11.1.0',
+      'reflect-metadata': '^0.2.2',
+      rxjs: '^7.8.0',
+    },
+  );
+  // The CLI brings serving, inference and Nest 12; the Nest 12 e2e runs here too.
+  projects.cli = await createProject('cli', 'module', ['@microbatch/cli', '@microbatch/nest'], {
     'reflect-metadata': '^0.2.2',
     rxjs: '^7.8.0',
+    openai: '^7.0.0',
   });
-  // The CLI brings serving, inference and Nest 12; the Nest 12 e2e runs here too.
-  projects.cli = await createProject('cli', 'module', ['@microbatch/cli', '@microbatch/nest'], { 'reflect-metadata': '^0.2.2', rxjs: '^7.8.0', openai: '^7.0.0' });
   // One after the other: they share the npm cache.
   for (const dir of Object.values(projects)) await npmInstall(dir);
 }
@@ -105,60 +143,92 @@ after(async () => {
   else if (work !== undefined) await rm(work, { recursive: true, force: true });
 });
 
-test('every public package packs, ships only dist/ + README + LICENSE, with no workspace: ranges', { timeout: 3 * MINUTE }, async () => {
-  const names = [];
-  const versions = new Map();
-  for (const dir of await readdir(join(ROOT, 'packages'))) {
-    const file = join(ROOT, 'packages', dir, 'package.json');
-    if (!existsSync(file)) continue;
-    const manifest = JSON.parse(await readFile(file, 'utf8'));
-    if (manifest.private !== true) names.push(manifest.name);
-    versions.set(manifest.name, manifest.version);
-  }
-  assert.ok(names.length >= 9, `public packages: ${names.join(', ')}`);
-  const filters = names.flatMap((name) => ['--filter', name]);
-  await run('pnpm', ['-r', ...filters, 'pack', '--pack-destination', tarballDir], { cwd: ROOT, timeoutMs: 2 * MINUTE });
-  for (const name of names) {
-    const file = join(tarballDir, `${name.replace('@', '').replace('/', '-')}-${versions.get(name)}.tgz`);
-    assert.ok(existsSync(file), `no tarball for ${name} in ${tarballDir}`);
-    tarballs.set(name, file);
-  }
-  for (const [name, file] of tarballs) {
-    const { stdout } = await run('tar', ['tzf', file], { cwd: work });
-    const files = stdout.trim().split('\n').map((line) => line.replace(/^package\//, ''));
-    for (const required of ['package.json', 'LICENSE', 'dist/index.js', 'dist/index.cjs', 'dist/index.d.ts', 'dist/index.d.cts']) {
-      assert.ok(files.includes(required), `${name} does not ship ${required}`);
+test(
+  'every public package packs, ships only dist/ + README + LICENSE, with no workspace: ranges',
+  { timeout: 3 * MINUTE },
+  async () => {
+    const names = [];
+    const versions = new Map();
+    for (const dir of await readdir(join(ROOT, 'packages'))) {
+      const file = join(ROOT, 'packages', dir, 'package.json');
+      if (!existsSync(file)) continue;
+      const manifest = JSON.parse(await readFile(file, 'utf8'));
+      if (manifest.private !== true) names.push(manifest.name);
+      versions.set(manifest.name, manifest.version);
     }
-    const stray = files.filter((path) => !/^(package\.json|README\.md|LICENSE|dist\/.+\.(js|cjs|d\.ts|d\.cts|js\.map|cjs\.map))$/.test(path));
-    assert.deepEqual(stray, [], `${name} ships files outside dist/`);
-    assert.ok(!files.some((path) => /(^|\/)(worker\.cjs|testing\.d\.c?ts)$/.test(path)), `${name} ships a stray build file`);
-    // Every declaration has its twin in the other format.
-    for (const path of files.filter((p) => p.endsWith('.d.ts'))) assert.ok(files.includes(path.replace(/\.d\.ts$/, '.d.cts')), `${name}: ${path} has no .d.cts twin`);
-    const { stdout: packed } = await run('tar', ['xzf', file, '-O', 'package/package.json'], { cwd: work });
-    assert.doesNotMatch(packed, /workspace:/, `${name}'s packed package.json keeps a workspace: range`);
-    const manifest = JSON.parse(packed);
-    assert.equal(manifest.license, 'MIT', name);
-    assert.equal(manifest.engines?.node, '>=20.19', name);
-    assert.ok(manifest.repository?.url && manifest.keywords?.length > 0, `${name} lacks repository or keywords`);
-    for (const [dep, range] of Object.entries(manifest.dependencies ?? {})) assert.match(range, /^\^/, `${name}: ${dep}@${range} is not a caret range`);
-  }
-  installing = installProjects();
-  installing.catch(() => {}); // reported by the install test
-});
+    assert.ok(names.length >= 9, `public packages: ${names.join(', ')}`);
+    const filters = names.flatMap((name) => ['--filter', name]);
+    await run('pnpm', ['-r', ...filters, 'pack', '--pack-destination', tarballDir], {
+      cwd: ROOT,
+      timeoutMs: 2 * MINUTE,
+    });
+    for (const name of names) {
+      const file = join(tarballDir, `${name.replace('@', '').replace('/', '-')}-${versions.get(name)}.tgz`);
+      assert.ok(existsSync(file), `no tarball for ${name} in ${tarballDir}`);
+      tarballs.set(name, file);
+    }
+    for (const [name, file] of tarballs) {
+      const { stdout } = await run('tar', ['tzf', file], { cwd: work });
+      const files = stdout
+        .trim()
+        .split('\n')
+        .map((line) => line.replace(/^package\//, ''));
+      for (const required of [
+        'package.json',
+        'LICENSE',
+        'dist/index.js',
+        'dist/index.cjs',
+        'dist/index.d.ts',
+        'dist/index.d.cts',
+      ]) {
+        assert.ok(files.includes(required), `${name} does not ship ${required}`);
+      }
+      const stray = files.filter(
+        (path) => !/^(package\.json|README\.md|LICENSE|dist\/.+\.(js|cjs|d\.ts|d\.cts|js\.map|cjs\.map))$/.test(path),
+      );
+      assert.deepEqual(stray, [], `${name} ships files outside dist/`);
+      assert.ok(
+        !files.some((path) => /(^|\/)(worker\.cjs|testing\.d\.c?ts)$/.test(path)),
+        `${name} ships a stray build file`,
+      );
+      // Every declaration has its twin in the other format.
+      for (const path of files.filter((p) => p.endsWith('.d.ts')))
+        assert.ok(files.includes(path.replace(/\.d\.ts$/, '.d.cts')), `${name}: ${path} has no .d.cts twin`);
+      const { stdout: packed } = await run('tar', ['xzf', file, '-O', 'package/package.json'], { cwd: work });
+      assert.doesNotMatch(packed, /workspace:/, `${name}'s packed package.json keeps a workspace: range`);
+      const manifest = JSON.parse(packed);
+      assert.equal(manifest.license, 'MIT', name);
+      assert.equal(manifest.engines?.node, '>=20.19', name);
+      assert.ok(manifest.repository?.url && manifest.keywords?.length > 0, `${name} lacks repository or keywords`);
+      for (const [dep, range] of Object.entries(manifest.dependencies ?? {}))
+        assert.match(range, /^\^/, `${name}: ${dep}@${range} is not a caret range`);
+    }
+    installing = installProjects();
+    installing.catch(() => {}); // reported by the install test
+  },
+);
 
-test('attw finds no type problems in any tarball (import and require, every subpath)', { timeout: 5 * MINUTE }, async () => {
-  assert.ok(tarballs.size > 0, 'nothing was packed');
-  const attw = join(ROOT, 'node_modules', '.bin', 'attw');
-  const queue = [...tarballs.values()];
-  const failures = [];
-  // Two at a time: attw is CPU-bound and CI has two cores.
-  await Promise.all([0, 1].map(async () => {
-    for (let file = queue.shift(); file !== undefined; file = queue.shift()) {
-      await run(attw, [file, '--format', 'ascii'], { cwd: work, timeoutMs: 2 * MINUTE }).catch((error) => failures.push(error.message));
-    }
-  }));
-  assert.deepEqual(failures, []);
-});
+test(
+  'attw finds no type problems in any tarball (import and require, every subpath)',
+  { timeout: 5 * MINUTE },
+  async () => {
+    assert.ok(tarballs.size > 0, 'nothing was packed');
+    const attw = join(ROOT, 'node_modules', '.bin', 'attw');
+    const queue = [...tarballs.values()];
+    const failures = [];
+    // Two at a time: attw is CPU-bound and CI has two cores.
+    await Promise.all(
+      [0, 1].map(async () => {
+        for (let file = queue.shift(); file !== undefined; file = queue.shift()) {
+          await run(attw, [file, '--format', 'ascii'], { cwd: work, timeoutMs: 2 * MINUTE }).catch((error) =>
+            failures.push(error.message),
+          );
+        }
+      }),
+    );
+    assert.deepEqual(failures, []);
+  },
+);
 
 test('the tarballs install with npm into projects outside the workspace', { timeout: 10 * MINUTE }, async () => {
   assert.ok(installing, 'nothing was packed');
@@ -181,94 +251,138 @@ for (const [label, project, fixture] of [
   });
 }
 
-test("the READMEs' imports type-check against the installed declarations, from ESM and from CommonJS", { timeout: 2 * MINUTE }, async () => {
-  assert.ok(projects.cli, 'the cli project was not installed');
-  const readmes = [join(ROOT, 'README.md')];
-  for (const dir of await readdir(join(ROOT, 'packages'))) {
-    if (existsSync(join(ROOT, 'packages', dir, 'README.md'))) readmes.push(join(ROOT, 'packages', dir, 'README.md'));
-  }
-  const lines = [];
-  let count = 0;
-  for (const readme of readmes) {
-    for (const [, names, from] of (await readFile(readme, 'utf8')).matchAll(/import\s*(?:type\s+)?\{([^}]*)\}\s*from\s*'(@microbatch\/[^']+)'/g)) {
-      // Each name imported under a fresh alias: the same name comes from several packages (batchRoute).
-      const specifiers = names.split(',').map((name) => name.trim()).filter(Boolean).map((name) => {
-        const [, type = '', original] = /^(type\s+)?([\w$]+)/.exec(name);
-        count += 1;
-        return `${type}${original} as _${count}`;
-      });
-      lines.push(`import { ${specifiers.join(', ')} } from '${from}';`);
+test(
+  "the READMEs' imports type-check against the installed declarations, from ESM and from CommonJS",
+  { timeout: 2 * MINUTE },
+  async () => {
+    assert.ok(projects.cli, 'the cli project was not installed');
+    const readmes = [join(ROOT, 'README.md')];
+    for (const dir of await readdir(join(ROOT, 'packages'))) {
+      if (existsSync(join(ROOT, 'packages', dir, 'README.md'))) readmes.push(join(ROOT, 'packages', dir, 'README.md'));
     }
-  }
-  assert.ok(count > 10, `only ${count} imported names found in the READMEs`);
-  const source = `${lines.join('\n')}\nexport {};\n`;
-  await writeFile(join(projects.cli, 'docs-imports.mts'), source);
-  await writeFile(join(projects.cli, 'docs-imports.cts'), source);
-  const tsconfig = {
-    compilerOptions: { module: 'nodenext', moduleResolution: 'nodenext', target: 'es2022', strict: true, skipLibCheck: true, noEmit: true, types: [] },
-    files: ['docs-imports.mts', 'docs-imports.cts'],
-  };
-  await writeFile(join(projects.cli, 'tsconfig.json'), JSON.stringify(tsconfig));
-  await run(join(ROOT, 'node_modules', '.bin', 'tsc'), ['-p', join(projects.cli, 'tsconfig.json')], { cwd: projects.cli, timeoutMs: MINUTE });
-  console.log(`${count} names imported by the READMEs resolve for import and require`);
-});
+    const lines = [];
+    let count = 0;
+    for (const readme of readmes) {
+      for (const [, names, from] of (await readFile(readme, 'utf8')).matchAll(
+        /import\s*(?:type\s+)?\{([^}]*)\}\s*from\s*'(@microbatch\/[^']+)'/g,
+      )) {
+        // Each name imported under a fresh alias: the same name comes from several packages (batchRoute).
+        const specifiers = names
+          .split(',')
+          .map((name) => name.trim())
+          .filter(Boolean)
+          .map((name) => {
+            const [, type = '', original] = /^(type\s+)?([\w$]+)/.exec(name);
+            count += 1;
+            return `${type}${original} as _${count}`;
+          });
+        lines.push(`import { ${specifiers.join(', ')} } from '${from}';`);
+      }
+    }
+    assert.ok(count > 10, `only ${count} imported names found in the READMEs`);
+    const source = `${lines.join('\n')}\nexport {};\n`;
+    await writeFile(join(projects.cli, 'docs-imports.mts'), source);
+    await writeFile(join(projects.cli, 'docs-imports.cts'), source);
+    const tsconfig = {
+      compilerOptions: {
+        module: 'nodenext',
+        moduleResolution: 'nodenext',
+        target: 'es2022',
+        strict: true,
+        skipLibCheck: true,
+        noEmit: true,
+        types: [],
+      },
+      files: ['docs-imports.mts', 'docs-imports.cts'],
+    };
+    await writeFile(join(projects.cli, 'tsconfig.json'), JSON.stringify(tsconfig));
+    await run(join(ROOT, 'node_modules', '.bin', 'tsc'), ['-p', join(projects.cli, 'tsconfig.json')], {
+      cwd: projects.cli,
+      timeoutMs: MINUTE,
+    });
+    console.log(`${count} names imported by the READMEs resolve for import and require`);
+  },
+);
 
-test('the installed CLI: `microbatch serve --help`, then one completion on the bundled model', { timeout: 3 * MINUTE }, async () => {
-  assert.ok(projects.cli, 'the cli project was not installed');
-  const bin = join(projects.cli, 'node_modules', '.bin', 'microbatch');
-  const help = await run('npx', ['--no-install', 'microbatch', 'serve', '--help'], { cwd: projects.cli, timeoutMs: MINUTE });
-  assert.match(help.stdout, /--model/);
-  // Installed, the repository's bundled model is not there: a clear error that says what to pass instead.
-  const bundled = await run(process.execPath, ['-e', "import('@microbatch/serving').then((s) => s.bundledModelDir()).catch((e) => console.log(e.message))"], { cwd: projects.cli });
-  assert.match(bundled.stdout, /--model/, `bundledModelDir() once installed: ${bundled.stdout}`);
-  assert.doesNotMatch(bundled.stdout, /^\//, 'bundledModelDir() returned a path that does not exist');
-  const missing = await run(bin, ['serve', '--model', join(work, 'no-such-model'), '--port', '0'], { cwd: projects.cli, timeoutMs: MINUTE }).then(
-    () => assert.fail('serving a missing model folder succeeded'),
-    (error) => error.message,
-  );
-  assert.match(missing, /exit 1/);
-  assert.match(missing, /no-such-model/);
-  assert.ok(existsSync(MODEL), `the bundled model is missing: ${MODEL} (pnpm install copies it)`);
-  const child = spawn(bin, ['serve', '--model', MODEL, '--port', '0', '--host', '127.0.0.1'], { cwd: projects.cli, env: ENV });
-  let output = '';
-  child.stdout.on('data', (chunk) => (output += chunk));
-  child.stderr.on('data', (chunk) => (output += chunk));
-  const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
-  try {
-    const base = await new Promise((resolve, reject) => {
-      const poll = setInterval(async () => {
-        const url = /http:\/\/127\.0\.0\.1:\d+/.exec(output)?.[0];
-        if (url === undefined) return;
-        const ready = await fetch(`${url}/readyz`).then((r) => r.ok, () => false);
-        if (ready) {
+test(
+  'the installed CLI: `microbatch serve --help`, then one completion on the bundled model',
+  { timeout: 3 * MINUTE },
+  async () => {
+    assert.ok(projects.cli, 'the cli project was not installed');
+    const bin = join(projects.cli, 'node_modules', '.bin', 'microbatch');
+    const help = await run('npx', ['--no-install', 'microbatch', 'serve', '--help'], {
+      cwd: projects.cli,
+      timeoutMs: MINUTE,
+    });
+    assert.match(help.stdout, /--model/);
+    // Installed, the repository's bundled model is not there: a clear error that says what to pass instead.
+    const bundled = await run(
+      process.execPath,
+      ['-e', "import('@microbatch/serving').then((s) => s.bundledModelDir()).catch((e) => console.log(e.message))"],
+      { cwd: projects.cli },
+    );
+    assert.match(bundled.stdout, /--model/, `bundledModelDir() once installed: ${bundled.stdout}`);
+    assert.doesNotMatch(bundled.stdout, /^\//, 'bundledModelDir() returned a path that does not exist');
+    const missing = await run(bin, ['serve', '--model', join(work, 'no-such-model'), '--port', '0'], {
+      cwd: projects.cli,
+      timeoutMs: MINUTE,
+    }).then(
+      () => assert.fail('serving a missing model folder succeeded'),
+      (error) => error.message,
+    );
+    assert.match(missing, /exit 1/);
+    assert.match(missing, /no-such-model/);
+    assert.ok(existsSync(MODEL), `the bundled model is missing: ${MODEL} (pnpm install copies it)`);
+    const child = spawn(bin, ['serve', '--model', MODEL, '--port', '0', '--host', '127.0.0.1'], {
+      cwd: projects.cli,
+      env: ENV,
+    });
+    let output = '';
+    child.stdout.on('data', (chunk) => (output += chunk));
+    child.stderr.on('data', (chunk) => (output += chunk));
+    const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+    try {
+      const base = await new Promise((resolve, reject) => {
+        const poll = setInterval(async () => {
+          const url = /http:\/\/127\.0\.0\.1:\d+/.exec(output)?.[0];
+          if (url === undefined) return;
+          const ready = await fetch(`${url}/readyz`).then(
+            (r) => r.ok,
+            () => false,
+          );
+          if (ready) {
+            clearInterval(poll);
+            resolve(url);
+          }
+        }, 200);
+        exited.then(({ code }) => {
           clearInterval(poll);
-          resolve(url);
-        }
-      }, 200);
-      exited.then(({ code }) => {
-        clearInterval(poll);
-        reject(new Error(`microbatch serve exited (${code}) before it was ready:\n${output}`));
+          reject(new Error(`microbatch serve exited (${code}) before it was ready:\n${output}`));
+        });
       });
-    });
-    const response = await fetch(`${base}/v1/completions`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ prompt: 'Once upon a time', max_tokens: 8 }),
-    });
-    const body = await response.json();
-    assert.equal(response.status, 200, JSON.stringify(body));
-    assert.equal(typeof body.choices?.[0]?.text, 'string', JSON.stringify(body));
-    assert.ok(body.choices[0].text.length > 0, JSON.stringify(body));
-    console.log(`cli: completion ${JSON.stringify(body.choices[0].text)}`);
-    // What the official client sees: the served model listed, and a completion from it.
-    const { stdout } = await run(process.execPath, ['openai-client.mjs', base], { cwd: projects.cli, timeoutMs: MINUTE });
-    const seen = JSON.parse(stdout);
-    assert.equal(seen.models.length, 1, stdout);
-    assert.ok(typeof seen.text === 'string' && seen.text.length > 0, stdout);
-    console.log(`openai client: models ${JSON.stringify(seen.models)}, completion ${JSON.stringify(seen.text)}`);
-  } finally {
-    child.kill('SIGTERM');
-    const { code } = await exited;
-    assert.equal(code, 0, `microbatch serve did not exit 0 on SIGTERM:\n${output}`);
-  }
-});
+      const response = await fetch(`${base}/v1/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ prompt: 'Once upon a time', max_tokens: 8 }),
+      });
+      const body = await response.json();
+      assert.equal(response.status, 200, JSON.stringify(body));
+      assert.equal(typeof body.choices?.[0]?.text, 'string', JSON.stringify(body));
+      assert.ok(body.choices[0].text.length > 0, JSON.stringify(body));
+      console.log(`cli: completion ${JSON.stringify(body.choices[0].text)}`);
+      // What the official client sees: the served model listed, and a completion from it.
+      const { stdout } = await run(process.execPath, ['openai-client.mjs', base], {
+        cwd: projects.cli,
+        timeoutMs: MINUTE,
+      });
+      const seen = JSON.parse(stdout);
+      assert.equal(seen.models.length, 1, stdout);
+      assert.ok(typeof seen.text === 'string' && seen.text.length > 0, stdout);
+      console.log(`openai client: models ${JSON.stringify(seen.models)}, completion ${JSON.stringify(seen.text)}`);
+    } finally {
+      child.kill('SIGTERM');
+      const { code } = await exited;
+      assert.equal(code, 0, `microbatch serve did not exit 0 on SIGTERM:\n${output}`);
+    }
+  },
+);

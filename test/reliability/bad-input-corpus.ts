@@ -93,8 +93,18 @@ const GROUPS: Record<string, Bad[]> = {
     ['multipart', post('--x\r\n\r\nhi\r\n--x--', { 'content-type': 'multipart/form-data; boundary=x' }), 415, MEDIA],
     ['application/xml', post('<prompt>hi</prompt>', { 'content-type': 'application/xml' }), 415, MEDIA],
     ['charset latin1', post('{"prompt": "hi"}', { 'content-type': 'application/json; charset=latin1' }), 415, MEDIA],
-    ['charset utf-16 on UTF-8 bytes', post('{"prompt": "hi"}', { 'content-type': 'application/json; charset=utf-16' }), 415, MEDIA],
-    ['unknown content-encoding', post('{"prompt": "hi"}', { ...JSON_TYPE, 'content-encoding': 'x-unknown' }), 415, MEDIA],
+    [
+      'charset utf-16 on UTF-8 bytes',
+      post('{"prompt": "hi"}', { 'content-type': 'application/json; charset=utf-16' }),
+      415,
+      MEDIA,
+    ],
+    [
+      'unknown content-encoding',
+      post('{"prompt": "hi"}', { ...JSON_TYPE, 'content-encoding': 'x-unknown' }),
+      415,
+      MEDIA,
+    ],
     ['gzip that is not gzip', post('{"prompt": "hi"}', { ...JSON_TYPE, 'content-encoding': 'gzip' }), 400, INVALID],
   ],
   size: [
@@ -117,21 +127,51 @@ const GROUPS: Record<string, Bad[]> = {
   nesting: [
     ['prompt: arrays nested 10000 deep', post(`{"prompt": ${nested(10_000)}}`), 400, INVALID, 'prompt'],
     ['model: arrays nested 10000 deep', post(`{"prompt": "hi", "model": ${nested(10_000)}}`), 400, INVALID, 'model'],
-    ['stream_options: arrays nested 10000 deep', post(`{"prompt": "hi", "stream_options": ${nested(10_000)}}`), 400, INVALID, 'stream_options'],
+    [
+      'stream_options: arrays nested 10000 deep',
+      post(`{"prompt": "hi", "stream_options": ${nested(10_000)}}`),
+      400,
+      INVALID,
+      'stream_options',
+    ],
     ['stop: arrays nested 10000 deep', post(`{"prompt": "hi", "stop": ${nested(10_000)}}`), 400, INVALID, 'stop'],
     ['prompt: objects nested 5000 deep', post(`{"prompt": ${deepObject(5_000)}}`), 400, INVALID, 'prompt'],
     ['the body: arrays nested 20000 deep', post(nested(20_000)), 400, INVALID, 'body'],
   ],
   prototype: [
     ['__proto__ carrying a prompt', post('{"__proto__": {"prompt": "Once upon a time"}}'), 400, INVALID, 'prompt'],
-    ['constructor.prototype carrying a prompt', post('{"constructor": {"prototype": {"prompt": "hi"}}}'), 400, INVALID, 'prompt'],
+    [
+      'constructor.prototype carrying a prompt',
+      post('{"constructor": {"prototype": {"prompt": "hi"}}}'),
+      400,
+      INVALID,
+      'prompt',
+    ],
     ['prompt: an object with __proto__ null', post('{"prompt": {"__proto__": null}}'), 400, INVALID, 'prompt'],
     ['prompt: an object whose toString is not a function', post('{"prompt": {"toString": 1}}'), 400, INVALID, 'prompt'],
     ['prompt: an array holding such an object', post('{"prompt": ["hi", {"toString": 1}]}'), 400, INVALID, 'prompt'],
-    ['model: an object whose toString is not a function', post('{"prompt": "hi", "model": {"toString": 1}}'), 400, INVALID, 'model'],
-    ['stream: toString and valueOf not functions', post('{"prompt": "hi", "stream": {"toString": 1, "valueOf": 2}}'), 400, INVALID, 'stream'],
+    [
+      'model: an object whose toString is not a function',
+      post('{"prompt": "hi", "model": {"toString": 1}}'),
+      400,
+      INVALID,
+      'model',
+    ],
+    [
+      'stream: toString and valueOf not functions',
+      post('{"prompt": "hi", "stream": {"toString": 1, "valueOf": 2}}'),
+      400,
+      INVALID,
+      'stream',
+    ],
     ['n: toString null', post('{"prompt": "hi", "n": {"toString": null}}'), 400, INVALID, 'n'],
-    ['stream_options: an array holding such an object', post('{"prompt": "hi", "stream_options": [{"toString": 1}]}'), 400, INVALID, 'stream_options'],
+    [
+      'stream_options: an array holding such an object',
+      post('{"prompt": "hi", "stream_options": [{"toString": 1}]}'),
+      400,
+      INVALID,
+      'stream_options',
+    ],
   ],
   numbers: [
     ['max_tokens -1', postValue({ prompt: 'hi', max_tokens: -1 }), 400, INVALID, 'max_tokens'],
@@ -168,8 +208,20 @@ const GROUPS: Record<string, Bad[]> = {
     ['model a number', postValue({ prompt: 'hi', model: 5 }), 400, INVALID, 'model'],
     ['stream "yes"', postValue({ prompt: 'hi', stream: 'yes' }), 400, INVALID, 'stream'],
     ['stream 1', postValue({ prompt: 'hi', stream: 1 }), 400, INVALID, 'stream'],
-    ['stream_options a string', postValue({ prompt: 'hi', stream: true, stream_options: 'usage' }), 400, INVALID, 'stream_options'],
-    ['stream_options.include_usage "yes"', postValue({ prompt: 'hi', stream: true, stream_options: { include_usage: 'yes' } }), 400, INVALID, 'stream_options'],
+    [
+      'stream_options a string',
+      postValue({ prompt: 'hi', stream: true, stream_options: 'usage' }),
+      400,
+      INVALID,
+      'stream_options',
+    ],
+    [
+      'stream_options.include_usage "yes"',
+      postValue({ prompt: 'hi', stream: true, stream_options: { include_usage: 'yes' } }),
+      400,
+      INVALID,
+      'stream_options',
+    ],
     ['echo true', postValue({ prompt: 'hi', echo: true }), 400, INVALID, 'echo'],
     ['suffix', postValue({ prompt: 'hi', suffix: ' the end' }), 400, INVALID, 'suffix'],
     ['stop a number', postValue({ prompt: 'hi', stop: 5 }), 400, INVALID, 'stop'],
@@ -183,8 +235,20 @@ const GROUPS: Record<string, Bad[]> = {
     ['a blank prompt', postValue({ prompt: '   ' }), 400, INVALID, 'prompt'],
     ['a tab-and-newline prompt', postValue({ prompt: '\t\n\r' }), 400, INVALID, 'prompt'],
     ['a 4001-character prompt', postValue({ prompt: 'a'.repeat(4001) }), 400, INVALID, 'prompt'],
-    ['a prompt longer than the context (tokens)', postValue({ prompt: 'Once upon a time '.repeat(150) }), 400, INVALID, 'prompt'],
-    ['combining marks: 3000 tokens in 3000 characters', postValue({ prompt: 'e\u0301'.repeat(1500) }), 400, INVALID, 'prompt'],
+    [
+      'a prompt longer than the context (tokens)',
+      postValue({ prompt: 'Once upon a time '.repeat(150) }),
+      400,
+      INVALID,
+      'prompt',
+    ],
+    [
+      'combining marks: 3000 tokens in 3000 characters',
+      postValue({ prompt: 'e\u0301'.repeat(1500) }),
+      400,
+      INVALID,
+      'prompt',
+    ],
     [
       'a prompt that leaves no room for max_tokens',
       postValue({ prompt: 'Once upon a time '.repeat(70), max_tokens: 256 }),
@@ -200,7 +264,13 @@ const GROUPS: Record<string, Bad[]> = {
     ['10000 prompts', postValue({ prompt: Array.from({ length: 10_000 }, () => 'a') }), 400, INVALID, 'prompt'],
     ['an empty prompt among good ones', postValue({ prompt: ['Once upon a time', ''] }), 400, INVALID, 'prompt'],
     ['a number among the prompts', postValue({ prompt: ['a', 'b', 'c', 4] }), 400, INVALID, 'prompt'],
-    ['16 prompts, one too long', postValue({ prompt: [...Array.from({ length: 15 }, () => 'hi'), 'a'.repeat(4001)] }), 400, INVALID, 'prompt'],
+    [
+      '16 prompts, one too long',
+      postValue({ prompt: [...Array.from({ length: 15 }, () => 'hi'), 'a'.repeat(4001)] }),
+      400,
+      INVALID,
+      'prompt',
+    ],
   ],
   query: [
     ['GET / without text', get(''), 400, INVALID, 'text'],
@@ -209,21 +279,41 @@ const GROUPS: Record<string, Bad[]> = {
     ['GET / with an empty text', get('?text='), 400, INVALID, 'text'],
     ['GET / with a blank text', get('?text=%20%20'), 400, INVALID, 'text'],
     ['GET / with 4001 characters', get(`?text=${'a'.repeat(4001)}`), 400, INVALID, 'text'],
-    ['GET / longer than the context', get(`?text=${encodeURIComponent('Once upon a time '.repeat(150))}`), 400, INVALID, 'text'],
+    [
+      'GET / longer than the context',
+      get(`?text=${encodeURIComponent('Once upon a time '.repeat(150))}`),
+      400,
+      INVALID,
+      'text',
+    ],
   ],
 };
 
 export const BAD_INPUTS: readonly BadInput[] = Object.entries(GROUPS).flatMap(([group, cases]) =>
-  cases.map(([name, request, status, code, field]) => ({ name, group, request, status, code, ...(field === undefined ? {} : { field }) })),
+  cases.map(([name, request, status, code, field]) => ({
+    name,
+    group,
+    request,
+    status,
+    code,
+    ...(field === undefined ? {} : { field }),
+  })),
 );
 
 /** A 200 of `POST /v1/completions` must be one well-formed `text_completion` whose usage respects `max_tokens`. */
 function completionWithin(maxTokens: number): (body: string) => string | undefined {
   return (body) => {
-    const parsed = JSON.parse(body) as { object?: unknown; choices?: { text?: unknown }[]; usage?: { completion_tokens?: unknown } };
-    if (parsed.object !== 'text_completion' || typeof parsed.choices?.[0]?.text !== 'string') return 'not a text_completion';
+    const parsed = JSON.parse(body) as {
+      object?: unknown;
+      choices?: { text?: unknown }[];
+      usage?: { completion_tokens?: unknown };
+    };
+    if (parsed.object !== 'text_completion' || typeof parsed.choices?.[0]?.text !== 'string')
+      return 'not a text_completion';
     const tokens = parsed.usage?.completion_tokens;
-    return typeof tokens === 'number' && tokens >= 1 && tokens <= maxTokens ? undefined : `completion_tokens ${String(tokens)} not in 1..${maxTokens}`;
+    return typeof tokens === 'number' && tokens >= 1 && tokens <= maxTokens
+      ? undefined
+      : `completion_tokens ${String(tokens)} not in 1..${maxTokens}`;
   };
 }
 
@@ -235,20 +325,40 @@ export const EDGE_INPUTS: readonly EdgeInput[] = [
   ['a NUL character', postValue({ prompt: 'Once\u0000upon a time ', max_tokens: 4 })],
   ['a lone high surrogate', post('{"prompt": "Once \\ud800 upon a time ", "max_tokens": 4}')],
   ['a lone low surrogate', post('{"prompt": "\\udc00 Once upon a time ", "max_tokens": 4}')],
-  ['zero-width joiners and a BOM inside the text', postValue({ prompt: 'Once\u200d\u200d upon\ufeff a time ', max_tokens: 4 })],
+  [
+    'zero-width joiners and a BOM inside the text',
+    postValue({ prompt: 'Once\u200d\u200d upon\ufeff a time ', max_tokens: 4 }),
+  ],
   [
     'invalid UTF-8 bytes',
-    post(Buffer.concat([Buffer.from('{"prompt": "Once '), Buffer.from([0xff, 0xfe, 0xc3]), Buffer.from(' upon", "max_tokens": 4}')])),
+    post(
+      Buffer.concat([
+        Buffer.from('{"prompt": "Once '),
+        Buffer.from([0xff, 0xfe, 0xc3]),
+        Buffer.from(' upon", "max_tokens": 4}'),
+      ]),
+    ),
   ],
   [
     'an overlong UTF-8 encoding of "/"',
-    post(Buffer.concat([Buffer.from('{"prompt": "Once '), Buffer.from([0xc0, 0xaf]), Buffer.from(' upon", "max_tokens": 4}')])),
+    post(
+      Buffer.concat([
+        Buffer.from('{"prompt": "Once '),
+        Buffer.from([0xc0, 0xaf]),
+        Buffer.from(' upon", "max_tokens": 4}'),
+      ]),
+    ),
   ],
   ['a byte-order mark before the JSON', post('\ufeff{"prompt": "Once upon a time ", "max_tokens": 4}')],
   ['GET / with a NUL', get('?text=Once%00upon')],
   ['GET / with a lone surrogate (CESU bytes)', get('?text=%ED%A0%80%20Once')],
   ['GET / with broken percent-encoding', get('?text=%E0%A4%A')],
-].map(([name, request]) => ({ name: name as string, group: 'unicode', request: request as CorpusRequest, allowed: ok200or400 }));
+].map(([name, request]) => ({
+  name: name as string,
+  group: 'unicode',
+  request: request as CorpusRequest,
+  allowed: ok200or400,
+}));
 
 /** Odd but valid bodies whose 200 must show the oddity was ignored, not obeyed. */
 export const IGNORED_INPUTS: readonly EdgeInput[] = [
@@ -276,7 +386,10 @@ export const IGNORED_INPUTS: readonly EdgeInput[] = [
   {
     name: '16 prompts (no MaxListenersExceededWarning on stderr)',
     group: 'prompt-array',
-    request: postValue({ prompt: Array.from({ length: 16 }, (_, index) => `Once upon a time ${index} `), max_tokens: 1 }),
+    request: postValue({
+      prompt: Array.from({ length: 16 }, (_, index) => `Once upon a time ${index} `),
+      max_tokens: 1,
+    }),
     allowed: [200],
     check: (body) => {
       const parsed = JSON.parse(body) as { choices?: unknown[] };
@@ -306,31 +419,62 @@ export const PROTOCOL_INPUTS: readonly ProtocolInput[] = [
   { name: 'an HTTP/2 preface on HTTP/1.1', bytes: 'PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', status: 400 },
   { name: 'HTTP/3.0', bytes: h(['GET /healthz HTTP/3.0', 'Host: x']), status: 400 },
   { name: 'no Host header', bytes: h(['GET /healthz HTTP/1.1']), status: 400 },
-  { name: 'a NUL in a header value', bytes: Buffer.from(h(['GET /healthz HTTP/1.1', 'Host: x', 'X-A: a\u0000b']), 'latin1'), status: 400 },
+  {
+    name: 'a NUL in a header value',
+    bytes: Buffer.from(h(['GET /healthz HTTP/1.1', 'Host: x', 'X-A: a\u0000b']), 'latin1'),
+    status: 400,
+  },
   {
     name: 'Content-Length and Transfer-Encoding both',
     bytes: `${h(['POST /v1/completions HTTP/1.1', 'Host: x', 'Content-Type: application/json', 'Content-Length: 5', 'Transfer-Encoding: chunked'])}0\r\n\r\n`,
     status: 400,
   },
-  { name: 'two different Content-Lengths', bytes: `${h(['POST /v1/completions HTTP/1.1', 'Host: x', 'Content-Length: 5', 'Content-Length: 6'])}hello!`, status: 400 },
-  { name: 'a negative Content-Length', bytes: h(['POST /v1/completions HTTP/1.1', 'Host: x', 'Content-Length: -1']), status: 400 },
+  {
+    name: 'two different Content-Lengths',
+    bytes: `${h(['POST /v1/completions HTTP/1.1', 'Host: x', 'Content-Length: 5', 'Content-Length: 6'])}hello!`,
+    status: 400,
+  },
+  {
+    name: 'a negative Content-Length',
+    bytes: h(['POST /v1/completions HTTP/1.1', 'Host: x', 'Content-Length: -1']),
+    status: 400,
+  },
   {
     name: 'an invalid chunk size',
     bytes: `${h(['POST /v1/completions HTTP/1.1', 'Host: x', 'Content-Type: application/json', 'Transfer-Encoding: chunked'])}zz\r\nabc\r\n0\r\n\r\n`,
     status: 400,
   },
-  { name: 'a 20 KB header', bytes: h(['GET /healthz HTTP/1.1', 'Host: x', `X-Big: ${'a'.repeat(20_000)}`]), status: 431 },
+  {
+    name: 'a 20 KB header',
+    bytes: h(['GET /healthz HTTP/1.1', 'Host: x', `X-Big: ${'a'.repeat(20_000)}`]),
+    status: 431,
+  },
   { name: 'a 20 KB URL', bytes: h([`GET /?text=${'a'.repeat(20_000)} HTTP/1.1`, 'Host: x']), status: 431 },
   { name: 'an unknown path (404)', bytes: h(['GET /nope HTTP/1.1', 'Host: x', 'Connection: close']), status: 404 },
-  { name: 'PUT on the completions route (405 with Allow)', bytes: h(['PUT /v1/completions HTTP/1.1', 'Host: x', 'Content-Length: 0', 'Connection: close']), status: 405 },
+  {
+    name: 'PUT on the completions route (405 with Allow)',
+    bytes: h(['PUT /v1/completions HTTP/1.1', 'Host: x', 'Content-Length: 0', 'Connection: close']),
+    status: 405,
+  },
   {
     name: 'an announced 200 MB body, none sent (413 before reading)',
-    bytes: h(['POST /v1/completions HTTP/1.1', 'Host: x', 'Content-Type: application/json', 'Content-Length: 200000000']),
+    bytes: h([
+      'POST /v1/completions HTTP/1.1',
+      'Host: x',
+      'Content-Type: application/json',
+      'Content-Length: 200000000',
+    ]),
     status: 413,
   },
   {
     name: 'Expect: 100-continue for 200 MB (413 instead of 100 Continue)',
-    bytes: h(['POST /v1/completions HTTP/1.1', 'Host: x', 'Content-Type: application/json', 'Content-Length: 200000000', 'Expect: 100-continue']),
+    bytes: h([
+      'POST /v1/completions HTTP/1.1',
+      'Host: x',
+      'Content-Type: application/json',
+      'Content-Length: 200000000',
+      'Expect: 100-continue',
+    ]),
     status: 413,
   },
 ];

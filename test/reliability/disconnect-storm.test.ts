@@ -69,15 +69,24 @@ function run(client: Client): Promise<Outcome> {
 function completeProblem(client: Client, outcome: Outcome): string | undefined {
   if (outcome.kind !== 'answered') return `no answer: ${outcome.kind === 'error' ? outcome.error : 'timeout'}`;
   const { status, body, headers } = outcome.answer;
-  if (status === 503 && errorBody(body)?.code === 'QUEUE_FULL' && retryAfterSeconds(headers) !== undefined) return undefined;
+  if (status === 503 && errorBody(body)?.code === 'QUEUE_FULL' && retryAfterSeconds(headers) !== undefined)
+    return undefined;
   if (status !== 200) return `status ${status}: ${body.slice(0, 200)}`;
-  if (client.route === '/stream') return body.endsWith('data: [DONE]\n\n') && !body.includes('event: error') ? undefined : `bad stream: ${body.slice(-200)}`;
-  return typeof (JSON.parse(body) as { text?: unknown }).text === 'string' ? undefined : `bad body: ${body.slice(0, 200)}`;
+  if (client.route === '/stream')
+    return body.endsWith('data: [DONE]\n\n') && !body.includes('event: error')
+      ? undefined
+      : `bad stream: ${body.slice(-200)}`;
+  return typeof (JSON.parse(body) as { text?: unknown }).text === 'string'
+    ? undefined
+    : `bad body: ${body.slice(0, 200)}`;
 }
 
 const settled = (stats: FaultStats): boolean => {
-  const batchersIdle = Object.values(stats.batchers).every((batcher) => batcher.queueLength === 0 && batcher.inFlightBatches === 0);
-  const poolIdle = stats.pool.queueLength === 0 && stats.pool.busyWorkers === 0 && stats.pool.readyWorkers === stats.pool.size;
+  const batchersIdle = Object.values(stats.batchers).every(
+    (batcher) => batcher.queueLength === 0 && batcher.inFlightBatches === 0,
+  );
+  const poolIdle =
+    stats.pool.queueLength === 0 && stats.pool.busyWorkers === 0 && stats.pool.readyWorkers === stats.pool.size;
   // The stats request's own connection is the only one left.
   return batchersIdle && poolIdle && stats.requests.open === 0 && stats.connections === 1;
 };
@@ -100,7 +109,12 @@ describe(`a disconnect storm of ${CLIENTS} clients (${CONCURRENCY} at a time)`, 
       }),
     );
     const stormMs = performance.now() - started;
-    const afterRead = await pollUntil(() => statsOrExit(server), (stats) => stats === undefined || settled(stats), 60_000, 200);
+    const afterRead = await pollUntil(
+      () => statsOrExit(server),
+      (stats) => stats === undefined || settled(stats),
+      60_000,
+      200,
+    );
     if (afterRead.value === undefined) {
       const waitingClients = all.filter((client) => client.mode === 'complete');
       recordCrash('disconnect-storm', server, {
@@ -109,9 +123,17 @@ describe(`a disconnect storm of ${CLIENTS} clients (${CONCURRENCY} at a time)`, 
         clients: CLIENTS,
         concurrency: CONCURRENCY,
         storm_ms: Math.round(stormMs),
-        outcomes: countBy(outcomes, (outcome) => (outcome.kind === 'answered' ? String(outcome.answer.status) : outcome.kind === 'error' ? outcome.error : 'timeout')),
+        outcomes: countBy(outcomes, (outcome) =>
+          outcome.kind === 'answered'
+            ? String(outcome.answer.status)
+            : outcome.kind === 'error'
+              ? outcome.error
+              : 'timeout',
+        ),
       });
-      expect.fail(`The server died during the storm (${JSON.stringify(server.exitInfo())}):\n${server.output().slice(-2_000)}`);
+      expect.fail(
+        `The server died during the storm (${JSON.stringify(server.exitInfo())}):\n${server.output().slice(-2_000)}`,
+      );
     }
     const after = afterRead.value;
     const rssAfter = server.rssBytes();
@@ -124,7 +146,9 @@ describe(`a disconnect storm of ${CLIENTS} clients (${CONCURRENCY} at a time)`, 
     );
 
     const waiting = all.filter((client) => client.mode === 'complete');
-    const problems = waiting.map((client) => completeProblem(client, outcomes[client.index] as Outcome)).filter((problem) => problem !== undefined);
+    const problems = waiting
+      .map((client) => completeProblem(client, outcomes[client.index] as Outcome))
+      .filter((problem) => problem !== undefined);
     const leaving = all.filter((client) => client.mode !== 'complete');
     const fate = (outcome: Outcome): string =>
       outcome.kind === 'answered'
@@ -134,9 +158,20 @@ describe(`a disconnect storm of ${CLIENTS} clients (${CONCURRENCY} at a time)`, 
           : outcome.error.startsWith('aborted by the client')
             ? outcome.error
             : `failed: ${outcome.error}`;
-    const leavers = countBy(leaving, (client) => `${client.mode} ${client.route}: ${fate(outcomes[client.index] as Outcome)}`);
-    const failedLeavers = leaving.filter((client) => fate(outcomes[client.index] as Outcome).startsWith('failed') || fate(outcomes[client.index] as Outcome) === 'timeout');
-    const midStream = leaving.filter((client) => (outcomes[client.index] as Outcome).kind === 'error' && (outcomes[client.index] as { error?: string }).error === 'aborted by the client mid-body');
+    const leavers = countBy(
+      leaving,
+      (client) => `${client.mode} ${client.route}: ${fate(outcomes[client.index] as Outcome)}`,
+    );
+    const failedLeavers = leaving.filter(
+      (client) =>
+        fate(outcomes[client.index] as Outcome).startsWith('failed') ||
+        fate(outcomes[client.index] as Outcome) === 'timeout',
+    );
+    const midStream = leaving.filter(
+      (client) =>
+        (outcomes[client.index] as Outcome).kind === 'error' &&
+        (outcomes[client.index] as { error?: string }).error === 'aborted by the client mid-body',
+    );
 
     // Items that never reached the handler were cancelled while queued (or refused as QUEUE_FULL).
     const cancels = Object.fromEntries(
@@ -148,7 +183,10 @@ describe(`a disconnect storm of ${CLIENTS} clients (${CONCURRENCY} at a time)`, 
         const queueFull = (b.rejected.QUEUE_FULL ?? 0) - (a.rejected.QUEUE_FULL ?? 0);
         const cancelled = b.cancelled - a.cancelled;
         const whileQueued = enqueued - processed - queueFull;
-        return [name, { enqueued, processed, queueFull, cancelled, whileQueued, whileRunning: cancelled - whileQueued }];
+        return [
+          name,
+          { enqueued, processed, queueFull, cancelled, whileQueued, whileRunning: cancelled - whileQueued },
+        ];
       }),
     );
     const answered = waiting.filter((client) => (outcomes[client.index] as Outcome).kind === 'answered').length;
@@ -175,8 +213,19 @@ describe(`a disconnect storm of ${CLIENTS} clients (${CONCURRENCY} at a time)`, 
         worker_restarts: after.pool.restarts - baseline.pool.restarts,
         worker_crashes: after.pool.crashes - baseline.pool.crashes,
         settled: afterRead.ok,
-        before: { resources: baseline.resources, listeners: baseline.listeners, connections: baseline.connections, rss_mib: mib(rssBefore) },
-        after: { resources: after.resources, listeners: after.listeners, connections: after.connections, rss_mib: mib(rssAfter), requests: after.requests },
+        before: {
+          resources: baseline.resources,
+          listeners: baseline.listeners,
+          connections: baseline.connections,
+          rss_mib: mib(rssBefore),
+        },
+        after: {
+          resources: after.resources,
+          listeners: after.listeners,
+          connections: after.connections,
+          rss_mib: mib(rssAfter),
+          requests: after.requests,
+        },
         problems: problems.slice(0, 10),
       },
     });
@@ -195,8 +244,15 @@ describe(`a disconnect storm of ${CLIENTS} clients (${CONCURRENCY} at a time)`, 
     expect(after.requests.finished + after.requests.closedEarly).toBe(after.requests.requests);
     expect(after.resources).toEqual(baseline.resources);
     expect(after.listeners).toEqual({ ...baseline.listeners, openResponses: 0 });
-    expect(after.pool).toMatchObject({ queueLength: 0, busyWorkers: 0, readyWorkers: 1, crashes: baseline.pool.crashes });
-    expect(checks.map((outcome) => (outcome.kind === 'answered' ? outcome.answer.status : outcome.kind))).toEqual([200, 200, 200]);
+    expect(after.pool).toMatchObject({
+      queueLength: 0,
+      busyWorkers: 0,
+      readyWorkers: 1,
+      crashes: baseline.pool.crashes,
+    });
+    expect(checks.map((outcome) => (outcome.kind === 'answered' ? outcome.answer.status : outcome.kind))).toEqual([
+      200, 200, 200,
+    ]);
     expect(server.stderr()).toBe('');
   });
 });
@@ -211,7 +267,11 @@ describe.each([
   // One generate() call per batch: the only way to stop it is to stop its worker, in the middle of inference.
   { scheduling: 'request', restarts: ABANDONED, how: 'its worker is stopped in the middle of inference and replaced' },
   // The decode loop drops a cancelled sequence at its next step: the worker keeps running.
-  { scheduling: 'continuous', restarts: 0, how: 'the decode loop drops it at its next step and the worker keeps running' },
+  {
+    scheduling: 'continuous',
+    restarts: 0,
+    how: 'the decode loop drops it at its next step and the worker keeps running',
+  },
 ] as const)('clients that all leave a running batch, $scheduling scheduling: $how', ({ scheduling, restarts }) => {
   let lone: ServerProcess;
 
@@ -227,23 +287,63 @@ describe.each([
     const before = await faultStats(lone);
     const fates: string[] = [];
     for (let index = 0; index < ABANDONED && lone.exitInfo() === undefined; index += 1) {
-      const ready = await pollUntil(() => statsOrExit(lone), (stats) => stats === undefined || idle(stats), 30_000, 20);
+      const ready = await pollUntil(
+        () => statsOrExit(lone),
+        (stats) => stats === undefined || idle(stats),
+        30_000,
+        20,
+      );
       if (ready.value === undefined) break;
       const controller = new AbortController();
-      const request = postJson(lone.url, '/generate-plain', { prompt: `Once upon a time, ${index} `, max_tokens: 256 }, { signal: controller.signal, timeoutMs: 60_000 });
+      const request = postJson(
+        lone.url,
+        '/generate-plain',
+        { prompt: `Once upon a time, ${index} `, max_tokens: 256 },
+        { signal: controller.signal, timeoutMs: 60_000 },
+      );
       // Leave once the batch runs (the model is generating its 256 tokens).
-      const running = await pollUntil(() => statsOrExit(lone), (stats) => stats === undefined || stats.batchers['generate-plain'].inFlightBatches === 1, 10_000, 5);
+      const running = await pollUntil(
+        () => statsOrExit(lone),
+        (stats) => stats === undefined || stats.batchers['generate-plain'].inFlightBatches === 1,
+        10_000,
+        5,
+      );
       controller.abort();
       const outcome = await request;
-      fates.push(running.value === undefined ? 'server gone' : outcome.kind === 'answered' ? `answered ${outcome.answer.status} before leaving` : outcome.kind === 'error' ? outcome.error : 'timeout');
+      fates.push(
+        running.value === undefined
+          ? 'server gone'
+          : outcome.kind === 'answered'
+            ? `answered ${outcome.answer.status} before leaving`
+            : outcome.kind === 'error'
+              ? outcome.error
+              : 'timeout',
+      );
     }
-    const afterRead = await pollUntil(() => statsOrExit(lone), (stats) => stats === undefined || idle(stats), 30_000, 50);
+    const afterRead = await pollUntil(
+      () => statsOrExit(lone),
+      (stats) => stats === undefined || idle(stats),
+      30_000,
+      50,
+    );
     if (afterRead.value === undefined) {
-      recordCrash(`abandoned-running-batches-${scheduling}`, lone, { waiting: 0, answered: 0, abandoned: fates.length, fates });
-      expect.fail(`The server died when a running batch was abandoned (${JSON.stringify(lone.exitInfo())}):\n${lone.output().slice(-1_000)}`);
+      recordCrash(`abandoned-running-batches-${scheduling}`, lone, {
+        waiting: 0,
+        answered: 0,
+        abandoned: fates.length,
+        fates,
+      });
+      expect.fail(
+        `The server died when a running batch was abandoned (${JSON.stringify(lone.exitInfo())}):\n${lone.output().slice(-1_000)}`,
+      );
     }
     const after = afterRead.value;
-    const next = await postJson(lone.url, '/generate-plain', { prompt: 'Once upon a time ', max_tokens: 4 }, { timeoutMs: 60_000 });
+    const next = await postJson(
+      lone.url,
+      '/generate-plain',
+      { prompt: 'Once upon a time ', max_tokens: 4 },
+      { timeoutMs: 60_000 },
+    );
     const answered = next.kind === 'answered' ? 1 : 0;
     record({
       scenario: scheduling === 'request' ? 'abandoned-running-batches' : `abandoned-running-batches-${scheduling}`,
@@ -252,7 +352,13 @@ describe.each([
       answered_exactly_once: answered,
       lost: 1 - answered,
       crashes: lone.exitInfo() === undefined ? 0 : 1,
-      detail: { scheduling, abandoned: fates.length, fates, worker_restarts: after.pool.restarts - before.pool.restarts, stderr: lone.stderr() },
+      detail: {
+        scheduling,
+        abandoned: fates.length,
+        fates,
+        worker_restarts: after.pool.restarts - before.pool.restarts,
+        stderr: lone.stderr(),
+      },
     });
     expect(fates).toEqual(Array(ABANDONED).fill('aborted by the client'));
     expect(after.pool.restarts - before.pool.restarts).toBe(restarts);
@@ -277,7 +383,11 @@ async function statsOrExit(target: ServerProcess): Promise<FaultStats | undefine
 }
 
 /** Records a scenario whose server died: `waiting` clients had to be answered, `answered` were. */
-function recordCrash(name: string, target: ServerProcess, detail: { waiting: number; answered: number } & Record<string, unknown>): void {
+function recordCrash(
+  name: string,
+  target: ServerProcess,
+  detail: { waiting: number; answered: number } & Record<string, unknown>,
+): void {
   const { waiting, answered, ...rest } = detail;
   record({
     scenario: name,

@@ -29,12 +29,12 @@ import { createHealth, toNodeHandler } from '@microbatch/prometheus';
 import { createWorkerPoolForTesting } from '../../packages/inference/src/testing.js';
 import { MARKERS } from './helpers/markers.js';
 
-
 function envNumber(name: string, fallback: number): number {
   const raw = process.env[name];
   if (raw === undefined || raw === '') return fallback;
   const value = Number(raw);
-  if (!Number.isFinite(value) || value < 0) throw new TypeError(`Expected ${name} to be a number >= 0, got ${JSON.stringify(raw)}`);
+  if (!Number.isFinite(value) || value < 0)
+    throw new TypeError(`Expected ${name} to be a number >= 0, got ${JSON.stringify(raw)}`);
   return value;
 }
 
@@ -45,9 +45,15 @@ const maxBatchSize = envNumber('MAX_BATCH_SIZE', 8);
 const batchWaitTimeoutMs = envNumber('BATCH_WAIT_MS', 50);
 const startTimeoutMs = envNumber('START_TIMEOUT_MS', 30_000);
 
-const scheduling = process.env.SCHEDULING === 'request' || process.env.SCHEDULING === 'continuous' ? process.env.SCHEDULING : undefined;
+const scheduling =
+  process.env.SCHEDULING === 'request' || process.env.SCHEDULING === 'continuous' ? process.env.SCHEDULING : undefined;
 const pool = createWorkerPoolForTesting(
-  { runner: { task: 'text-generation', model: modelDir, ...(scheduling === undefined ? {} : { scheduling }) }, size: 1, startTimeoutMs, name: 'fault-pool' },
+  {
+    runner: { task: 'text-generation', model: modelDir, ...(scheduling === undefined ? {} : { scheduling }) },
+    size: 1,
+    startTimeoutMs,
+    name: 'fault-pool',
+  },
   { exitOn: MARKERS.exit, throwOn: MARKERS.throw, hangOn: MARKERS.hang },
 );
 
@@ -120,9 +126,21 @@ const onError = (error: unknown): void => {
   const message = error instanceof Error ? error.message : String(error);
   serverErrors[message] = (serverErrors[message] ?? 0) + 1;
 };
-app.post('/generate', express.json({ limit: '64kb' }), batchRoute({ batcher: isolating, input: inputFor('generate'), onError }));
-app.post('/generate-plain', express.json({ limit: '64kb' }), batchRoute({ batcher: plain, input: inputFor('generate-plain'), onError }));
-app.post('/stream', express.json({ limit: '64kb' }), batchRoute({ batcher: streaming, input: inputFor('stream'), onError }));
+app.post(
+  '/generate',
+  express.json({ limit: '64kb' }),
+  batchRoute({ batcher: isolating, input: inputFor('generate'), onError }),
+);
+app.post(
+  '/generate-plain',
+  express.json({ limit: '64kb' }),
+  batchRoute({ batcher: plain, input: inputFor('generate-plain'), onError }),
+);
+app.post(
+  '/stream',
+  express.json({ limit: '64kb' }),
+  batchRoute({ batcher: streaming, input: inputFor('stream'), onError }),
+);
 const health = createHealth({ batchers, ready: () => pool.isReady });
 app.get('/healthz', toNodeHandler(health.liveness));
 app.get('/readyz', toNodeHandler(health.readiness));
@@ -159,7 +177,10 @@ async function stats() {
       batchers.map((batcher) => {
         const { rejected, succeeded, failed, cancelled, expired, batchesProcessed, itemsProcessed } = batcher.stats();
         const summary = { succeeded, failed, cancelled, expired, batchesProcessed, itemsProcessed, rejected };
-        return [batcher.name, { queueLength: batcher.queueLength, inFlightBatches: batcher.inFlightBatches, ...summary }];
+        return [
+          batcher.name,
+          { queueLength: batcher.queueLength, inFlightBatches: batcher.inFlightBatches, ...summary },
+        ];
       }),
     ),
     pool: { ...pool.stats(), isReady: pool.isReady },

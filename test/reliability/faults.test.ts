@@ -14,7 +14,11 @@ const BATCH_WAIT_MS = 250;
 let server: ServerProcess;
 
 beforeAll(async () => {
-  server = await startFaultServer({ executionTimeoutMs: EXECUTION_TIMEOUT_MS, batchWaitMs: BATCH_WAIT_MS, maxBatchSize: 8 });
+  server = await startFaultServer({
+    executionTimeoutMs: EXECUTION_TIMEOUT_MS,
+    batchWaitMs: BATCH_WAIT_MS,
+    maxBatchSize: 8,
+  });
 });
 
 afterAll(async () => {
@@ -25,13 +29,18 @@ afterAll(async () => {
 const good = (index: number): string => `Once upon a time, a fox number ${index} `;
 
 function generate(route: '/generate' | '/generate-plain', prompts: readonly string[]): Promise<Outcome[]> {
-  return Promise.all(prompts.map((prompt) => postJson(server.url, route, { prompt, max_tokens: 4, temperature: 0 }, { timeoutMs: 60_000 })));
+  return Promise.all(
+    prompts.map((prompt) =>
+      postJson(server.url, route, { prompt, max_tokens: 4, temperature: 0 }, { timeoutMs: 60_000 }),
+    ),
+  );
 }
 
 /** Status, error code, batch id and size of each answer (`lost` for none). */
 function summary(outcomes: readonly Outcome[]) {
   return outcomes.map((outcome) => {
-    if (outcome.kind !== 'answered') return { status: 'lost' as const, detail: outcome.kind === 'error' ? outcome.error : 'timeout' };
+    if (outcome.kind !== 'answered')
+      return { status: 'lost' as const, detail: outcome.kind === 'error' ? outcome.error : 'timeout' };
     const { status, headers, body } = outcome.answer;
     const error = errorBody(body);
     return {
@@ -83,7 +92,12 @@ describe('the fault server (real model, misbehaving worker, isolate + executionT
     scenario('poison-isolate', outcomes, { handler_calls: newCalls(before, after, 'generate'), answers });
 
     const poison = answers[3];
-    expect(poison).toMatchObject({ status: 500, code: 'HANDLER_ERROR', message: 'Internal Server Error', leaks: false });
+    expect(poison).toMatchObject({
+      status: 500,
+      code: 'HANDLER_ERROR',
+      message: 'Internal Server Error',
+      leaks: false,
+    });
     const others = answers.filter((_, index) => index !== 3);
     expect(others.map((answer) => answer.status)).toEqual(Array(7).fill(200));
     for (const answer of others) expect(answer.text).toEqual(expect.any(String));
@@ -131,34 +145,47 @@ describe('the fault server (real model, misbehaving worker, isolate + executionT
     // The worker's own words (exit code, error text) go to logs only: clients read the generic status message.
     ['worker-crash', MARKERS.exit, /^Service Unavailable$/],
     ['worker-uncaught-exception', MARKERS.throw, /^Service Unavailable$/],
-  ])('%s: the in-flight batch gets 503 UNAVAILABLE + Retry-After, the worker is replaced, the next requests get 200', async (name, marker, message) => {
-    const before = await settle();
-    const outcomes = await generate('/generate-plain', [good(0), good(1), `${marker} ${good(2)}`, good(3)]);
-    const next = await generate('/generate-plain', [good(4), good(5), good(6), good(7)]);
-    const after = await settle();
-    const answers = summary(outcomes);
-    const nextAnswers = summary(next);
-    scenario(name, [...outcomes, ...next], {
-      worker_crashes: after.pool.crashes - before.pool.crashes,
-      worker_restarts: after.pool.restarts - before.pool.restarts,
-      in_flight: answers,
-      next: nextAnswers,
-    });
+  ])(
+    '%s: the in-flight batch gets 503 UNAVAILABLE + Retry-After, the worker is replaced, the next requests get 200',
+    async (name, marker, message) => {
+      const before = await settle();
+      const outcomes = await generate('/generate-plain', [good(0), good(1), `${marker} ${good(2)}`, good(3)]);
+      const next = await generate('/generate-plain', [good(4), good(5), good(6), good(7)]);
+      const after = await settle();
+      const answers = summary(outcomes);
+      const nextAnswers = summary(next);
+      scenario(name, [...outcomes, ...next], {
+        worker_crashes: after.pool.crashes - before.pool.crashes,
+        worker_restarts: after.pool.restarts - before.pool.restarts,
+        in_flight: answers,
+        next: nextAnswers,
+      });
 
-    for (const answer of answers) {
-      expect(answer).toMatchObject({ status: 503, code: 'UNAVAILABLE', leaks: false });
-      expect(answer.message).toMatch(message);
-      expect(answer.retryAfter).toBeGreaterThanOrEqual(1);
-    }
-    expect(nextAnswers.map((answer) => answer.status)).toEqual([200, 200, 200, 200]);
-    expect([after.pool.crashes - before.pool.crashes, after.pool.restarts - before.pool.restarts]).toEqual([1, 1]);
-  });
+      for (const answer of answers) {
+        expect(answer).toMatchObject({ status: 503, code: 'UNAVAILABLE', leaks: false });
+        expect(answer.message).toMatch(message);
+        expect(answer.retryAfter).toBeGreaterThanOrEqual(1);
+      }
+      expect(nextAnswers.map((answer) => answer.status)).toEqual([200, 200, 200, 200]);
+      expect([after.pool.crashes - before.pool.crashes, after.pool.restarts - before.pool.restarts]).toEqual([1, 1]);
+    },
+  );
 
   it('a model that hangs: 504 EXECUTION_TIMEOUT after executionTimeoutMs, the stuck worker is replaced, the queued and next requests get 200', async () => {
     const before = await settle();
-    const hang = postJson(server.url, '/generate-plain', { prompt: `${MARKERS.hang} ${good(0)}`, max_tokens: 4 }, { timeoutMs: 60_000 });
+    const hang = postJson(
+      server.url,
+      '/generate-plain',
+      { prompt: `${MARKERS.hang} ${good(0)}`, max_tokens: 4 },
+      { timeoutMs: 60_000 },
+    );
     // Once the hanging batch runs, a second request queues behind it (its own batch: the only slot is taken).
-    const running = await pollUntil(() => faultStats(server), (stats) => stats.batchers['generate-plain'].inFlightBatches === 1, 10_000, 20);
+    const running = await pollUntil(
+      () => faultStats(server),
+      (stats) => stats.batchers['generate-plain'].inFlightBatches === 1,
+      10_000,
+      20,
+    );
     expect(running.ok).toBe(true);
     const queued = postJson(server.url, '/generate-plain', { prompt: good(1), max_tokens: 4 }, { timeoutMs: 60_000 });
     const [hung, waited] = await Promise.all([hang, queued]);

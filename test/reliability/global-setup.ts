@@ -38,8 +38,15 @@ export default async function setup(project: TestProject): Promise<() => Promise
       scenarios.push(...(JSON.parse(await readFile(join(dir, file), 'utf8')) as ScenarioResult[]));
     }
     await rm(dir, { recursive: true, force: true });
-    const total = (key: 'requests_sent' | 'answered_exactly_once' | 'lost' | 'crashes' | 'bad_inputs_tried' | 'bad_inputs_rejected_4xx') =>
-      scenarios.reduce((sum, scenario) => sum + (scenario[key] ?? 0), 0);
+    const total = (
+      key:
+        | 'requests_sent'
+        | 'answered_exactly_once'
+        | 'lost'
+        | 'crashes'
+        | 'bad_inputs_tried'
+        | 'bad_inputs_rejected_4xx',
+    ) => scenarios.reduce((sum, scenario) => sum + (scenario[key] ?? 0), 0);
     const names = new Set(scenarios.map((scenario) => scenario.scenario));
     const report = {
       requests_sent: total('requests_sent'),
@@ -67,7 +74,8 @@ export default async function setup(project: TestProject): Promise<() => Promise
           ]),
       ),
       definitions: {
-        requests_sent: 'requests that must be answered (deliberately aborted storm clients are counted in their scenario only)',
+        requests_sent:
+          'requests that must be answered (deliberately aborted storm clients are counted in their scenario only)',
         answered_exactly_once: 'requests with exactly one complete HTTP response',
         lost: 'requests_sent - answered_exactly_once: connection errors, truncated responses and timeouts',
         crashes: 'server processes that died during a scenario or did not exit cleanly on SIGTERM',

@@ -17,7 +17,12 @@ const BUNDLED = join(REPO_ROOT, 'models', 'tinystories-656k');
 const EXIT_WITHIN_MS = 60_000;
 
 let root: string;
-const dirs: Record<'missing' | 'garbage' | 'corruptOnnx' | 'fifo', string> = { missing: '', garbage: '', corruptOnnx: '', fifo: '' };
+const dirs: Record<'missing' | 'garbage' | 'corruptOnnx' | 'fifo', string> = {
+  missing: '',
+  garbage: '',
+  corruptOnnx: '',
+  fifo: '',
+};
 
 beforeAll(async () => {
   root = await mkdtemp(join(tmpdir(), 'microbatch-load-failure-'));
@@ -33,7 +38,8 @@ beforeAll(async () => {
   dirs.fifo = join(root, 'fifo');
   for (const dir of [dirs.corruptOnnx, dirs.fifo]) {
     await mkdir(join(dir, 'onnx'), { recursive: true });
-    for (const file of await readdir(BUNDLED)) if (file.endsWith('.json')) await copyFile(join(BUNDLED, file), join(dir, file));
+    for (const file of await readdir(BUNDLED))
+      if (file.endsWith('.json')) await copyFile(join(BUNDLED, file), join(dir, file));
   }
   await writeFile(join(dirs.corruptOnnx, 'onnx', 'model.onnx'), Buffer.alloc(4096, 7));
   // Opening a FIFO for reading blocks until a writer comes: the worker hangs while loading.
@@ -53,19 +59,38 @@ describe('a model that fails to load', () => {
   // readiness could say "not ready" while the model loaded), then fail.
   it.concurrent.for([
     ['a model folder that does not exist', 'missing', /^Cannot start: Model folder not found: (.+)$/m, false],
-    ['a folder of garbage files', 'garbage', /^Failed to load the (?:tokenizer|text-generation model) from "(.+)": /m, true],
-    ['a valid tokenizer with a corrupt ONNX file', 'corruptOnnx', /^Failed to load the text-generation model from "(.+)": .*Protobuf parsing failed/m, true],
-  ] as const)('the Express example, %s: prints one clear line naming the folder and exits 1, no hang', async ([what, dir, message, listensFirst], { expect }) => {
-    const run = await runToExit(exampleStartArgs(), { MODEL_DIR: dirs[dir] }, EXIT_WITHIN_MS);
-    exampleRuns.push({ model: what, exit: run.exit, killed_after_ms: run.killed ? EXIT_WITHIN_MS : null, ms: Math.round(run.ms), stderr: run.stderr });
-    expect(run.killed, `no exit within ${EXIT_WITHIN_MS} ms:\n${run.output}`).toBe(false);
-    expect(run.exit).toEqual({ code: 1, signal: null });
-    expect(/^listening on http:\/\/127\.0\.0\.1:\d+$/m.test(run.output)).toBe(listensFirst);
-    expect(run.stderr).toMatch(message);
-    expect(message.exec(run.stderr)?.[1]).toBe(dirs[dir]);
-    expect(run.stderr.trim().split('\n')).toHaveLength(1);
-    expect(leaksInternals(run.stderr)).toBe(false);
-  });
+    [
+      'a folder of garbage files',
+      'garbage',
+      /^Failed to load the (?:tokenizer|text-generation model) from "(.+)": /m,
+      true,
+    ],
+    [
+      'a valid tokenizer with a corrupt ONNX file',
+      'corruptOnnx',
+      /^Failed to load the text-generation model from "(.+)": .*Protobuf parsing failed/m,
+      true,
+    ],
+  ] as const)(
+    'the Express example, %s: prints one clear line naming the folder and exits 1, no hang',
+    async ([what, dir, message, listensFirst], { expect }) => {
+      const run = await runToExit(exampleStartArgs(), { MODEL_DIR: dirs[dir] }, EXIT_WITHIN_MS);
+      exampleRuns.push({
+        model: what,
+        exit: run.exit,
+        killed_after_ms: run.killed ? EXIT_WITHIN_MS : null,
+        ms: Math.round(run.ms),
+        stderr: run.stderr,
+      });
+      expect(run.killed, `no exit within ${EXIT_WITHIN_MS} ms:\n${run.output}`).toBe(false);
+      expect(run.exit).toEqual({ code: 1, signal: null });
+      expect(/^listening on http:\/\/127\.0\.0\.1:\d+$/m.test(run.output)).toBe(listensFirst);
+      expect(run.stderr).toMatch(message);
+      expect(message.exec(run.stderr)?.[1]).toBe(dirs[dir]);
+      expect(run.stderr.trim().split('\n')).toHaveLength(1);
+      expect(leaksInternals(run.stderr)).toBe(false);
+    },
+  );
 
   it('records the example runs', () => {
     record({
@@ -95,10 +120,22 @@ describe('a model that fails to load', () => {
      */
     let reachModelFileMs = 0;
 
-    async function failedServer(modelDir: string, startTimeoutMs?: number): Promise<{ server: ServerProcess; stderr: string; ms: number }> {
+    async function failedServer(
+      modelDir: string,
+      startTimeoutMs?: number,
+    ): Promise<{ server: ServerProcess; stderr: string; ms: number }> {
       const started = performance.now();
-      const server = await startFaultServer({ modelDir, until: 'listening', ...(startTimeoutMs === undefined ? {} : { startTimeoutMs }) });
-      const failed = await pollUntil(async () => server.stderr(), (stderr) => stderr.includes('load failed: '), 120_000, 50);
+      const server = await startFaultServer({
+        modelDir,
+        until: 'listening',
+        ...(startTimeoutMs === undefined ? {} : { startTimeoutMs }),
+      });
+      const failed = await pollUntil(
+        async () => server.stderr(),
+        (stderr) => stderr.includes('load failed: '),
+        120_000,
+        50,
+      );
       expect(failed.ok, `no "load failed" within 120 s:\n${server.output()}`).toBe(true);
       return { server, stderr: failed.value, ms: performance.now() - started };
     }
@@ -118,38 +155,52 @@ describe('a model that fails to load', () => {
     it.each([
       ['a corrupt ONNX file', 'corruptOnnx'],
       ['a model file that blocks on open (FIFO), startTimeoutMs 3x the time to reach it', 'fifo'],
-    ] as const)('%s: not ready (503 with a reason), live, every request 503 UNAVAILABLE + Retry-After at once', async (what, dir) => {
-      const startTimeoutMs = dir === 'fifo' ? Math.max(1_500, Math.ceil(3 * reachModelFileMs)) : undefined;
-      const message =
-        startTimeoutMs === undefined
-          ? /^load failed: Failed to load the text-generation model from "(.+)": /m
-          : new RegExp(`^load failed: Inference worker 0 did not load the model from "(.+)" within ${startTimeoutMs} ms$`, 'm');
-      const { server, stderr, ms } = await failedServer(dirs[dir], startTimeoutMs);
-      if (dir === 'corruptOnnx') reachModelFileMs = ms;
-      try {
-        const { health, ready, requests, stats } = await probe(server);
-        scenarios.push({ model: what, stderr, readyz: JSON.parse(ready.body), requests: requests.map((outcome) => (outcome.kind === 'answered' ? outcome.answer.status : outcome.kind)) });
-        expect(stderr).toMatch(message);
-        expect(message.exec(stderr)?.[1]).toBe(dirs[dir]);
-        expect(health.status).toBe(200);
-        expect([ready.status, JSON.parse(ready.body)]).toEqual([503, { status: 'unavailable', reasons: ['model is not ready'] }]);
-        for (const outcome of requests) {
-          expect(outcome.kind).toBe('answered');
-          if (outcome.kind !== 'answered') continue;
-          expect([outcome.answer.status, errorBody(outcome.answer.body)?.code]).toEqual([503, 'UNAVAILABLE']);
-          expect(retryAfterSeconds(outcome.answer.headers)).toBeGreaterThanOrEqual(1);
-          expect(leaksInternals(outcome.answer.body)).toBe(false);
+    ] as const)(
+      '%s: not ready (503 with a reason), live, every request 503 UNAVAILABLE + Retry-After at once',
+      async (what, dir) => {
+        const startTimeoutMs = dir === 'fifo' ? Math.max(1_500, Math.ceil(3 * reachModelFileMs)) : undefined;
+        const message =
+          startTimeoutMs === undefined
+            ? /^load failed: Failed to load the text-generation model from "(.+)": /m
+            : new RegExp(
+                `^load failed: Inference worker 0 did not load the model from "(.+)" within ${startTimeoutMs} ms$`,
+                'm',
+              );
+        const { server, stderr, ms } = await failedServer(dirs[dir], startTimeoutMs);
+        if (dir === 'corruptOnnx') reachModelFileMs = ms;
+        try {
+          const { health, ready, requests, stats } = await probe(server);
+          scenarios.push({
+            model: what,
+            stderr,
+            readyz: JSON.parse(ready.body),
+            requests: requests.map((outcome) => (outcome.kind === 'answered' ? outcome.answer.status : outcome.kind)),
+          });
+          expect(stderr).toMatch(message);
+          expect(message.exec(stderr)?.[1]).toBe(dirs[dir]);
+          expect(health.status).toBe(200);
+          expect([ready.status, JSON.parse(ready.body)]).toEqual([
+            503,
+            { status: 'unavailable', reasons: ['model is not ready'] },
+          ]);
+          for (const outcome of requests) {
+            expect(outcome.kind).toBe('answered');
+            if (outcome.kind !== 'answered') continue;
+            expect([outcome.answer.status, errorBody(outcome.answer.body)?.code]).toEqual([503, 'UNAVAILABLE']);
+            expect(retryAfterSeconds(outcome.answer.headers)).toBeGreaterThanOrEqual(1);
+            expect(leaksInternals(outcome.answer.body)).toBe(false);
+          }
+          expect(stats.pool).toMatchObject({ readyWorkers: 0, isReady: false });
+          if (server.exitInfo() !== undefined) crashes += 1;
+        } finally {
+          // The FIFO case is stopped by the next test.
+          if (dir !== 'fifo') {
+            const exit = await server.stop(10_000);
+            if (exit.code !== 0) crashes += 1;
+          } else fifoServer = server;
         }
-        expect(stats.pool).toMatchObject({ readyWorkers: 0, isReady: false });
-        if (server.exitInfo() !== undefined) crashes += 1;
-      } finally {
-        // The FIFO case is stopped by the next test.
-        if (dir !== 'fifo') {
-          const exit = await server.stop(10_000);
-          if (exit.code !== 0) crashes += 1;
-        } else fifoServer = server;
-      }
-    });
+      },
+    );
 
     // KNOWN ISSUE (reported): a worker blocked in a native open() can be abandoned but never stopped, and Node's
     // process exit waits for it (and for any thread-pool thread blocked the same way), so the process hangs on

@@ -30,19 +30,30 @@ const HANG_GUARD_MS = 300_000;
 /** Resident memory may grow by this much under overload (the model and its arenas are already warm). */
 const RSS_SLACK_BYTES = 256 * 2 ** 20;
 
-const PROMPTS = ['Once upon a time,', 'Hi my name is Lewis and I like to', 'In a galaxy far far away', 'Today I accidentally', 'My greatest wish is to'];
+const PROMPTS = [
+  'Once upon a time,',
+  'Hi my name is Lewis and I like to',
+  'In a galaxy far far away',
+  'Today I accidentally',
+  'My greatest wish is to',
+];
 const prompt = (index: number): string => PROMPTS[index % PROMPTS.length] as string;
 const request = (index: number) => ({ path: `/?text=${encodeURIComponent(prompt(index))}` });
 
 /** 200 with the story (prompt + completion, as plain text), or 503 QUEUE_FULL / OVERLOADED with Retry-After. */
 const classify: Classify = (answer: Answer, index: number) => {
   if (answer.status === 200) {
-    const text = String(answer.headers['content-type']).startsWith('text/plain') && answer.body.startsWith(prompt(index));
+    const text =
+      String(answer.headers['content-type']).startsWith('text/plain') && answer.body.startsWith(prompt(index));
     return text && answer.body.length > prompt(index).length + 1 ? 'ok' : `unexpected: 200 ${answer.body.slice(0, 60)}`;
   }
   if (answer.status === 503) {
     const error = errorBody(answer.body);
-    if ((error?.code === 'QUEUE_FULL' || error?.code === 'OVERLOADED') && retryAfterSeconds(answer.headers) !== undefined) return 'refused';
+    if (
+      (error?.code === 'QUEUE_FULL' || error?.code === 'OVERLOADED') &&
+      retryAfterSeconds(answer.headers) !== undefined
+    )
+      return 'refused';
   }
   return `unexpected: ${answer.status} ${errorBody(answer.body)?.code ?? answer.body.slice(0, 60)}`;
 };
@@ -59,161 +70,188 @@ afterAll(async () => {
 });
 
 describe(`overload of the Express text-completion example: ${FACTOR}x its sustainable rate (at most ${MAX_SEND_RPS}/s)`, () => {
-  it('answers every request exactly once (200 or 503 + Retry-After), stays healthy, bounded and fast, and recovers', { timeout: HANG_GUARD_MS }, async () => {
-    const agent = keepAliveAgent(4_000);
-    try {
-      // Warm-up (the first batches allocate the model's arenas), then the sustainable rate.
-      await closedLoop({ url: server.url, agent, clients: MEASURE_CLIENTS, durationMs: FULL ? 1_000 : 500, maxRequests: 10_000, timeoutMs: 30_000, request, classify });
-      const outputBeforeMeasure = server.output().length;
-      const measured = await closedLoop({
-        url: server.url,
-        agent,
-        clients: MEASURE_CLIENTS,
-        durationMs: MEASURE_MS,
-        maxRequests: 100_000,
-        timeoutMs: 30_000,
-        request,
-        classify,
-      });
-      const sustainable = ((measured.classes.ok ?? 0) * 1000) / measured.sendingMs;
-      const measuredBatches = batchLog(server.output().slice(outputBeforeMeasure), measured.sendingMs);
-      const rate = Math.max(1, Math.min(MAX_SEND_RPS, Math.round(FACTOR * sustainable)));
-      const rssBaseline = server.rssBytes();
+  it(
+    'answers every request exactly once (200 or 503 + Retry-After), stays healthy, bounded and fast, and recovers',
+    { timeout: HANG_GUARD_MS },
+    async () => {
+      const agent = keepAliveAgent(4_000);
+      try {
+        // Warm-up (the first batches allocate the model's arenas), then the sustainable rate.
+        await closedLoop({
+          url: server.url,
+          agent,
+          clients: MEASURE_CLIENTS,
+          durationMs: FULL ? 1_000 : 500,
+          maxRequests: 10_000,
+          timeoutMs: 30_000,
+          request,
+          classify,
+        });
+        const outputBeforeMeasure = server.output().length;
+        const measured = await closedLoop({
+          url: server.url,
+          agent,
+          clients: MEASURE_CLIENTS,
+          durationMs: MEASURE_MS,
+          maxRequests: 100_000,
+          timeoutMs: 30_000,
+          request,
+          classify,
+        });
+        const sustainable = ((measured.classes.ok ?? 0) * 1000) / measured.sendingMs;
+        const measuredBatches = batchLog(server.output().slice(outputBeforeMeasure), measured.sendingMs);
+        const rate = Math.max(1, Math.min(MAX_SEND_RPS, Math.round(FACTOR * sustainable)));
+        const rssBaseline = server.rssBytes();
 
-      // /healthz on its own connection, every 250 ms, while the overload runs.
-      const healthAgent = keepAliveAgent(1);
-      const health: Outcome[] = [];
-      let probing = true;
-      const prober = (async () => {
-        while (probing) {
-          health.push(await send(server.url, '/healthz', { agent: healthAgent, timeoutMs: 10_000 }));
-          await new Promise((resolve) => setTimeout(resolve, 250));
-        }
-      })();
-      // CPU (in cores) of the server's main thread, its other threads (the model's worker) and this client.
-      const cpuBefore = { server: readCpu(server.pid), client: process.cpuUsage() };
-      let cpuAt: { server: ReturnType<typeof readCpu>; client: NodeJS.CpuUsage; elapsed: number } | undefined;
-      // The example logs one line per batch: the batches that ran while the overload was being sent.
-      const outputAtStart = server.output().length;
-      let outputAtEnd: number | undefined;
-      let rssPeak = rssBaseline ?? 0;
-      const rssSamples: number[] = [];
-      let lastSample = -Infinity;
-      const overload = await openLoop({
-        url: server.url,
-        agent,
-        rate,
-        durationMs: OVERLOAD_MAX_MS,
-        minDurationMs: OVERLOAD_MS,
-        stopWhen: (classes) => !FULL && (classes.refused ?? 0) >= REFUSALS_SEEN,
-        maxInFlight: 4_000,
-        timeoutMs: REQUEST_TIMEOUT_MS,
-        request: (index) => request(index + 1_000),
-        classify: (answer, index) => classify(answer, index + 1_000),
-        onSendingEnd: (elapsed) => {
-          cpuAt = { server: readCpu(server.pid), client: process.cpuUsage(), elapsed };
-          outputAtEnd = server.output().length;
-        },
-        onTick: (elapsed) => {
-          if (elapsed - lastSample < 250) return;
-          lastSample = elapsed;
-          const rss = server.rssBytes();
-          if (rss === undefined) return;
-          rssSamples.push(rss);
-          rssPeak = Math.max(rssPeak, rss);
-        },
-      });
-      const cpuDuring = cpuAt === undefined ? undefined : cpuCores(cpuBefore, cpuAt.server, cpuAt.client, cpuAt.elapsed);
-      probing = false;
-      await prober;
-      healthAgent.destroy();
-      const rssAfter = server.rssBytes();
-      const overloadBatches = batchLog(server.output().slice(outputAtStart, outputAtEnd), overload.sendingMs);
-      const acceptedRate = okRate(overload, 0, overload.sendingMs);
-      const achievedSendRate = (overload.sent * 1000) / overload.sendingMs;
-
-      // It still serves, normally, once the queue has drained.
-      const recovery = await send(server.url, `/?text=${encodeURIComponent(prompt(0))}`, { timeoutMs: 30_000 });
-      const alive = server.exitInfo() === undefined;
-      const stderr = server.stderr();
-      const exit = await server.stop(30_000);
-      const sent = measured.sent + overload.sent + health.length + 1;
-      const answered = measured.answered + overload.answered + health.filter((o) => o.kind === 'answered').length + (recovery.kind === 'answered' ? 1 : 0);
-      const healthStatuses = countBy(health, (o) => (o.kind === 'answered' ? String(o.answer.status) : o.kind));
-      record({
-        scenario: 'overload',
-        server: 'express-text-completion',
-        requests_sent: sent,
-        answered_exactly_once: answered,
-        lost: sent - answered,
-        crashes: (alive ? 0 : 1) + (exit.code === 0 ? 0 : 1),
-        detail: {
-          overload_seconds: round(overload.sendingMs / 1000),
-          sustainable_rps: round(sustainable),
-          measured: {
-            seconds: MEASURE_MS / 1000,
-            clients: MEASURE_CLIENTS,
-            sent: measured.sent,
-            classes: measured.classes,
-            latency_ms: measured.latencyMs,
-            server_batches: measuredBatches,
+        // /healthz on its own connection, every 250 ms, while the overload runs.
+        const healthAgent = keepAliveAgent(1);
+        const health: Outcome[] = [];
+        let probing = true;
+        const prober = (async () => {
+          while (probing) {
+            health.push(await send(server.url, '/healthz', { agent: healthAgent, timeoutMs: 10_000 }));
+            await new Promise((resolve) => setTimeout(resolve, 250));
+          }
+        })();
+        // CPU (in cores) of the server's main thread, its other threads (the model's worker) and this client.
+        const cpuBefore = { server: readCpu(server.pid), client: process.cpuUsage() };
+        let cpuAt: { server: ReturnType<typeof readCpu>; client: NodeJS.CpuUsage; elapsed: number } | undefined;
+        // The example logs one line per batch: the batches that ran while the overload was being sent.
+        const outputAtStart = server.output().length;
+        let outputAtEnd: number | undefined;
+        let rssPeak = rssBaseline ?? 0;
+        const rssSamples: number[] = [];
+        let lastSample = -Infinity;
+        const overload = await openLoop({
+          url: server.url,
+          agent,
+          rate,
+          durationMs: OVERLOAD_MAX_MS,
+          minDurationMs: OVERLOAD_MS,
+          stopWhen: (classes) => !FULL && (classes.refused ?? 0) >= REFUSALS_SEEN,
+          maxInFlight: 4_000,
+          timeoutMs: REQUEST_TIMEOUT_MS,
+          request: (index) => request(index + 1_000),
+          classify: (answer, index) => classify(answer, index + 1_000),
+          onSendingEnd: (elapsed) => {
+            cpuAt = { server: readCpu(server.pid), client: process.cpuUsage(), elapsed };
+            outputAtEnd = server.output().length;
           },
-          target_rps: rate,
-          sent: overload.sent,
-          achieved_send_rps: round(achievedSendRate),
-          answered: overload.answered,
-          lost: overload.lost,
-          classes: overload.classes,
-          statuses: overload.statuses,
-          errors: overload.errors,
-          latency_ms: overload.latencyMs,
-          accepted_rps_during_overload: round(acceptedRate),
-          accepted_vs_sustainable: round(acceptedRate / sustainable),
-          drain_seconds: round((overload.elapsedMs - overload.sendingMs) / 1000),
-          peak_in_flight: overload.peakInFlight,
-          cpu_cores_during_overload: cpuDuring ?? null,
-          server_batches_during_overload: overloadBatches,
-          client_deferred_ticks: overload.deferred,
-          health: { probes: health.length, statuses: healthStatuses },
-          rss_mib: { baseline: mib(rssBaseline), peak: mib(rssPeak), after: mib(rssAfter), samples: rssSamples.length },
-          recovery: recovery.kind === 'answered' ? recovery.answer.status : recovery.kind,
-          exit_on_sigterm: exit,
-          samples: overload.samples,
-        },
-      });
+          onTick: (elapsed) => {
+            if (elapsed - lastSample < 250) return;
+            lastSample = elapsed;
+            const rss = server.rssBytes();
+            if (rss === undefined) return;
+            rssSamples.push(rss);
+            rssPeak = Math.max(rssPeak, rss);
+          },
+        });
+        const cpuDuring =
+          cpuAt === undefined ? undefined : cpuCores(cpuBefore, cpuAt.server, cpuAt.client, cpuAt.elapsed);
+        probing = false;
+        await prober;
+        healthAgent.destroy();
+        const rssAfter = server.rssBytes();
+        const overloadBatches = batchLog(server.output().slice(outputAtStart, outputAtEnd), overload.sendingMs);
+        const acceptedRate = okRate(overload, 0, overload.sendingMs);
+        const achievedSendRate = (overload.sent * 1000) / overload.sendingMs;
 
-      expect(sustainable).toBeGreaterThan(0);
-      // Every request answered exactly once, with one of the two expected answers.
-      expect(overload.answered).toBe(overload.sent);
-      expect(Object.keys(overload.classes).filter((name) => name !== 'ok' && name !== 'refused')).toEqual([]);
-      expect(measured.answered).toBe(measured.sent);
-      // It really was an overload: more was sent than the server could serve, and the excess was refused.
-      expect(achievedSendRate).toBeGreaterThan(sustainable);
-      expect(overload.classes.refused ?? 0).toBeGreaterThanOrEqual(FULL ? 1 : REFUSALS_SEEN);
-      expect(overload.classes.ok).toBeGreaterThan(0);
-      // Health answered 200 throughout (probed every 250 ms: at least one a second).
-      expect(health.length).toBeGreaterThanOrEqual(Math.floor(overload.sendingMs / 1000));
-      expect(healthStatuses).toEqual({ 200: health.length });
-      // Memory bounded.
-      if (rssBaseline !== undefined) expect(rssPeak - rssBaseline).toBeLessThan(RSS_SLACK_BYTES);
-      // Throughput under overload is a speed figure, not a behaviour: it is reported above (accepted_vs_sustainable,
-      // server_batches_during_overload) and measured against a baseline by `pnpm bench:http`'s overload scenario.
-      // Under continuous scheduling the batcher hands each request to the decode loop as it arrives, so the size of
-      // the batcher's batches says nothing about how full the model's decode steps are.
-      expect(overloadBatches.batches).toBeGreaterThan(0);
-      expect(recovery.kind === 'answered' && recovery.answer.status).toBe(200);
-      expect(alive).toBe(true);
-      expect(stderr).toBe('');
-      expect(exit).toEqual({ code: 0, signal: null });
-    } finally {
-      agent.destroy();
-    }
-  });
+        // It still serves, normally, once the queue has drained.
+        const recovery = await send(server.url, `/?text=${encodeURIComponent(prompt(0))}`, { timeoutMs: 30_000 });
+        const alive = server.exitInfo() === undefined;
+        const stderr = server.stderr();
+        const exit = await server.stop(30_000);
+        const sent = measured.sent + overload.sent + health.length + 1;
+        const answered =
+          measured.answered +
+          overload.answered +
+          health.filter((o) => o.kind === 'answered').length +
+          (recovery.kind === 'answered' ? 1 : 0);
+        const healthStatuses = countBy(health, (o) => (o.kind === 'answered' ? String(o.answer.status) : o.kind));
+        record({
+          scenario: 'overload',
+          server: 'express-text-completion',
+          requests_sent: sent,
+          answered_exactly_once: answered,
+          lost: sent - answered,
+          crashes: (alive ? 0 : 1) + (exit.code === 0 ? 0 : 1),
+          detail: {
+            overload_seconds: round(overload.sendingMs / 1000),
+            sustainable_rps: round(sustainable),
+            measured: {
+              seconds: MEASURE_MS / 1000,
+              clients: MEASURE_CLIENTS,
+              sent: measured.sent,
+              classes: measured.classes,
+              latency_ms: measured.latencyMs,
+              server_batches: measuredBatches,
+            },
+            target_rps: rate,
+            sent: overload.sent,
+            achieved_send_rps: round(achievedSendRate),
+            answered: overload.answered,
+            lost: overload.lost,
+            classes: overload.classes,
+            statuses: overload.statuses,
+            errors: overload.errors,
+            latency_ms: overload.latencyMs,
+            accepted_rps_during_overload: round(acceptedRate),
+            accepted_vs_sustainable: round(acceptedRate / sustainable),
+            drain_seconds: round((overload.elapsedMs - overload.sendingMs) / 1000),
+            peak_in_flight: overload.peakInFlight,
+            cpu_cores_during_overload: cpuDuring ?? null,
+            server_batches_during_overload: overloadBatches,
+            client_deferred_ticks: overload.deferred,
+            health: { probes: health.length, statuses: healthStatuses },
+            rss_mib: {
+              baseline: mib(rssBaseline),
+              peak: mib(rssPeak),
+              after: mib(rssAfter),
+              samples: rssSamples.length,
+            },
+            recovery: recovery.kind === 'answered' ? recovery.answer.status : recovery.kind,
+            exit_on_sigterm: exit,
+            samples: overload.samples,
+          },
+        });
+
+        expect(sustainable).toBeGreaterThan(0);
+        // Every request answered exactly once, with one of the two expected answers.
+        expect(overload.answered).toBe(overload.sent);
+        expect(Object.keys(overload.classes).filter((name) => name !== 'ok' && name !== 'refused')).toEqual([]);
+        expect(measured.answered).toBe(measured.sent);
+        // It really was an overload: more was sent than the server could serve, and the excess was refused.
+        expect(achievedSendRate).toBeGreaterThan(sustainable);
+        expect(overload.classes.refused ?? 0).toBeGreaterThanOrEqual(FULL ? 1 : REFUSALS_SEEN);
+        expect(overload.classes.ok).toBeGreaterThan(0);
+        // Health answered 200 throughout (probed every 250 ms: at least one a second).
+        expect(health.length).toBeGreaterThanOrEqual(Math.floor(overload.sendingMs / 1000));
+        expect(healthStatuses).toEqual({ 200: health.length });
+        // Memory bounded.
+        if (rssBaseline !== undefined) expect(rssPeak - rssBaseline).toBeLessThan(RSS_SLACK_BYTES);
+        // Throughput under overload is a speed figure, not a behaviour: it is reported above (accepted_vs_sustainable,
+        // server_batches_during_overload) and measured against a baseline by `pnpm bench:http`'s overload scenario.
+        // Under continuous scheduling the batcher hands each request to the decode loop as it arrives, so the size of
+        // the batcher's batches says nothing about how full the model's decode steps are.
+        expect(overloadBatches.batches).toBeGreaterThan(0);
+        expect(recovery.kind === 'answered' && recovery.answer.status).toBe(200);
+        expect(alive).toBe(true);
+        expect(stderr).toBe('');
+        expect(exit).toEqual({ code: 0, signal: null });
+      } finally {
+        agent.destroy();
+      }
+    },
+  );
 });
 
 /** Batches, items per second, mean size and mean execution time from the example's `[generate] batch ...` lines. */
 function batchLog(text: string, elapsedMs: number): Record<string, number> {
-  const batches = [...text.matchAll(/^\[generate\] batch \d+: size (\d+), queue wait [\d.]+ ms \(max [\d.]+ ms\), execution ([\d.]+) ms/gm)];
+  const batches = [
+    ...text.matchAll(
+      /^\[generate\] batch \d+: size (\d+), queue wait [\d.]+ ms \(max [\d.]+ ms\), execution ([\d.]+) ms/gm,
+    ),
+  ];
   const items = batches.reduce((sum, match) => sum + Number(match[1]), 0);
   const execution = batches.reduce((sum, match) => sum + Number(match[2]), 0);
   return {

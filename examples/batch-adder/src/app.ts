@@ -34,17 +34,22 @@ export function createAdder({ computeMs = 50, log = console.log }: AdderOptions 
 /** The adder's routes: `GET /adder?number=N` and the health probes. */
 export function createApp(adder: Batcher<number, number>): express.Express {
   const app = express();
-  app.get('/adder', batchRoute({
-    batcher: adder,
-    input: (req) => {
-      const number = Number(req.query.number);
-      if (typeof req.query.number !== 'string' || !Number.isSafeInteger(number)) {
-        throw new BatchError('INVALID_INPUT', 'Query parameter `number` must be an integer', { details: { field: 'number' } });
-      }
-      return number;
-    },
-    output: (result, _req, res) => res.type('text/plain').send(String(result)),
-  }));
+  app.get(
+    '/adder',
+    batchRoute({
+      batcher: adder,
+      input: (req) => {
+        const number = Number(req.query.number);
+        if (typeof req.query.number !== 'string' || !Number.isSafeInteger(number)) {
+          throw new BatchError('INVALID_INPUT', 'Query parameter `number` must be an integer', {
+            details: { field: 'number' },
+          });
+        }
+        return number;
+      },
+      output: (result, _req, res) => res.type('text/plain').send(String(result)),
+    }),
+  );
   const health = createHealth({ batchers: [adder] });
   app.get('/healthz', toNodeHandler(health.liveness));
   app.get('/readyz', toNodeHandler(health.readiness));

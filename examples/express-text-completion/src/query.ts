@@ -25,7 +25,10 @@ export interface QueryResult {
 }
 
 /** Sends every text at once to `GET /?text=` and waits for all answers. Only localhost is queried. */
-export async function queryInParallel(baseUrl: string, texts: readonly string[] = TUTORIAL_TEXTS): Promise<QueryResult[]> {
+export async function queryInParallel(
+  baseUrl: string,
+  texts: readonly string[] = TUTORIAL_TEXTS,
+): Promise<QueryResult[]> {
   const base = new URL(baseUrl);
   if (!['127.0.0.1', 'localhost', '[::1]'].includes(base.hostname)) {
     throw new TypeError(`Expected a localhost URL, got ${JSON.stringify(baseUrl)}`);
@@ -47,7 +50,10 @@ export async function queryInParallel(baseUrl: string, texts: readonly string[] 
 /** `batch #1: size 1, batch #2: size 8`: each batch once, in id order. */
 export function describeBatches(results: readonly QueryResult[]): string {
   const sizes = new Map(results.map((result) => [result.batchId, result.batchSize]));
-  return [...sizes].sort(([a], [b]) => a - b).map(([id, size]) => `batch #${id}: size ${size}`).join(', ');
+  return [...sizes]
+    .sort(([a], [b]) => a - b)
+    .map(([id, size]) => `batch #${id}: size ${size}`)
+    .join(', ');
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {

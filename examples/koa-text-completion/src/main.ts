@@ -6,4 +6,7 @@ import { bundledModelDir, listenOptionsFromEnv } from '@microbatch/serving';
 import { start } from './app.js';
 
 const model = process.env.MODEL_DIR ?? bundledModelDir();
-await serveUntilSignal((where) => start({ ...where, model, maxLatencyMs: Number(process.env.MAX_LATENCY_MS ?? 1_500) }), listenOptionsFromEnv());
+await serveUntilSignal(
+  (where) => start({ ...where, model, maxLatencyMs: Number(process.env.MAX_LATENCY_MS ?? 1_500) }),
+  listenOptionsFromEnv(),
+);

@@ -58,11 +58,15 @@ export function start(options: TextCompletionServerOptions): Promise<RunningServ
   // scheduling would hand each request to the decode loop on its own).
   const model = createTextCompletionModel({ scheduling: 'request', ...modelOptions });
   const scorer = createScorer(modelOptions.log);
-  return startServer(createApp(model, scorer), { port, host }, {
-    ready: model.ready,
-    drain: async () => {
-      await Promise.all([model.drain(), scorer.close()]);
+  return startServer(
+    createApp(model, scorer),
+    { port, host },
+    {
+      ready: model.ready,
+      drain: async () => {
+        await Promise.all([model.drain(), scorer.close()]);
+      },
+      close: model.close,
     },
-    close: model.close,
-  });
+  );
 }

@@ -4,4 +4,7 @@ import { serveUntilSignal } from '@microbatch/cli';
 import { bundledModelDir, listenOptionsFromEnv } from '@microbatch/serving';
 import { start } from './app.js';
 
-await serveUntilSignal((where) => start({ ...where, model: process.env.MODEL_DIR ?? bundledModelDir() }), listenOptionsFromEnv());
+await serveUntilSignal(
+  (where) => start({ ...where, model: process.env.MODEL_DIR ?? bundledModelDir() }),
+  listenOptionsFromEnv(),
+);

@@ -6,4 +6,12 @@ import { serveUntilSignal } from '@microbatch/cli';
 import { bundledModelDir, listenOptionsFromEnv } from '@microbatch/serving';
 import { start } from './app.js';
 
-await serveUntilSignal((where) => start({ ...where, model: process.env.MODEL_DIR ?? bundledModelDir(), maxLatencyMs: Number(process.env.MAX_LATENCY_MS ?? 1_500) }), listenOptionsFromEnv());
+await serveUntilSignal(
+  (where) =>
+    start({
+      ...where,
+      model: process.env.MODEL_DIR ?? bundledModelDir(),
+      maxLatencyMs: Number(process.env.MAX_LATENCY_MS ?? 1_500),
+    }),
+  listenOptionsFromEnv(),
+);

@@ -54,7 +54,13 @@ export function exitOnSignals(shutdown: () => Promise<void>, options: ExitOnSign
       return;
     }
     stopping = true;
-    report(log, 'info', `${signal}: no longer accepting requests; finishing the queued and running ones`, { signal }, 'draining');
+    report(
+      log,
+      'info',
+      `${signal}: no longer accepting requests; finishing the queued and running ones`,
+      { signal },
+      'draining',
+    );
     shutdown().then(
       () => {
         report(log, 'info', 'drained and closed; exiting', {}, 'drained and closed; exiting');

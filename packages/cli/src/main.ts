@@ -7,4 +7,7 @@ const fail = (message: string): never => {
   console.error(`error: ${message}`);
   process.exit(1);
 };
-await createProgram((flags) => serveCommand(flags, fail), (flags) => workerCommand(flags, fail)).parseAsync(process.argv);
+await createProgram(
+  (flags) => serveCommand(flags, fail),
+  (flags) => workerCommand(flags, fail),
+).parseAsync(process.argv);

@@ -58,11 +58,17 @@ export async function resolveModelDir(model: string, options: ModelDirOptions = 
 }
 
 async function isDirectory(path: string): Promise<boolean> {
-  return stat(path).then((stats) => stats.isDirectory(), () => false);
+  return stat(path).then(
+    (stats) => stats.isDirectory(),
+    () => false,
+  );
 }
 
 async function isFile(path: string): Promise<boolean> {
-  return stat(path).then((stats) => stats.isFile(), () => false);
+  return stat(path).then(
+    (stats) => stats.isFile(),
+    () => false,
+  );
 }
 
 /**

@@ -79,7 +79,9 @@ function integer(min: number, max = Number.MAX_SAFE_INTEGER): (value: string) =>
   return (value) => {
     const parsed = Number(value);
     if (!/^\d+$/.test(value) || parsed < min || parsed > max) {
-      throw new InvalidArgumentError(`Expected an integer from ${min}${max === Number.MAX_SAFE_INTEGER ? ' up' : ` to ${max}`}.`);
+      throw new InvalidArgumentError(
+        `Expected an integer from ${min}${max === Number.MAX_SAFE_INTEGER ? ' up' : ` to ${max}`}.`,
+      );
     }
     return parsed;
   };
@@ -92,13 +94,15 @@ function redisUrl(value: string): string {
 
 function positiveMilliseconds(value: string): number {
   const parsed = Number(value);
-  if (value.trim() === '' || !Number.isFinite(parsed) || parsed <= 0) throw new InvalidArgumentError('Expected a number of ms > 0.');
+  if (value.trim() === '' || !Number.isFinite(parsed) || parsed <= 0)
+    throw new InvalidArgumentError('Expected a number of ms > 0.');
   return parsed;
 }
 
 function milliseconds(value: string): number {
   const parsed = Number(value);
-  if (value.trim() === '' || !Number.isFinite(parsed) || parsed < 0) throw new InvalidArgumentError('Expected a number of ms >= 0.');
+  if (value.trim() === '' || !Number.isFinite(parsed) || parsed < 0)
+    throw new InvalidArgumentError('Expected a number of ms >= 0.');
   return parsed;
 }
 
@@ -111,45 +115,121 @@ function milliseconds(value: string): number {
  * await createProgram(async (flags) => console.log(flags), async (flags) => console.log(flags)).parseAsync(['serve', '--model', 'models/x'], { from: 'user' });
  * ```
  */
-export function createProgram(serve: (flags: ServeFlags) => Promise<void>, worker: (flags: WorkerFlags) => Promise<void>): Command {
+export function createProgram(
+  serve: (flags: ServeFlags) => Promise<void>,
+  worker: (flags: WorkerFlags) => Promise<void>,
+): Command {
   const program = new Command('microbatch')
     .description('Serve batched models over HTTP.')
     .showHelpAfterError('(add --help for the flags)');
   program
     .command('serve')
-    .description('Serve a local model with request batching: GET /?text=, OpenAI-compatible POST /v1/completions, /healthz, /readyz.')
-    .addOption(new Option('--task <task>', 'what the model does').choices(['text-generation']).default('text-generation'))
-    .requiredOption('--model <dir>', 'local model directory in transformers.js layout (or a hub id already under --models-dir)')
+    .description(
+      'Serve a local model with request batching: GET /?text=, OpenAI-compatible POST /v1/completions, /healthz, /readyz.',
+    )
+    .addOption(
+      new Option('--task <task>', 'what the model does').choices(['text-generation']).default('text-generation'),
+    )
+    .requiredOption(
+      '--model <dir>',
+      'local model directory in transformers.js layout (or a hub id already under --models-dir)',
+    )
     .option('--models-dir <dir>', 'where hub ids are looked up', 'models')
     .option('--max-batch-size <n>', 'most requests per model call', integer(1), 8)
-    .option('--batch-wait-ms <ms>', 'how long the first request of a batch waits for company (0: work-conserving, a batch goes when a worker is free)', milliseconds, 0)
-    .option('--max-latency-ms <ms>', 'refuse at once (503 OVERLOADED + Retry-After) a request predicted to take longer than this', positiveMilliseconds)
-    .option('--max-queue-size <n>', 'the most requests waiting (with --queue: queued or running across all replicas); then 503 QUEUE_FULL', integer(1), 1_024)
+    .option(
+      '--batch-wait-ms <ms>',
+      'how long the first request of a batch waits for company (0: work-conserving, a batch goes when a worker is free)',
+      milliseconds,
+      0,
+    )
+    .option(
+      '--max-latency-ms <ms>',
+      'refuse at once (503 OVERLOADED + Retry-After) a request predicted to take longer than this',
+      positiveMilliseconds,
+    )
+    .option(
+      '--max-queue-size <n>',
+      'the most requests waiting (with --queue: queued or running across all replicas); then 503 QUEUE_FULL',
+      integer(1),
+      1_024,
+    )
     .option('--port <n>', 'port to listen on (0: any free port)', integer(0, 65_535), 8000)
     .option('--host <host>', 'address to listen on', '127.0.0.1')
     .addOption(new Option('--framework <name>', 'which example app serves').choices(FRAMEWORKS).default('express'))
     .option('--workers <n>', 'worker threads, each with its own copy of the model', integer(1), 1)
     .option('--threads <n>', 'onnxruntime intra-op threads per worker', integer(1), 1)
     .option('--execution-provider <name>', 'onnxruntime execution provider', 'cpu')
-    .addOption(new Option('--scheduling <how>', 'continuous: requests join the running decode loop; request: one generate call per batch').choices(SCHEDULINGS).default('continuous'))
-    .addOption(new Option('--log-format <format>', 'JSON lines (json), colourised lines (pretty), or pretty on a terminal and JSON otherwise (auto)').choices(LOG_FORMATS).default('auto'))
-    .option('--queue <url>', 'serve as a web replica of the workers behind this Redis queue (redis://HOST:PORT), with no local model', redisUrl)
+    .addOption(
+      new Option(
+        '--scheduling <how>',
+        'continuous: requests join the running decode loop; request: one generate call per batch',
+      )
+        .choices(SCHEDULINGS)
+        .default('continuous'),
+    )
+    .addOption(
+      new Option(
+        '--log-format <format>',
+        'JSON lines (json), colourised lines (pretty), or pretty on a terminal and JSON otherwise (auto)',
+      )
+        .choices(LOG_FORMATS)
+        .default('auto'),
+    )
+    .option(
+      '--queue <url>',
+      'serve as a web replica of the workers behind this Redis queue (redis://HOST:PORT), with no local model',
+      redisUrl,
+    )
     .action((flags: ServeFlags) => serve(flags));
   program
     .command('worker')
-    .description('Run a model worker: pull batches from a Redis queue, formed from every web replica\'s requests, and answer them.')
+    .description(
+      "Run a model worker: pull batches from a Redis queue, formed from every web replica's requests, and answer them.",
+    )
     .requiredOption('--queue <url>', 'the Redis queue (redis://HOST:PORT)', redisUrl)
-    .requiredOption('--model <dir>', 'local model directory in transformers.js layout (or a hub id already under --models-dir)')
+    .requiredOption(
+      '--model <dir>',
+      'local model directory in transformers.js layout (or a hub id already under --models-dir)',
+    )
     .option('--models-dir <dir>', 'where hub ids are looked up', 'models')
     .option('--max-batch-size <n>', 'most entries one pull (one model call) takes', integer(1), 8)
-    .option('--batch-wait-ms <ms>', 'after a pull that found fewer, wait this long to top the batch up (0: take what is waiting)', milliseconds, 0)
+    .option(
+      '--batch-wait-ms <ms>',
+      'after a pull that found fewer, wait this long to top the batch up (0: take what is waiting)',
+      milliseconds,
+      0,
+    )
     .option('--workers <n>', 'worker threads, each with its own copy of the model (batches run at once)', integer(1), 1)
     .option('--threads <n>', 'onnxruntime intra-op threads per worker', integer(1), 1)
     .option('--execution-provider <name>', 'onnxruntime execution provider', 'cpu')
-    .addOption(new Option('--scheduling <how>', 'continuous: requests join the running decode loop; request: one generate call per batch').choices(SCHEDULINGS).default('continuous'))
-    .addOption(new Option('--log-format <format>', 'JSON lines (json), colourised lines (pretty), or pretty on a terminal and JSON otherwise (auto)').choices(LOG_FORMATS).default('auto'))
-    .option('--claim-idle-ms <ms>', 'take over entries another worker has held unanswered this long (it died)', milliseconds, 5_000)
-    .option('--max-deliveries <n>', 'answer an entry with an error once it was delivered this many times', integer(1), 3)
+    .addOption(
+      new Option(
+        '--scheduling <how>',
+        'continuous: requests join the running decode loop; request: one generate call per batch',
+      )
+        .choices(SCHEDULINGS)
+        .default('continuous'),
+    )
+    .addOption(
+      new Option(
+        '--log-format <format>',
+        'JSON lines (json), colourised lines (pretty), or pretty on a terminal and JSON otherwise (auto)',
+      )
+        .choices(LOG_FORMATS)
+        .default('auto'),
+    )
+    .option(
+      '--claim-idle-ms <ms>',
+      'take over entries another worker has held unanswered this long (it died)',
+      milliseconds,
+      5_000,
+    )
+    .option(
+      '--max-deliveries <n>',
+      'answer an entry with an error once it was delivered this many times',
+      integer(1),
+      3,
+    )
     .action((flags: WorkerFlags) => worker(flags));
   return program;
 }

@@ -1,5 +1,10 @@
 import { basename } from 'node:path';
-import type { ListenOptions, RunningServer, TextCompletionAppOptions, TextCompletionService } from '@microbatch/serving';
+import type {
+  ListenOptions,
+  RunningServer,
+  TextCompletionAppOptions,
+  TextCompletionService,
+} from '@microbatch/serving';
 import { createRedisQueue } from '@microbatch/redis';
 import { createQueuedTextCompletionService, createTextCompletionModel } from '@microbatch/serving';
 import { serveUntilSignal } from './lifecycle.js';
@@ -8,7 +13,11 @@ import { queueName, resolveModelDir } from './model-dir.js';
 import type { ServeFlags } from './program.js';
 
 /** What each `@microbatch/serving/<framework>` subpath exports. */
-type StartApp = (service: TextCompletionService, where: ListenOptions, options?: TextCompletionAppOptions) => Promise<RunningServer>;
+type StartApp = (
+  service: TextCompletionService,
+  where: ListenOptions,
+  options?: TextCompletionAppOptions,
+) => Promise<RunningServer>;
 
 // Loaded on demand: `--framework express` never loads NestJS.
 const APPS: Record<ServeFlags['framework'], () => Promise<{ startTextCompletionApp: StartApp }>> = {
@@ -36,7 +45,8 @@ export async function serveCommand(flags: ServeFlags, fail: (message: string) =>
     fail(error instanceof Error ? error.message : String(error));
   }
   const { startTextCompletionApp } = await APPS[flags.framework]();
-  const { maxBatchSize, batchWaitMs, maxLatencyMs, maxQueueSize, workers, threads, executionProvider, scheduling } = flags;
+  const { maxBatchSize, batchWaitMs, maxLatencyMs, maxQueueSize, workers, threads, executionProvider, scheduling } =
+    flags;
   const logger = createLogger(flags.logFormat);
   logger.info(
     {
@@ -86,10 +96,26 @@ export async function serveCommand(flags: ServeFlags, fail: (message: string) =>
 async function serveFromQueue(flags: ServeFlags, url: string): Promise<void> {
   const queue = queueName(flags.model);
   const logger = createLogger(flags.logFormat);
-  logger.info({ model: queue, task: flags.task, framework: flags.framework, queue: redact(url), maxQueueSize: flags.maxQueueSize }, 'microbatch serve (web replica)');
+  logger.info(
+    {
+      model: queue,
+      task: flags.task,
+      framework: flags.framework,
+      queue: redact(url),
+      maxQueueSize: flags.maxQueueSize,
+    },
+    'microbatch serve (web replica)',
+  );
   const { startTextCompletionApp } = await APPS[flags.framework]();
   await serveUntilSignal(
-    (where) => startTextCompletionApp(createQueuedTextCompletionService(createRedisQueue({ url, queue, maxQueueSize: flags.maxQueueSize }), { id: queue }), where, { logger }),
+    (where) =>
+      startTextCompletionApp(
+        createQueuedTextCompletionService(createRedisQueue({ url, queue, maxQueueSize: flags.maxQueueSize }), {
+          id: queue,
+        }),
+        where,
+        { logger },
+      ),
     { port: flags.port, host: flags.host },
     logger,
   );

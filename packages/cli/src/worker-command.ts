@@ -25,13 +25,30 @@ export async function workerCommand(flags: WorkerFlags, fail: (message: string) 
     fail(error instanceof Error ? error.message : String(error));
   }
   const queue = queueName(model);
-  const { maxBatchSize, batchWaitMs, workers, threads, executionProvider, claimIdleMs, maxDeliveries, scheduling } = flags;
+  const { maxBatchSize, batchWaitMs, workers, threads, executionProvider, claimIdleMs, maxDeliveries, scheduling } =
+    flags;
   const logger = createLogger(flags.logFormat);
   logger.info(
-    { model: queue, queue: redact(flags.queue), maxBatchSize, batchWaitMs, workers, threads, executionProvider, scheduling, claimIdleMs, maxDeliveries },
+    {
+      model: queue,
+      queue: redact(flags.queue),
+      maxBatchSize,
+      batchWaitMs,
+      workers,
+      threads,
+      executionProvider,
+      scheduling,
+      claimIdleMs,
+      maxDeliveries,
+    },
     'microbatch worker',
   );
-  const runner = { task: 'text-generation', model, scheduling, ...(scheduling === 'continuous' ? { maxBatchSize } : {}) } as const;
+  const runner = {
+    task: 'text-generation',
+    model,
+    scheduling,
+    ...(scheduling === 'continuous' ? { maxBatchSize } : {}),
+  } as const;
   const pool = createWorkerPool({ runner, size: workers, threads, executionProvider });
   try {
     await pool.ready;

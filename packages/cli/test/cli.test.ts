@@ -17,8 +17,14 @@ const MODEL = bundledModelDir();
  * repository, as on every machine that runs the tests), so the query script is checked against the tutorial itself.
  */
 const RAY_TUTORIAL_PROMPTS = [
-  ...(readFileSync(fileURLToPath(new URL('../../../../shared/reference/ray-serve-batching-tutorial-text-generator.md', import.meta.url)), 'utf8')
-    .match(/^texts = \[\n([\s\S]*?)\n\]/m)?.[1] ?? '').matchAll(/'([^']+)'/g),
+  ...(
+    readFileSync(
+      fileURLToPath(
+        new URL('../../../../shared/reference/ray-serve-batching-tutorial-text-generator.md', import.meta.url),
+      ),
+      'utf8',
+    ).match(/^texts = \[\n([\s\S]*?)\n\]/m)?.[1] ?? ''
+  ).matchAll(/'([^']+)'/g),
 ].map((match) => match[1] as string);
 const QUERY_SCRIPT = fileURLToPath(new URL('../../../examples/express-text-completion/src/query.ts', import.meta.url));
 
@@ -39,10 +45,22 @@ describe('microbatch serve', () => {
   afterAll(() => rm(scratch, { recursive: true, force: true }));
 
   it.each([
-    [['serve', '--model', MODEL, '--max-batch-size', 'x'], "error: option '--max-batch-size <n>' argument 'x' is invalid. Expected an integer from 1 up."],
-    [['serve', '--model', MODEL, '--port', '70000'], "error: option '--port <n>' argument '70000' is invalid. Expected an integer from 0 to 65535."],
-    [['serve', '--model', MODEL, '--framework', 'fastify'], "error: option '--framework <name>' argument 'fastify' is invalid. Allowed choices are express, koa, nest."],
-    [['serve', '--model', MODEL, '--task', 'summarization'], "error: option '--task <task>' argument 'summarization' is invalid. Allowed choices are text-generation."],
+    [
+      ['serve', '--model', MODEL, '--max-batch-size', 'x'],
+      "error: option '--max-batch-size <n>' argument 'x' is invalid. Expected an integer from 1 up.",
+    ],
+    [
+      ['serve', '--model', MODEL, '--port', '70000'],
+      "error: option '--port <n>' argument '70000' is invalid. Expected an integer from 0 to 65535.",
+    ],
+    [
+      ['serve', '--model', MODEL, '--framework', 'fastify'],
+      "error: option '--framework <name>' argument 'fastify' is invalid. Allowed choices are express, koa, nest.",
+    ],
+    [
+      ['serve', '--model', MODEL, '--task', 'summarization'],
+      "error: option '--task <task>' argument 'summarization' is invalid. Allowed choices are text-generation.",
+    ],
     [['serve'], "error: required option '--model <dir>' not specified"],
     [['serve', '--model', MODEL, '--bogus'], "error: unknown option '--bogus'"],
   ])('refuses %j with commander’s message and exit code 1', async (args, message) => {
@@ -62,7 +80,9 @@ describe('microbatch serve', () => {
   it('accepts a hub id only where it is already on disk, and never downloads', async () => {
     const { code, stderr } = await run(['serve', '--model', 'raincandy-u/TinyStories-656K', '--models-dir', scratch]);
     expect(code).toBe(1);
-    expect(stderr).toContain(`is looked up as ${join(scratch, 'raincandy-u/TinyStories-656K')}; models are never downloaded`);
+    expect(stderr).toContain(
+      `is looked up as ${join(scratch, 'raincandy-u/TinyStories-656K')}; models are never downloaded`,
+    );
   });
 
   it('prints why a model fails to load and exits 1 instead of hanging', async () => {
@@ -75,7 +95,20 @@ describe('microbatch serve', () => {
   });
 
   it('serves the Koa example on a free port, answers the query script in batches, and exits 0 on SIGTERM', async () => {
-    const args = [BIN, 'serve', '--model', MODEL, '--framework', 'koa', '--port', '0', '--max-batch-size', '4', '--batch-wait-ms', '2'];
+    const args = [
+      BIN,
+      'serve',
+      '--model',
+      MODEL,
+      '--framework',
+      'koa',
+      '--port',
+      '0',
+      '--max-batch-size',
+      '4',
+      '--batch-wait-ms',
+      '2',
+    ];
     const server = await startServerProcess({ args, env: { ...process.env, PORT: '0' }, ready: READY });
     const story = await fetch(`${server.url}/?text=Once+upon+a+time`);
     expect(story.status).toBe(200);
@@ -88,14 +121,17 @@ describe('microbatch serve', () => {
     expect(((await completion.json()) as { object: string }).object).toBe('text_completion');
     // The tutorial's 9 parallel queries, with the repository's query script (`pnpm query`).
     const query = await new Promise<string>((resolve, reject) => {
-      execFile(process.execPath, ['--import', 'tsx', QUERY_SCRIPT, server.url], (error, stdout) => (error ? reject(error) : resolve(stdout)));
+      execFile(process.execPath, ['--import', 'tsx', QUERY_SCRIPT, server.url], (error, stdout) =>
+        error ? reject(error) : resolve(stdout),
+      );
     });
     const answers = [...query.matchAll(/^\[200, batch #(\d+) of (\d+)\] \S/gm)];
     expect(answers).toHaveLength(9);
     // Exactly the tutorial's nine prompts, each once (each story starts with its prompt).
     const stories = [...query.matchAll(/^\[200, batch #\d+ of \d+\] (.*)$/gm)].map((match) => match[1] as string);
     expect(RAY_TUTORIAL_PROMPTS).toHaveLength(9);
-    for (const prompt of RAY_TUTORIAL_PROMPTS) expect(stories.filter((story) => story.startsWith(prompt))).toHaveLength(1);
+    for (const prompt of RAY_TUTORIAL_PROMPTS)
+      expect(stories.filter((story) => story.startsWith(prompt))).toHaveLength(1);
     const sizes = new Map(answers.map((match) => [match[1], Number(match[2])]));
     expect([...sizes.values()].every((size) => size <= 4)).toBe(true);
     expect([...sizes.values()].reduce((sum, size) => sum + size, 0)).toBe(9);

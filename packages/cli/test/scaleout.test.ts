@@ -3,7 +3,16 @@
 import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { bundledModelDir } from '@microbatch/serving';
-import { type ChildHandle, type ServerProcess, type TestRedis, parseSse, sseValues, startProcess, startRedisServer, startServerProcess } from '@microbatch/test-kit';
+import {
+  type ChildHandle,
+  type ServerProcess,
+  type TestRedis,
+  parseSse,
+  sseValues,
+  startProcess,
+  startRedisServer,
+  startServerProcess,
+} from '@microbatch/test-kit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 const BIN = fileURLToPath(new URL('../bin/microbatch.js', import.meta.url));
@@ -14,7 +23,9 @@ const READY = /"url":"(http:[^"]+)","msg":"ready"/;
 /** One value from Redis, through the `redis-cli` that comes with `redis-server`. */
 function redisCli(port: number, args: readonly string[]): Promise<string> {
   return new Promise((resolve, reject) => {
-    execFile('redis-cli', ['-p', String(port), ...args], (error, stdout) => (error ? reject(error) : resolve(stdout.trim())));
+    execFile('redis-cli', ['-p', String(port), ...args], (error, stdout) =>
+      error ? reject(error) : resolve(stdout.trim()),
+    );
   });
 }
 
@@ -27,7 +38,11 @@ async function until(what: string, check: () => Promise<boolean>): Promise<void>
   throw new Error(`Gave up waiting for ${what}`);
 }
 
-const status = (url: string): Promise<number> => fetch(url).then((response) => response.status, () => 0);
+const status = (url: string): Promise<number> =>
+  fetch(url).then(
+    (response) => response.status,
+    () => 0,
+  );
 
 describe('microbatch worker + microbatch serve --queue', () => {
   let redis: TestRedis;
@@ -38,7 +53,10 @@ describe('microbatch worker + microbatch serve --queue', () => {
     redis = await startRedisServer();
     replicas = await Promise.all(
       ['express', 'koa'].map((framework) =>
-        startServerProcess({ args: [BIN, 'serve', '--queue', redis.url, '--model', QUEUE, '--framework', framework, '--port', '0'], ready: READY }),
+        startServerProcess({
+          args: [BIN, 'serve', '--queue', redis.url, '--model', QUEUE, '--framework', framework, '--port', '0'],
+          ready: READY,
+        }),
       ),
     );
   });
@@ -52,10 +70,14 @@ describe('microbatch worker + microbatch serve --queue', () => {
     expect(await status(`${a.url}/readyz`)).toBe(503);
     // Sent before any worker runs, so they all wait in Redis: the worker's first pull takes both replicas' requests.
     const texts = ['The cat', 'The dog', 'A bird', 'The sun'];
-    const answers = [a, b].flatMap((replica) => texts.map((text) => fetch(`${replica.url}/?text=${encodeURIComponent(text)}`)));
+    const answers = [a, b].flatMap((replica) =>
+      texts.map((text) => fetch(`${replica.url}/?text=${encodeURIComponent(text)}`)),
+    );
     const requests = `microbatch:${QUEUE}:requests`;
     await until('eight queued requests', async () => Number(await redisCli(redis.port, ['XLEN', requests])) === 8);
-    worker = startProcess({ args: [BIN, 'worker', '--queue', redis.url, '--model', bundledModelDir(), '--max-batch-size', '16'] });
+    worker = startProcess({
+      args: [BIN, 'worker', '--queue', redis.url, '--model', bundledModelDir(), '--max-batch-size', '16'],
+    });
     await worker.waitForOutput(/"worker":"[0-9a-f]+","model":"tinystories-656k","msg":"worker ready"/, 90_000);
     const responses = await Promise.all(answers);
     expect(responses.map((response) => response.status)).toEqual(Array(8).fill(200));
@@ -65,7 +87,10 @@ describe('microbatch worker + microbatch serve --queue', () => {
     expect([...ids][0]).toMatch(/^[0-9a-f]{8}-1$/);
     expect(responses.map((response) => response.headers.get('x-batch-size'))).toEqual(Array(8).fill('8'));
     expect(await responses[0]?.text()).toMatch(/^The cat \S/);
-    await until('both replicas to be ready', async () => (await status(`${a.url}/readyz`)) === 200 && (await status(`${b.url}/readyz`)) === 200);
+    await until(
+      'both replicas to be ready',
+      async () => (await status(`${a.url}/readyz`)) === 200 && (await status(`${b.url}/readyz`)) === 200,
+    );
     expect(await redisCli(redis.port, ['XLEN', requests])).toBe('0'); // answered entries are acknowledged and deleted
     // The worker logs the batch as fields: both replicas' requests in one model call.
     const batch = (worker.jsonLines() as Array<Record<string, unknown>>).find((line) => line.msg === 'batch');
@@ -82,7 +107,11 @@ describe('microbatch worker + microbatch serve --queue', () => {
     expect(response.status).toBe(200);
     const { values, done } = sseValues(parseSse(await response.text()));
     expect(done).toBe(true);
-    const chunks = values as Array<{ object: string; model: string; choices: Array<{ index: number; finish_reason: string | null }> }>;
+    const chunks = values as Array<{
+      object: string;
+      model: string;
+      choices: Array<{ index: number; finish_reason: string | null }>;
+    }>;
     expect(new Set(chunks.map((chunk) => chunk.choices[0]?.index))).toEqual(new Set([0, 1]));
     expect(chunks.every((chunk) => chunk.object === 'text_completion' && chunk.model === QUEUE)).toBe(true);
     // Each prompt's stream ends with its finish reason.
@@ -96,13 +125,19 @@ describe('microbatch worker + microbatch serve --queue', () => {
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ prompt: 'Hi ', max_tokens: 0 }),
     });
-    expect([response.status, ((await response.json()) as { error: { details: unknown } }).error.details]).toEqual([400, { field: 'max_tokens' }]);
+    expect([response.status, ((await response.json()) as { error: { details: unknown } }).error.details]).toEqual([
+      400,
+      { field: 'max_tokens' },
+    ]);
   });
 
   it('stops the worker on SIGTERM (exit 0), after which the replicas report not ready', async () => {
     const exit = await (worker as ChildHandle).stop();
     expect(exit.code).toBe(0);
-    await until('the replica to notice', async () => (await status(`${(replicas[0] as ServerProcess).url}/readyz`)) === 503);
+    await until(
+      'the replica to notice',
+      async () => (await status(`${(replicas[0] as ServerProcess).url}/readyz`)) === 503,
+    );
     const stopped = await Promise.all(replicas.map((replica) => replica.stop()));
     expect(stopped.map((info) => info.code)).toEqual([0, 0]);
   });

@@ -64,7 +64,8 @@ export class Admission {
   /** {@link admit} for a call without options when {@link plain}. */
   admitPlain(now: number): boolean {
     if (this.closed) return this.#refuse(this.closedError(), ErrorCode.CLOSED);
-    if (this.#queues.length >= this.#options.maxQueueSize) return this.#refuse(this.#queueFull(now), ErrorCode.QUEUE_FULL);
+    if (this.#queues.length >= this.#options.maxQueueSize)
+      return this.#refuse(this.#queueFull(now), ErrorCode.QUEUE_FULL);
     return true;
   }
 
@@ -78,7 +79,13 @@ export class Admission {
    * queue bound, the fair share and the latency limit are checked once, for the group's last item, and a refusal
    * refuses every item with the same error.
    */
-  admitGroup(first: Item, rest: readonly Item[] | undefined, options: CallOptions, timeoutMs: number, now: number): boolean {
+  admitGroup(
+    first: Item,
+    rest: readonly Item[] | undefined,
+    options: CallOptions,
+    timeoutMs: number,
+    now: number,
+  ): boolean {
     const count = 1 + (rest?.length ?? 0);
     if (options !== NO_OPTIONS) {
       try {
@@ -93,7 +100,10 @@ export class Admission {
       if (count > this.#options.maxQueueSize) return this.#refuse(this.#groupTooLarge(count), ErrorCode.ITEM_TOO_LARGE);
       return this.#refuse(this.#queueFull(now), ErrorCode.QUEUE_FULL);
     }
-    const limitMs = options.maxLatencyMs === undefined ? this.#options.maxLatencyMs : Math.min(options.maxLatencyMs, this.#options.maxLatencyMs);
+    const limitMs =
+      options.maxLatencyMs === undefined
+        ? this.#options.maxLatencyMs
+        : Math.min(options.maxLatencyMs, this.#options.maxLatencyMs);
     let deadlineAt: number | undefined;
     if (limitMs < timeoutMs) deadlineAt = now + limitMs;
     else if (timeoutMs !== Number.POSITIVE_INFINITY) deadlineAt = now + timeoutMs;
@@ -237,9 +247,13 @@ export class Admission {
   /** A group that no queue of this size could ever hold: retrying cannot help, so it is not `QUEUE_FULL`. */
   #groupTooLarge(count: number): BatchError {
     const { name, maxQueueSize } = this.#options;
-    return new BatchError(ErrorCode.ITEM_TOO_LARGE, `Batcher "${name}" cannot queue ${count} calls at once (maxQueueSize = ${maxQueueSize})`, {
-      details: { calls: count, maxQueueSize },
-    });
+    return new BatchError(
+      ErrorCode.ITEM_TOO_LARGE,
+      `Batcher "${name}" cannot queue ${count} calls at once (maxQueueSize = ${maxQueueSize})`,
+      {
+        details: { calls: count, maxQueueSize },
+      },
+    );
   }
 
   #queueFull(now: number): BatchError {
@@ -305,5 +319,8 @@ export class Admission {
 
 function inputError(option: 'batchKey' | 'cost', error: unknown): BatchError {
   if (isBatchError(error)) return error;
-  return new BatchError(ErrorCode.INVALID_INPUT, `\`${option}\` failed for this input`, { cause: error, expose: false });
+  return new BatchError(ErrorCode.INVALID_INPUT, `\`${option}\` failed for this input`, {
+    cause: error,
+    expose: false,
+  });
 }

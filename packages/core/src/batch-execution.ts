@@ -24,7 +24,13 @@ export class BatchRunner {
   readonly #settlement: Settlement;
   readonly #lifecycle: BatchLifecycle;
 
-  constructor(handler: AnyHandler, streaming: boolean, onBatchError: OnBatchError, settlement: Settlement, lifecycle: BatchLifecycle) {
+  constructor(
+    handler: AnyHandler,
+    streaming: boolean,
+    onBatchError: OnBatchError,
+    settlement: Settlement,
+    lifecycle: BatchLifecycle,
+  ) {
     this.#handler = handler;
     this.#streaming = streaming;
     this.#onBatchError = onBatchError;
@@ -55,7 +61,10 @@ export class BatchRunner {
   timeOut(batch: RunningBatch, executionTimeoutMs: number): void {
     batch.timer = undefined;
     batch.broken = true;
-    const error = new BatchError(ErrorCode.EXECUTION_TIMEOUT, `Batch ${batch.id} ran longer than executionTimeoutMs (${executionTimeoutMs} ms)`);
+    const error = new BatchError(
+      ErrorCode.EXECUTION_TIMEOUT,
+      `Batch ${batch.id} ran longer than executionTimeoutMs (${executionTimeoutMs} ms)`,
+    );
     for (const item of batch.items) this.#settlement.fail(item, error);
     controllerOf(batch).abort(error);
   }

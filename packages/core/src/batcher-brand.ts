@@ -12,7 +12,11 @@ import { BATCHER_BRAND, type Batcher, type StreamingBatcher } from './types.js';
 export function isBatcher<I = unknown, O = unknown>(value: unknown): value is Batcher<I, O> | StreamingBatcher<I, O> {
   if ((typeof value !== 'function' && typeof value !== 'object') || value === null) return false;
   const candidate = value as { [BATCHER_BRAND]?: unknown; call?: unknown; streaming?: unknown };
-  return candidate[BATCHER_BRAND] === true && typeof candidate.call === 'function' && typeof candidate.streaming === 'boolean';
+  return (
+    candidate[BATCHER_BRAND] === true &&
+    typeof candidate.call === 'function' &&
+    typeof candidate.streaming === 'boolean'
+  );
 }
 
 /**

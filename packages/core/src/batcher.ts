@@ -23,7 +23,10 @@ function expose<B>(engine: BatchEngine, callable: object): B {
     name: { get: () => engine.name, configurable: true },
     streaming: { get: () => engine.streaming },
     maxBatchSize: { get: () => engine.maxBatchSize, set: (v: number) => void (engine.maxBatchSize = v) },
-    batchWaitTimeoutMs: { get: () => engine.batchWaitTimeoutMs, set: (v: number) => void (engine.batchWaitTimeoutMs = v) },
+    batchWaitTimeoutMs: {
+      get: () => engine.batchWaitTimeoutMs,
+      set: (v: number) => void (engine.batchWaitTimeoutMs = v),
+    },
     maxConcurrentBatches: {
       get: () => engine.maxConcurrentBatches,
       set: (v: number) => void (engine.maxConcurrentBatches = v),
@@ -53,7 +56,10 @@ function expose<B>(engine: BatchEngine, callable: object): B {
  * await generate.call('Hi', { signal, timeoutMs: 200, priority: 1 });
  * ```
  */
-export function createBatcher<I, O>(handler: StreamingBatchHandler<I, O>, options?: BatcherOptions<I>): StreamingBatcher<I, O>;
+export function createBatcher<I, O>(
+  handler: StreamingBatchHandler<I, O>,
+  options?: BatcherOptions<I>,
+): StreamingBatcher<I, O>;
 export function createBatcher<I, O>(handler: BatchHandler<I, O>, options?: BatcherOptions<I>): Batcher<I, O>;
 export function createBatcher<I, O>(
   handler: BatchHandler<I, O> | StreamingBatchHandler<I, O>,
@@ -90,7 +96,8 @@ export function createStreamingBatcher<I, O>(
   options?: BatcherOptions<I>,
 ): StreamingBatcher<I, O> {
   const engine = new BatchEngine(handler as AnyHandler, true, options as BatcherOptions<unknown>);
-  const call = (input: I, callOptions?: CallOptions): Promise<O[]> => collect(engine.stream(input, callOptions) as AsyncIterableIterator<O>);
+  const call = (input: I, callOptions?: CallOptions): Promise<O[]> =>
+    collect(engine.stream(input, callOptions) as AsyncIterableIterator<O>);
   const batcher = expose<StreamingBatcher<I, O>>(engine, call);
   (batcher as { call: unknown }).call = call;
   (batcher as { stream: unknown }).stream = (input: I, callOptions?: CallOptions) =>

@@ -105,7 +105,8 @@ export class Dispatcher implements BatchLifecycle {
     const { maxBatchSize } = this.#settings;
     let best: KeyQueue | undefined;
     for (const queue of this.#queues.queues()) {
-      const ready = waitMs === 0 || now - queue.windowStart >= waitMs || queue.isFull(maxBatchSize, this.#options.maxBatchCost);
+      const ready =
+        waitMs === 0 || now - queue.windowStart >= waitMs || queue.isFull(maxBatchSize, this.#options.maxBatchCost);
       if (!ready) continue;
       if (best === undefined) {
         best = queue;
@@ -113,7 +114,8 @@ export class Dispatcher implements BatchLifecycle {
       }
       const head = queue.items[0] as Item;
       const bestHead = best.items[0] as Item;
-      if (head.priority > bestHead.priority || (head.priority === bestHead.priority && head.seq < bestHead.seq)) best = queue;
+      if (head.priority > bestHead.priority || (head.priority === bestHead.priority && head.seq < bestHead.seq))
+        best = queue;
     }
     return best;
   }
@@ -134,11 +136,14 @@ export class Dispatcher implements BatchLifecycle {
     this.#timer = undefined;
     this.#timerAt = at;
     if (at === Number.POSITIVE_INFINITY) return;
-    this.#timer = clock.setTimeout(() => {
-      this.#timer = undefined;
-      this.#timerAt = Number.POSITIVE_INFINITY;
-      this.pump(clock.now());
-    }, Math.max(0, at - clock.now()));
+    this.#timer = clock.setTimeout(
+      () => {
+        this.#timer = undefined;
+        this.#timerAt = Number.POSITIVE_INFINITY;
+        this.pump(clock.now());
+      },
+      Math.max(0, at - clock.now()),
+    );
   }
 
   /** Forgets the armed timer, so the next `armTimer` re-arms it (after `batchWaitTimeoutMs` changed). */
@@ -171,11 +176,18 @@ export class Dispatcher implements BatchLifecycle {
       const { enqueuedAt } = item;
       arrivals += enqueuedAt;
       if (enqueuedAt < oldest) oldest = enqueuedAt;
-      if (item.watch !== undefined || queueTimesMs !== undefined) this.#dispatched(item, batch, now - enqueuedAt, queueTimesMs);
+      if (item.watch !== undefined || queueTimesMs !== undefined)
+        this.#dispatched(item, batch, now - enqueuedAt, queueTimesMs);
     }
     this.#stats.queueWait.addMany(items.length, Math.max(0, items.length * now - arrivals), now - oldest);
     if (queueTimesMs !== undefined) {
-      this.#emitter.emit('batchStart', { batchId: batch.id, batchSize: items.length, maxBatchSize, key: queue.key, queueTimesMs });
+      this.#emitter.emit('batchStart', {
+        batchId: batch.id,
+        batchSize: items.length,
+        maxBatchSize,
+        key: queue.key,
+        queueTimesMs,
+      });
     }
     const { executionTimeoutMs } = this.#options;
     if (executionTimeoutMs !== Number.POSITIVE_INFINITY) {
@@ -275,7 +287,9 @@ export class Dispatcher implements BatchLifecycle {
         const { deadlineAt } = item;
         if (deadlineAt === undefined) continue;
         const predictedMs =
-          own === undefined ? this.admission.completionMs(cost, count, now) : this.admission.fairCompletionMs(mine, item.fairnessKey, now);
+          own === undefined
+            ? this.admission.completionMs(cost, count, now)
+            : this.admission.fairCompletionMs(mine, item.fairnessKey, now);
         if (now + predictedMs * optimism > deadlineAt) late.push([item, predictedMs]);
       }
     }
@@ -283,7 +297,11 @@ export class Dispatcher implements BatchLifecycle {
       const cause = item.latencyBound ? 'latency' : 'deadline';
       // The limit as the caller set it (from its arrival), against the wait predicted from its arrival too.
       const waitedMs = now - item.enqueuedAt;
-      const error = this.admission.overloaded(cause, waitedMs + predictedMs, (item.deadlineAt as number) - item.enqueuedAt);
+      const error = this.admission.overloaded(
+        cause,
+        waitedMs + predictedMs,
+        (item.deadlineAt as number) - item.enqueuedAt,
+      );
       this.rejectQueued(item, error, ErrorCode.OVERLOADED, cause);
     }
   }

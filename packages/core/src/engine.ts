@@ -93,7 +93,15 @@ export class BatchEngine {
       cost !== undefined,
       this.#checkDrained,
     );
-    this.#admission = new Admission(resolved, this.#settings, this.#queues, this.#model, dispatcher.running, batchKey, cost);
+    this.#admission = new Admission(
+      resolved,
+      this.#settings,
+      this.#queues,
+      this.#model,
+      dispatcher.running,
+      batchKey,
+      cost,
+    );
     dispatcher.admission = this.#admission;
     dispatcher.runner = new BatchRunner(handler, streaming, resolved.onBatchError, this.#settlement, dispatcher);
     this.#dispatcher = dispatcher;
@@ -154,7 +162,14 @@ export class BatchEngine {
     const idle = this.#queues.length === 0 && this.#dispatcher.inFlight === 0;
     const predicted = !this.#model.ready ? Number.NaN : idle ? 0 : this.#admission.admissionMs(1, undefined, 0, now);
     const { name, maxLatencyMs } = this.#options;
-    return this.#stats.snapshot(name, this.#queues.length, this.#dispatcher.inFlight, this.#model.snapshot(), maxLatencyMs, predicted);
+    return this.#stats.snapshot(
+      name,
+      this.#queues.length,
+      this.#dispatcher.inFlight,
+      this.#model.snapshot(),
+      maxLatencyMs,
+      predicted,
+    );
   }
 
   on<E extends keyof BatcherEvents>(event: E, listener: (payload: BatcherEvents[E]) => void): () => void {
@@ -184,7 +199,8 @@ export class BatchEngine {
     const tick = this.#tick ?? this.#startTick();
     const items: Item[] = [];
     const results = inputs.map(
-      (input) => new Promise((resolve, reject) => void items.push(this.#item(input, options, tick, resolve, reject, undefined))),
+      (input) =>
+        new Promise((resolve, reject) => void items.push(this.#item(input, options, tick, resolve, reject, undefined))),
     );
     this.#submitGroup(items, options, tick.now);
     return Promise.all(results);
@@ -244,7 +260,10 @@ export class BatchEngine {
     const item = this.#item(input, options, tick, resolve, reject, sink);
     const timeoutMs = this.#timeoutMs(options);
     const admission = this.#admission;
-    const admitted = options === NO_OPTIONS && admission.plain ? admission.admitPlain(now) : admission.admit(item, options, timeoutMs, now);
+    const admitted =
+      options === NO_OPTIONS && admission.plain
+        ? admission.admitPlain(now)
+        : admission.admit(item, options, timeoutMs, now);
     if (admitted) this.#enter(item, timeoutMs, now);
     else this.#settlement.settle(item, undefined, admission.error, admission.reason, admission.cause);
   }
@@ -257,7 +276,14 @@ export class BatchEngine {
     reject: ((error: unknown) => void) | undefined,
     sink: ItemStream<unknown> | undefined,
   ): Item {
-    const item = new Item(input, options === NO_OPTIONS ? 0 : (options.priority ?? 0), this.#seq++, tick, resolve, reject);
+    const item = new Item(
+      input,
+      options === NO_OPTIONS ? 0 : (options.priority ?? 0),
+      this.#seq++,
+      tick,
+      resolve,
+      reject,
+    );
     if (options !== NO_OPTIONS || sink !== undefined || this.#options.timeoutMs !== Number.POSITIVE_INFINITY) {
       item.watch = new Watch(sink, options.signal, options.onDispatch);
     }
@@ -296,7 +322,8 @@ export class BatchEngine {
    */
   #watch(item: Item, watch: Watch, timeoutMs: number): void {
     const { sink, signal } = watch;
-    if (sink !== undefined) sink.onCancel = () => this.#cancel(item, new DOMException('The stream consumer stopped', 'AbortError'));
+    if (sink !== undefined)
+      sink.onCancel = () => this.#cancel(item, new DOMException('The stream consumer stopped', 'AbortError'));
     if (signal !== undefined) {
       watch.onAbort = () => this.#cancel(item, signal.reason);
       signal.addEventListener('abort', watch.onAbort, ONCE);

@@ -73,7 +73,8 @@ export class ItemStream<O> implements AsyncIterableIterator<O> {
       return Promise.reject(error);
     }
     if (this.#ended) return Promise.resolve({ value: undefined, done: true });
-    if (this.#pending !== undefined) return Promise.reject(new Error('ItemStream does not support concurrent next() calls'));
+    if (this.#pending !== undefined)
+      return Promise.reject(new Error('ItemStream does not support concurrent next() calls'));
     return new Promise((resolve, reject) => {
       this.#pending = { resolve, reject };
     });

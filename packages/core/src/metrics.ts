@@ -9,7 +9,8 @@ export class Emitter {
   readonly #listeners = new Map<keyof BatcherEvents, Set<(payload: never) => void>>();
 
   on<E extends keyof BatcherEvents>(event: E, listener: Listener<E>): () => void {
-    if (typeof listener !== 'function') throw new TypeError(`Expected \`listener\` to be a function, got ${typeof listener}`);
+    if (typeof listener !== 'function')
+      throw new TypeError(`Expected \`listener\` to be a function, got ${typeof listener}`);
     let set = this.#listeners.get(event);
     if (set === undefined) {
       set = new Set();

@@ -47,7 +47,8 @@ export function resolveOptions<I>(options: BatcherOptions<I> | undefined): Resol
   if (options !== undefined && (typeof options !== 'object' || options === null)) fail('options', 'an object', options);
   const defined = options === undefined ? {} : dropUndefined(options);
   const resolved = { ...DEFAULT_OPTIONS, ...defined } as ResolvedOptions<I>;
-  if (typeof resolved.name !== 'string' || resolved.name.length === 0) fail('name', 'a non-empty string', resolved.name);
+  if (typeof resolved.name !== 'string' || resolved.name.length === 0)
+    fail('name', 'a non-empty string', resolved.name);
   checkInteger('maxBatchSize', resolved.maxBatchSize, 1);
   checkNumber('batchWaitTimeoutMs', resolved.batchWaitTimeoutMs, 0, MAX_FINITE);
   checkInteger('maxConcurrentBatches', resolved.maxConcurrentBatches, 1);
@@ -90,7 +91,10 @@ export function validateBatcherOptions(options: unknown): void {
 export function checkCallOptions(options: CallOptions): void {
   if (typeof options !== 'object' || options === null) fail('options', 'an object', options);
   const { signal, timeoutMs, priority, onDispatch, maxLatencyMs, fairnessKey } = options;
-  if (signal !== undefined && (typeof signal !== 'object' || signal === null || typeof signal.addEventListener !== 'function')) {
+  if (
+    signal !== undefined &&
+    (typeof signal !== 'object' || signal === null || typeof signal.addEventListener !== 'function')
+  ) {
     fail('signal', 'an AbortSignal', signal);
   }
   if (timeoutMs !== undefined) checkNumber('timeoutMs', timeoutMs, 0, Number.POSITIVE_INFINITY, true);
@@ -132,5 +136,6 @@ export class Settings {
  * ```
  */
 export function checkHandler(handler: unknown): void {
-  if (typeof handler !== 'function') throw new TypeError(`Expected \`handler\` to be a function, got ${describeValue(handler)}`);
+  if (typeof handler !== 'function')
+    throw new TypeError(`Expected \`handler\` to be a function, got ${describeValue(handler)}`);
 }

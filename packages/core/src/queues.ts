@@ -47,7 +47,8 @@ export class QueueSet {
   }
 
   insert(item: Item, now: number): KeyQueue {
-    const queue = item.key === undefined ? this.#openDefault(now) : (this.#byKey.get(item.key) ?? this.#open(item.key, now));
+    const queue =
+      item.key === undefined ? this.#openDefault(now) : (this.#byKey.get(item.key) ?? this.#open(item.key, now));
     queue.insert(item);
     this.length += 1;
     this.cost += item.cost;
@@ -89,7 +90,8 @@ export class QueueSet {
     if (item.fairnessKey !== undefined && !this.fair) {
       // The first key seen: the items already waiting belong to the anonymous key.
       this.fair = true;
-      for (const queue of this.queues()) for (const waiting of queue.items) if (waiting !== item) this.#tally(waiting, 1);
+      for (const queue of this.queues())
+        for (const waiting of queue.items) if (waiting !== item) this.#tally(waiting, 1);
     }
     if (this.fair) this.#tally(item, 1);
   }

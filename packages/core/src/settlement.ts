@@ -46,7 +46,13 @@ export class Settlement {
     this.settle(item, undefined, error, isBatchError(error) ? error.code : ErrorCode.HANDLER_ERROR, undefined);
   }
 
-  settle(item: Item, value: unknown, error: unknown, reason: RejectReason | undefined, cause: OverloadCause | undefined): void {
+  settle(
+    item: Item,
+    value: unknown,
+    error: unknown,
+    reason: RejectReason | undefined,
+    cause: OverloadCause | undefined,
+  ): void {
     const { state } = item;
     if (state === ItemState.Settled) return;
     item.state = ItemState.Settled;

@@ -2,7 +2,14 @@ import type { BatcherEvents, BatcherStats } from './stats-types.js';
 import type { CallOptions } from './option-types.js';
 
 export type { BatcherOptions, CallOptions, DispatchInfo, OnBatchError } from './option-types.js';
-export type { BatcherEvents, BatcherStats, LatencyEstimate, OverloadCause, RejectReason, Summary } from './stats-types.js';
+export type {
+  BatcherEvents,
+  BatcherStats,
+  LatencyEstimate,
+  OverloadCause,
+  RejectReason,
+  Summary,
+} from './stats-types.js';
 
 /** What a batch handler receives besides its inputs. */
 export interface BatchContext {

@@ -18,7 +18,9 @@ function timed(initial: Duration) {
   const handler = (inputs: number[]) => {
     state.batches.push([...inputs]);
     const cost = inputs.reduce((sum, x) => sum + x, 0);
-    return new Promise<number[]>((resolve) => clock.setTimeout(() => resolve(inputs.map((x) => x * 10)), state.duration(cost)));
+    return new Promise<number[]>((resolve) =>
+      clock.setTimeout(() => resolve(inputs.map((x) => x * 10)), state.duration(cost)),
+    );
   };
   return { state, handler };
 }
@@ -26,7 +28,11 @@ function timed(initial: Duration) {
 const base = (extra: BatcherOptions<number>): BatcherOptions<number> => ({ clock, cost: (x: number) => x, ...extra });
 
 /** Runs one batch per entry of `costs` (each a single input of that cost), one after the other. */
-async function warm(batcher: (x: number) => Promise<number>, duration: Duration, costs: readonly number[]): Promise<void> {
+async function warm(
+  batcher: (x: number) => Promise<number>,
+  duration: Duration,
+  costs: readonly number[],
+): Promise<void> {
   for (const cost of costs) {
     const result = batcher(cost);
     await flush();
@@ -111,13 +117,19 @@ describe('latency-aware admission', () => {
       [start, 'OVERLOADED'],
     ]);
     const refusal = calls[12]?.error as { message: string; retryAfterSeconds: number; details: unknown };
-    expect(refusal.message).toBe('Batcher "default" is overloaded: the predicted wait of 66 ms exceeds maxLatencyMs (60 ms)');
+    expect(refusal.message).toBe(
+      'Batcher "default" is overloaded: the predicted wait of 66 ms exceeds maxLatencyMs (60 ms)',
+    );
     expect(refusal.retryAfterSeconds).toBe(1);
     expect(refusal.details).toEqual({ cause: 'latency', predictedMs: 66, limitMs: 60 });
     await clock.advance(60);
     expect(state.batches.map((batch) => batch.length)).toEqual([4, 4, 4]);
     // Every admitted call was answered within maxLatencyMs, as predicted: 18, 36 and 54 ms.
-    expect(calls.slice(0, 12).map((call) => (call.at as number) - start)).toEqual([...Array(4).fill(18), ...Array(4).fill(36), ...Array(4).fill(54)]);
+    expect(calls.slice(0, 12).map((call) => (call.at as number) - start)).toEqual([
+      ...Array(4).fill(18),
+      ...Array(4).fill(36),
+      ...Array(4).fill(54),
+    ]);
     expect(batcher.stats().overloaded).toEqual({ latency: 2, deadline: 0, 'fair-share': 0 });
     expect(batcher.stats().rejected.OVERLOADED).toBe(2);
   });
@@ -169,7 +181,9 @@ describe('latency-aware admission', () => {
     expect(streams).toHaveLength(2);
     for (const stream of streams) await expect(stream.next()).rejects.toMatchObject({ code: 'ITEM_TOO_LARGE' });
     expect(await streaming.callAll([7])).toEqual([[7]]);
-    expect(() => streaming.callAll(7 as unknown as number[])).toThrow('Expected `inputs` to be an array, got `7` (number)');
+    expect(() => streaming.callAll(7 as unknown as number[])).toThrow(
+      'Expected `inputs` to be an array, got `7` (number)',
+    );
   });
 
   it('derives Retry-After from the estimate: the time until the request would fit', async () => {
@@ -185,10 +199,17 @@ describe('latency-aware admission', () => {
     const full = track(batcher(1));
     const late = track(batcher.call(1, { maxLatencyMs: 1000 })); // 1800 + 5000 + 3400 = 10200 ms
     await flush();
-    const retry = (call: { error?: unknown }) => [(call.error as { code: string }).code, (call.error as { retryAfterSeconds: number }).retryAfterSeconds];
+    const retry = (call: { error?: unknown }) => [
+      (call.error as { code: string }).code,
+      (call.error as { retryAfterSeconds: number }).retryAfterSeconds,
+    ];
     expect(retry(tight)).toEqual(['OVERLOADED', 3]); // 3000 - 500 ms
     expect(retry(deadline)).toEqual(['OVERLOADED', 1]); // 3000 - 2000 ms
-    expect((deadline.error as { details: unknown }).details).toEqual({ cause: 'deadline', predictedMs: 3000, limitMs: 2000 });
+    expect((deadline.error as { details: unknown }).details).toEqual({
+      cause: 'deadline',
+      predictedMs: 3000,
+      limitMs: 2000,
+    });
     expect(retry(full)).toEqual(['QUEUE_FULL', 9]); // the 16 queued items drain in 9000 ms
     expect(retry(late)).toEqual(['QUEUE_FULL', 9]);
     await clock.advance(20_000);
@@ -228,7 +249,10 @@ describe('latency-aware admission', () => {
     // The slow batch enters the estimate and the next 4 start; the last 4 are now predicted past their 60 ms and
     // are refused at once (at 44 ms), instead of being answered at 132 ms.
     expect(calls.slice(8).map((call) => [call.at, call.code])).toEqual(Array(4).fill([start + 44, 'OVERLOADED']));
-    expect((calls[8]?.error as { details: { cause: string; limitMs: number } }).details).toMatchObject({ cause: 'latency', limitMs: 60 });
+    expect((calls[8]?.error as { details: { cause: string; limitMs: number } }).details).toMatchObject({
+      cause: 'latency',
+      limitMs: 60,
+    });
     await clock.advance(100);
     expect(calls.slice(0, 8).every((call) => call.code === undefined)).toBe(true);
   });
@@ -349,16 +373,25 @@ describe('fairness keys', () => {
     await flush();
     // Light's item now goes before part of heavy's backlog, which pushes heavy's last queued item to
     // 18 + 10·3 + 2·(8 + 2) = 68 ms: it is refused at once too, rather than answered late. Heavy pays, not light.
-    expect(heavy.map((call) => call.code ?? 'ok')).toEqual([...Array(11).fill('ok'), 'OVERLOADED', 'OVERLOADED', 'OVERLOADED']);
+    expect(heavy.map((call) => call.code ?? 'ok')).toEqual([
+      ...Array(11).fill('ok'),
+      'OVERLOADED',
+      'OVERLOADED',
+      'OVERLOADED',
+    ]);
     expect([heavy[11]?.at, light.code]).toEqual([start, undefined]);
     await clock.advance(100);
     // The next batch takes from both keys in turn instead of heavy's backlog first.
-    expect(state.batches).toEqual([[1, 1, 1, 1], [1, 1, 1, 2], [1, 1, 1, 1]]);
+    expect(state.batches).toEqual([
+      [1, 1, 1, 1],
+      [1, 1, 1, 2],
+      [1, 1, 1, 1],
+    ]);
     expect((light.at as number) - start).toBe(18 + 10 + 2 * 5);
     expect(batcher.stats().overloaded.latency).toBe(3);
   });
 
-  it("without an estimate, keeps each active key to its share of maxQueueSize", async () => {
+  it('without an estimate, keeps each active key to its share of maxQueueSize', async () => {
     const { handler } = timed(d10);
     const batcher = createBatcher(handler, base({ maxBatchSize: 1, maxQueueSize: 4 }));
     const heavy = [1, 2, 3].map(() => track(batcher.call(1, { fairnessKey: 'heavy' }))); // 1 runs, 2 queue
@@ -387,8 +420,12 @@ describe('fairness keys', () => {
     await expect(batcher.call(1, { fairnessKey: 'x'.repeat(300) })).rejects.toThrow(
       /Expected `fairnessKey` to be a string of at most 256 characters or a finite number/,
     );
-    await expect(batcher.call(1, { maxLatencyMs: 0 })).rejects.toThrow('Expected `maxLatencyMs` to be a number > 0, got `0` (number)');
-    expect(() => createBatcher(handler, { maxLatencyMs: -1 })).toThrow('Expected `maxLatencyMs` to be a number > 0, got `-1` (number)');
+    await expect(batcher.call(1, { maxLatencyMs: 0 })).rejects.toThrow(
+      'Expected `maxLatencyMs` to be a number > 0, got `0` (number)',
+    );
+    expect(() => createBatcher(handler, { maxLatencyMs: -1 })).toThrow(
+      'Expected `maxLatencyMs` to be a number > 0, got `-1` (number)',
+    );
     await flush();
     expect(causes).toContainEqual(['OVERLOADED', 'fair-share']);
     expect(causes).toContainEqual(['INVALID_INPUT', undefined]);

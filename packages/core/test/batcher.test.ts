@@ -102,10 +102,13 @@ describe('dispatch', () => {
 
   it('starts the next batch before the callers of the last one resume', async () => {
     const order: string[] = [];
-    const batcher = createBatcher(async (inputs: number[]) => {
-      order.push(`handler ${inputs.join()}`);
-      return inputs;
-    }, opts({ maxBatchSize: 1 }));
+    const batcher = createBatcher(
+      async (inputs: number[]) => {
+        order.push(`handler ${inputs.join()}`);
+        return inputs;
+      },
+      opts({ maxBatchSize: 1 }),
+    );
     const calls = [1, 2].map((x) => batcher(x).then(() => order.push(`caller ${x}`)));
     await Promise.all(calls);
     // The model must not sit idle while the previous batch's responses are written.
@@ -173,13 +176,22 @@ describe('deadlines', () => {
     const capped = settleOf(batcher.call(4, { timeoutMs: 1000 }));
     await clock.advance(20);
     expect(early.state).toBe('rejected');
-    expect(early.error).toMatchObject({ code: 'DEADLINE_EXCEEDED', message: 'Deadline of 20 ms exceeded while queued' });
+    expect(early.error).toMatchObject({
+      code: 'DEADLINE_EXCEEDED',
+      message: 'Deadline of 20 ms exceeded while queued',
+    });
     expect(late.state).toBe('pending');
     await clock.advance(30);
     expect(late.error).toMatchObject({ code: 'DEADLINE_EXCEEDED', message: 'Deadline of 50 ms exceeded while queued' });
-    expect(capped.error).toMatchObject({ code: 'DEADLINE_EXCEEDED', message: 'Deadline of 50 ms exceeded while queued' });
+    expect(capped.error).toMatchObject({
+      code: 'DEADLINE_EXCEEDED',
+      message: 'Deadline of 50 ms exceeded while queued',
+    });
     // The batcher's deadline also bounds the running item: its result, once ready, is discarded.
-    expect(first.error).toMatchObject({ code: 'DEADLINE_EXCEEDED', message: 'Deadline of 50 ms exceeded while running' });
+    expect(first.error).toMatchObject({
+      code: 'DEADLINE_EXCEEDED',
+      message: 'Deadline of 50 ms exceeded while running',
+    });
     gates[0]?.resolve();
     await flush();
     expect(batches).toEqual([[1]]);
@@ -194,7 +206,10 @@ describe('deadlines', () => {
     const slow = batcher(2);
     await flush();
     await clock.advance(30);
-    expect(fast.error).toMatchObject({ code: 'DEADLINE_EXCEEDED', message: 'Deadline of 30 ms exceeded while running' });
+    expect(fast.error).toMatchObject({
+      code: 'DEADLINE_EXCEEDED',
+      message: 'Deadline of 30 ms exceeded while running',
+    });
     expect(signals[0]?.aborted).toBe(false);
     gates[0]?.resolve();
     expect(await slow).toBe('r:2');
@@ -267,7 +282,10 @@ describe('cancellation', () => {
 describe('partitioning with batchKey', () => {
   it('fills batches per key and never mixes keys', async () => {
     const { batches, handler } = recorder();
-    const batcher = createBatcher(handler, opts({ maxBatchSize: 2, maxConcurrentBatches: 4, batchKey: (x: number) => x % 2 }));
+    const batcher = createBatcher(
+      handler,
+      opts({ maxBatchSize: 2, maxConcurrentBatches: 4, batchKey: (x: number) => x % 2 }),
+    );
     const all = [1, 2, 3, 4, 5, 6].map((x) => batcher(x));
     await flush();
     expect(batches).toEqual([
@@ -299,17 +317,24 @@ describe('partitioning with batchKey', () => {
 
   it('rejects only the call whose batchKey throws', async () => {
     const { batches, handler } = recorder();
-    const batcher = createBatcher(handler, opts({
-      batchKey: (x: number) => {
-        if (x === 2) throw new Error('no key');
-        return 'k';
-      },
-    }));
+    const batcher = createBatcher(
+      handler,
+      opts({
+        batchKey: (x: number) => {
+          if (x === 2) throw new Error('no key');
+          return 'k';
+        },
+      }),
+    );
     const good = batcher(1);
     const bad = settleOf(batcher(2));
     await clock.advance(10);
     expect(await good).toBe(10);
-    expect(bad.error).toMatchObject({ code: 'INVALID_INPUT', message: '`batchKey` failed for this input', expose: false });
+    expect(bad.error).toMatchObject({
+      code: 'INVALID_INPUT',
+      message: '`batchKey` failed for this input',
+      expose: false,
+    });
     expect(batches).toEqual([[1]]);
   });
 });
@@ -337,14 +362,20 @@ describe('cost-based batches', () => {
 
   it('rejects an item larger than maxBatchCost with ITEM_TOO_LARGE, and a throwing cost only for that call', async () => {
     const { handler } = recorder();
-    const batcher = createBatcher(handler, opts({
-      maxBatchCost: 10,
-      cost: (x: number) => {
-        if (x < 0) throw new BatchError('INVALID_INPUT', 'negative');
-        return x;
-      },
-    }));
-    await expect(batcher(11)).rejects.toMatchObject({ code: 'ITEM_TOO_LARGE', message: 'Item cost 11 exceeds maxBatchCost 10' });
+    const batcher = createBatcher(
+      handler,
+      opts({
+        maxBatchCost: 10,
+        cost: (x: number) => {
+          if (x < 0) throw new BatchError('INVALID_INPUT', 'negative');
+          return x;
+        },
+      }),
+    );
+    await expect(batcher(11)).rejects.toMatchObject({
+      code: 'ITEM_TOO_LARGE',
+      message: 'Item cost 11 exceeds maxBatchCost 10',
+    });
     await expect(batcher(-1)).rejects.toMatchObject({ code: 'INVALID_INPUT', message: 'negative' });
     const ok = batcher(3);
     await clock.advance(10);
@@ -354,7 +385,9 @@ describe('cost-based batches', () => {
   it('treats a cost function returning a non-number as a programming error', async () => {
     const { handler } = recorder();
     const batcher = createBatcher(handler, opts({ cost: () => Number.NaN }));
-    await expect(batcher(1)).rejects.toThrow(new TypeError('Expected `cost` to return a finite number >= 0, got `NaN` (number)'));
+    await expect(batcher(1)).rejects.toThrow(
+      new TypeError('Expected `cost` to return a finite number >= 0, got `NaN` (number)'),
+    );
   });
 });
 
@@ -401,7 +434,11 @@ describe('handler results', () => {
     const calls = [1, 2].map((x) => settleOf(batcher(x)));
     await clock.advance(10);
     expect(calls.map((c) => c.error)).toEqual([boom, boom]);
-    expect(batcher.stats()).toMatchObject({ failed: 2, succeeded: 0, rejected: expect.objectContaining({ HANDLER_ERROR: 2 }) });
+    expect(batcher.stats()).toMatchObject({
+      failed: 2,
+      succeeded: 0,
+      rejected: expect.objectContaining({ HANDLER_ERROR: 2 }),
+    });
   });
 
   it('rejects every item with BAD_HANDLER_RESULT when the result has the wrong length or type', async () => {
@@ -414,7 +451,10 @@ describe('handler results', () => {
         message: 'Expected the batch handler to return an array of 3 results (one per input), got an array of 2',
       });
     }
-    const nothing = createBatcher((async () => undefined) as unknown as (inputs: number[]) => Promise<number[]>, opts());
+    const nothing = createBatcher(
+      (async () => undefined) as unknown as (inputs: number[]) => Promise<number[]>,
+      opts(),
+    );
     const call = settleOf(nothing(1));
     await clock.advance(10);
     expect((call.error as Error).message).toBe(
@@ -467,7 +507,10 @@ describe('handler results', () => {
     await clock.advance(99);
     expect(stuck.state).toBe('pending');
     await clock.advance(1);
-    expect(stuck.error).toMatchObject({ code: 'EXECUTION_TIMEOUT', message: 'Batch 1 ran longer than executionTimeoutMs (100 ms)' });
+    expect(stuck.error).toMatchObject({
+      code: 'EXECUTION_TIMEOUT',
+      message: 'Batch 1 ran longer than executionTimeoutMs (100 ms)',
+    });
     expect(signals[0]?.aborted).toBe(true);
     expect(await next).toBe(2);
   });
@@ -548,7 +591,8 @@ describe('streaming', () => {
     expect((bad.error as Error).message).toBe('bad prompt');
     expect(good.error).toMatchObject({
       code: 'BAD_HANDLER_RESULT',
-      message: 'Expected the batch handler to return steps, each an array of 2 slots (one per input), got an array of 1',
+      message:
+        'Expected the batch handler to return steps, each an array of 2 slots (one per input), got an array of 1',
     });
   });
 });
@@ -590,7 +634,11 @@ describe('lifecycle', () => {
       drained = true;
     });
     expect(batcher.closed).toBe(true);
-    await expect(batcher(9)).rejects.toMatchObject({ code: 'CLOSED', message: 'Batcher "default" is closed', retryAfterSeconds: 1 });
+    await expect(batcher(9)).rejects.toMatchObject({
+      code: 'CLOSED',
+      message: 'Batcher "default" is closed',
+      retryAfterSeconds: 1,
+    });
     gates[0]?.resolve();
     await flush();
     expect(batches).toEqual([[1, 2], [3]]);
@@ -675,21 +723,32 @@ describe('misuse', () => {
     [{ batchWaitTimeoutMs: -1 }, 'Expected `batchWaitTimeoutMs` to be a finite number >= 0, got `-1` (number)'],
     [{ batchWaitTimeoutMs: '5' }, 'Expected `batchWaitTimeoutMs` to be a finite number >= 0, got `"5"` (string)'],
     [{ maxConcurrentBatches: 0 }, 'Expected `maxConcurrentBatches` to be an integer >= 1, got `0` (number)'],
-    [{ maxQueueSize: Number.POSITIVE_INFINITY }, 'Expected `maxQueueSize` to be an integer >= 1, got `Infinity` (number)'],
+    [
+      { maxQueueSize: Number.POSITIVE_INFINITY },
+      'Expected `maxQueueSize` to be an integer >= 1, got `Infinity` (number)',
+    ],
     [{ timeoutMs: 0 }, 'Expected `timeoutMs` to be a number > 0, got `0` (number)'],
     [{ executionTimeoutMs: Number.NaN }, 'Expected `executionTimeoutMs` to be a number > 0, got `NaN` (number)'],
     [{ maxBatchCost: -3 }, 'Expected `maxBatchCost` to be a number > 0, got `-3` (number)'],
     [{ batchKey: 'id' }, 'Expected `batchKey` to be a function, got `"id"` (string)'],
     [{ cost: 1 }, 'Expected `cost` to be a function, got `1` (number)'],
-    [{ onBatchError: 'retry' }, "Expected `onBatchError` to be one of 'fail-batch', 'isolate', got `\"retry\"` (string)"],
+    [
+      { onBatchError: 'retry' },
+      "Expected `onBatchError` to be one of 'fail-batch', 'isolate', got `\"retry\"` (string)",
+    ],
     [{ name: '' }, 'Expected `name` to be a non-empty string, got `""` (string)'],
-    [{ clock: {} }, 'Expected `clock` to be an object with `now`, `setTimeout` and `clearTimeout` functions, got `[object Object]` (object)'],
+    [
+      { clock: {} },
+      'Expected `clock` to be an object with `now`, `setTimeout` and `clearTimeout` functions, got `[object Object]` (object)',
+    ],
   ])('createBatcher(handler, %j) throws a precise TypeError', (options, message) => {
     expect(() => createBatcher(handler, options as BatcherOptions<number>)).toThrow(new TypeError(message));
   });
 
   it('rejects a handler that is not a function and bad call options', async () => {
-    expect(() => createBatcher(42 as never)).toThrow(new TypeError('Expected `handler` to be a function, got `42` (number)'));
+    expect(() => createBatcher(42 as never)).toThrow(
+      new TypeError('Expected `handler` to be a function, got `42` (number)'),
+    );
     const batcher = createBatcher(handler, opts());
     await expect(batcher.call(1, { timeoutMs: -5 })).rejects.toThrow(
       new TypeError('Expected `timeoutMs` to be a number > 0, got `-5` (number)'),

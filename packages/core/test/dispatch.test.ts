@@ -88,7 +88,10 @@ describe('work-conserving dispatch', () => {
     const batcher = createBatcher(handler, { clock, maxBatchSize: 2, maxConcurrentBatches: 2 });
     const results = [1, 2, 3, 4, 5].map((x) => batcher(x));
     await flush();
-    expect(batches).toEqual([[1, 2], [3, 4]]);
+    expect(batches).toEqual([
+      [1, 2],
+      [3, 4],
+    ]);
     gates[1]?.resolve();
     await flush();
     expect(batches).toEqual([[1, 2], [3, 4], [5]]);
@@ -115,7 +118,10 @@ describe('work-conserving dispatch', () => {
     expect(batches).toEqual([['a1', 'a2']]);
     gates[0]?.resolve();
     await flush();
-    expect(batches).toEqual([['a1', 'a2'], ['b1', 'b2']]);
+    expect(batches).toEqual([
+      ['a1', 'a2'],
+      ['b1', 'b2'],
+    ]);
     gates[1]?.resolve();
     expect(await Promise.all(results)).toEqual(['a1', 'b1', 'a2', 'b2']);
   });
@@ -123,12 +129,15 @@ describe('work-conserving dispatch', () => {
   it('streams too: the next streaming batch forms when the running stream ends', async () => {
     const gate = deferred();
     const batches: number[][] = [];
-    const batcher = createStreamingBatcher(async function* (inputs: number[]) {
-      batches.push([...inputs]);
-      if (batches.length === 1) await gate.promise;
-      yield inputs.map((x) => x);
-      yield inputs.map(() => END);
-    }, { clock });
+    const batcher = createStreamingBatcher(
+      async function* (inputs: number[]) {
+        batches.push([...inputs]);
+        if (batches.length === 1) await gate.promise;
+        yield inputs.map((x) => x);
+        yield inputs.map(() => END);
+      },
+      { clock },
+    );
     const first = batcher.call(1);
     await flush();
     const rest = [batcher.call(2), batcher.call(3)];
@@ -141,10 +150,13 @@ describe('work-conserving dispatch', () => {
 
   it('switches between work-conserving and a fixed wait at run time', async () => {
     const batches: number[][] = [];
-    const batcher = createBatcher(async (inputs: number[]) => {
-      batches.push([...inputs]);
-      return inputs;
-    }, { clock });
+    const batcher = createBatcher(
+      async (inputs: number[]) => {
+        batches.push([...inputs]);
+        return inputs;
+      },
+      { clock },
+    );
     batcher.batchWaitTimeoutMs = 5;
     void batcher(1);
     await flush();
@@ -179,7 +191,7 @@ function recordingGate() {
 }
 
 describe('fair dispatch across batches', () => {
-  it('with batches of one item, a key that queues behind another key\'s backlog goes next, not last', async () => {
+  it("with batches of one item, a key that queues behind another key's backlog goes next, not last", async () => {
     const { order, handler, runAll } = recordingGate();
     const batcher = createBatcher(handler, { maxBatchSize: 1, maxConcurrentBatches: 1 });
     const calls = ['h1', 'h2', 'h3', 'h4'].map((input) => batcher.call(input, { fairnessKey: 'heavy' }));
@@ -192,7 +204,10 @@ describe('fair dispatch across batches', () => {
   it('two backlogged keys take turns, batch after batch', async () => {
     const { order, handler, runAll } = recordingGate();
     const batcher = createBatcher(handler, { maxBatchSize: 1, maxConcurrentBatches: 1 });
-    const calls = [...['a1', 'a2', 'a3'].map((input) => batcher.call(input, { fairnessKey: 'a' })), ...['b1', 'b2', 'b3'].map((input) => batcher.call(input, { fairnessKey: 'b' }))];
+    const calls = [
+      ...['a1', 'a2', 'a3'].map((input) => batcher.call(input, { fairnessKey: 'a' })),
+      ...['b1', 'b2', 'b3'].map((input) => batcher.call(input, { fairnessKey: 'b' })),
+    ];
     await runAll(6);
     await Promise.all(calls);
     expect(order).toEqual(['a1', 'b1', 'a2', 'b2', 'a3', 'b3']);

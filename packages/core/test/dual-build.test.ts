@@ -89,7 +89,9 @@ describe('two copies of core in one process (import + require)', () => {
     it(`a BatchError made by the ${fromName} copy keeps its code and exposure in the ${toName} copy`, () => {
       const from = pick(fromName);
       const to = pick(toName);
-      const invalid = new from.core.BatchError('INVALID_INPUT', '`prompt` must be a string', { details: { field: 'prompt' } });
+      const invalid = new from.core.BatchError('INVALID_INPUT', '`prompt` must be a string', {
+        details: { field: 'prompt' },
+      });
       expect(to.http.toHttpError(invalid)).toEqual({
         status: 400,
         headers: {},

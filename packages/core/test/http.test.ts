@@ -47,7 +47,13 @@ describe('toHttpError', () => {
     expect(toHttpError(unmatchedRoute('PUT', '/v1/completions', routes))).toEqual({
       status: 405,
       headers: { Allow: 'POST' },
-      body: { error: { code: 'METHOD_NOT_ALLOWED', message: 'PUT is not allowed on /v1/completions; allowed: POST', details: { allowed: ['POST'] } } },
+      body: {
+        error: {
+          code: 'METHOD_NOT_ALLOWED',
+          message: 'PUT is not allowed on /v1/completions; allowed: POST',
+          details: { allowed: ['POST'] },
+        },
+      },
     });
     expect(toHttpError(unmatchedRoute('OPTIONS', '/', routes)).headers).toEqual({ Allow: 'GET, HEAD' });
     expect(toHttpError(unmatchedRoute('GET', '/nope', routes))).toEqual({
@@ -67,7 +73,11 @@ describe('toHttpError', () => {
       body: { error: { code: 'INVALID_INPUT', message: '`prompt` must be a string', details: { field: 'prompt' } } },
     });
     const secret = toHttpError(new Error('password=hunter2 at /srv/model.ts:12'));
-    expect(secret).toEqual({ status: 500, headers: {}, body: { error: { code: 'HANDLER_ERROR', message: 'Internal Server Error' } } });
+    expect(secret).toEqual({
+      status: 500,
+      headers: {},
+      body: { error: { code: 'HANDLER_ERROR', message: 'Internal Server Error' } },
+    });
     expect(JSON.stringify(secret)).not.toContain('hunter2');
     expect(toHttpError(exposeError(new Error('model says no'))).body).toEqual({
       error: { code: 'HANDLER_ERROR', message: 'model says no' },
@@ -82,7 +92,10 @@ describe('toHttpError', () => {
   });
 
   it('maps body-parser style errors by their status', () => {
-    const parse = Object.assign(new SyntaxError('Unexpected token } in JSON at position 9'), { status: 400, expose: true });
+    const parse = Object.assign(new SyntaxError('Unexpected token } in JSON at position 9'), {
+      status: 400,
+      expose: true,
+    });
     expect(toHttpError(parse)).toEqual({
       status: 400,
       headers: {},

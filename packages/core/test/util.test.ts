@@ -14,10 +14,19 @@ describe('option checks: one meaning of min and max everywhere', () => {
   it.each([
     [() => checkInteger('size', 0, 1), 'Expected `size` to be an integer >= 1, got `0` (number)'],
     [() => checkInteger('threads', 9, 1, 8), 'Expected `threads` to be an integer >= 1 and <= 8, got `9` (number)'],
-    [() => checkNumber('timeoutMs', 0, 0, Number.POSITIVE_INFINITY, true), 'Expected `timeoutMs` to be a number > 0, got `0` (number)'],
-    [() => checkNumber('waitMs', Number.POSITIVE_INFINITY, 0, MAX_FINITE), 'Expected `waitMs` to be a finite number >= 0, got `Infinity` (number)'],
+    [
+      () => checkNumber('timeoutMs', 0, 0, Number.POSITIVE_INFINITY, true),
+      'Expected `timeoutMs` to be a number > 0, got `0` (number)',
+    ],
+    [
+      () => checkNumber('waitMs', Number.POSITIVE_INFINITY, 0, MAX_FINITE),
+      'Expected `waitMs` to be a finite number >= 0, got `Infinity` (number)',
+    ],
     [() => checkNumber('topP', 0, 0, 1, true), 'Expected `topP` to be a number > 0 and <= 1, got `0` (number)'],
-    [() => checkNumber('priority', Number.NaN, -MAX_FINITE, MAX_FINITE), 'Expected `priority` to be a finite number, got `NaN` (number)'],
+    [
+      () => checkNumber('priority', Number.NaN, -MAX_FINITE, MAX_FINITE),
+      'Expected `priority` to be a finite number, got `NaN` (number)',
+    ],
     [() => checkOneOf('mode', 'x', ['a', 'b']), "Expected `mode` to be one of 'a', 'b', got `\"x\"` (string)"],
     [() => definedEntries('options', 1 as never), 'Expected `options` to be an object, got `1` (number)'],
   ])('%#: throws the house-style TypeError', (check, message) => {
@@ -25,7 +34,9 @@ describe('option checks: one meaning of min and max everywhere', () => {
   });
 
   it('passes what is in range and returns it', () => {
-    expect(checkNumber('timeoutMs', Number.POSITIVE_INFINITY, 0, Number.POSITIVE_INFINITY, true)).toBe(Number.POSITIVE_INFINITY);
+    expect(checkNumber('timeoutMs', Number.POSITIVE_INFINITY, 0, Number.POSITIVE_INFINITY, true)).toBe(
+      Number.POSITIVE_INFINITY,
+    );
     expect(checkNumber('topP', 1, 0, 1, true)).toBe(1);
     expect(checkInteger('threads', 8, 1, 8)).toBe(8);
   });

@@ -1,7 +1,12 @@
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { batcherForRoute, serveBatched } from '@microbatch/core/http';
 import type { Batcher, StreamingBatcher } from '@microbatch/core';
-import type { BatchedExchange, RequestCallOptions, RouteBatcherOptions, ServerErrorListener } from '@microbatch/core/http';
+import type {
+  BatchedExchange,
+  RequestCallOptions,
+  RouteBatcherOptions,
+  ServerErrorListener,
+} from '@microbatch/core/http';
 import { errorReporter, sendError } from './error-handler.js';
 
 /**

@@ -56,7 +56,10 @@ export function sendError(res: Response, error: unknown): void {
 }
 
 /** The `onError` of `caller`'s options, checked, as a reporter of server errors; `console.error` by default. */
-export function errorReporter(caller: string, options: { readonly onError?: unknown } | undefined): (error: unknown) => void {
+export function errorReporter(
+  caller: string,
+  options: { readonly onError?: unknown } | undefined,
+): (error: unknown) => void {
   return reporterFromOptions(caller, options, defaultOnError);
 }
 

@@ -1,4 +1,10 @@
-export type { PoolBatcherOptions, RunOptions, WorkerPool, WorkerPoolOptions, WorkerPoolStats } from './pool/pool-types.js';
+export type {
+  PoolBatcherOptions,
+  RunOptions,
+  WorkerPool,
+  WorkerPoolOptions,
+  WorkerPoolStats,
+} from './pool/pool-types.js';
 export { END_OF_STORY, TEXT_GENERATION_DEFAULTS, textGenerationBatchKey } from './spec/runner-spec.js';
 export type {
   ChunkOf,

@@ -63,7 +63,11 @@ async function main(): Promise<void> {
   } catch (error) {
     const cause = error instanceof Error ? error.message : String(error);
     const message = `Failed to load the ${init.spec.task} model from "${init.spec.model}": ${cause}`;
-    send(error instanceof Error && error.stack !== undefined ? { type: 'load-error', message, stack: error.stack } : { type: 'load-error', message });
+    send(
+      error instanceof Error && error.stack !== undefined
+        ? { type: 'load-error', message, stack: error.stack }
+        : { type: 'load-error', message },
+    );
     return;
   }
   // With request scheduling the pool sends one run at a time; with continuous scheduling runs overlap and the

@@ -5,7 +5,13 @@ import { createBatcher, createStreamingBatcher, isBatchError } from '@microbatch
 import type { BatchError } from '@microbatch/core';
 import { toHttpError } from '@microbatch/core/http';
 import { createWorkerPool } from '@microbatch/inference';
-import type { TextGenerationChunk, TextGenerationInput, TextGenerationOutput, TextGenerationRunnerSpec, WorkerPool } from '@microbatch/inference';
+import type {
+  TextGenerationChunk,
+  TextGenerationInput,
+  TextGenerationOutput,
+  TextGenerationRunnerSpec,
+  WorkerPool,
+} from '@microbatch/inference';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createWorkerPoolForTesting } from '../src/testing.js';
 import { TINYSTORIES_DIR } from './helpers/paths.js';
@@ -15,7 +21,8 @@ type Pool = WorkerPool<TextGenerationInput, TextGenerationOutput, TextGeneration
 
 /** Greedy for 480 tokens without reaching the end of its story. */
 const LONG_RUNNER = 'There was a boy who liked to draw. ';
-const LONG_PROMPT = 'Lily and Tom went to the park to play with the big red ball. They ran and laughed in the warm sun all day. ';
+const LONG_PROMPT =
+  'Lily and Tom went to the park to play with the big red ball. They ran and laughed in the warm sun all day. ';
 
 const pools: { close(): Promise<void> }[] = [];
 let reference: Pool;
@@ -34,13 +41,17 @@ async function oneByOne(inputs: readonly TextGenerationInput[]): Promise<unknown
 }
 
 /** Streams one input, calling `onChunk` with each chunk's index; resolves with the concatenated text. */
-async function streamText(target: Pool, input: TextGenerationInput, onChunk: (index: number) => void = () => undefined): Promise<string> {
+async function streamText(
+  target: Pool,
+  input: TextGenerationInput,
+  onChunk: (index: number) => void = () => undefined,
+): Promise<string> {
   let text = '';
   let index = 0;
   for await (const step of target.stream([input])) {
     const slot = step[0];
     if (typeof slot === 'object' && slot !== null && 'text' in slot) {
-      text += (slot).text;
+      text += slot.text;
       onChunk(index++);
     }
   }
@@ -123,7 +134,9 @@ describe('continuous scheduling', () => {
       temperature: 0,
     }));
     const order: number[] = [];
-    const results = await Promise.all(inputs.map((input, index) => generate(input).then((result) => (order.push(index), result))));
+    const results = await Promise.all(
+      inputs.map((input, index) => generate(input).then((result) => (order.push(index), result))),
+    );
     expect(results).toEqual(await oneByOne(inputs));
     // The shortest generation is answered first, not when the longest one ends.
     expect(order[0]).toBe(0);
@@ -205,7 +218,10 @@ describe('continuous scheduling', () => {
   it('streams pieces that add up to the non-streamed result while other requests come and go', async () => {
     const continuous = pool();
     await continuous.ready;
-    const streaming = createStreamingBatcher(continuous.streamingHandler, { ...continuous.batcherOptions, batchWaitTimeoutMs: 0 });
+    const streaming = createStreamingBatcher(continuous.streamingHandler, {
+      ...continuous.batcherOptions,
+      batchWaitTimeoutMs: 0,
+    });
     const inputs: TextGenerationInput[] = [
       { prompt: 'Once upon a time, ', max_new_tokens: 200, temperature: 0 },
       { prompt: 'The cat ', max_new_tokens: 7, temperature: 0 },
@@ -248,7 +264,10 @@ describe('continuous scheduling', () => {
   });
 
   it('fails every request in the loop with UNAVAILABLE when the worker crashes, then serves the next', async () => {
-    const crashing = createWorkerPoolForTesting({ runner: { task: 'text-generation', model: TINYSTORIES_DIR } }, { exitOn: '__exit__' });
+    const crashing = createWorkerPoolForTesting(
+      { runner: { task: 'text-generation', model: TINYSTORIES_DIR } },
+      { exitOn: '__exit__' },
+    );
     pools.push(crashing);
     await crashing.ready;
     const outcomes = await Promise.allSettled([
@@ -264,10 +283,17 @@ describe('continuous scheduling', () => {
   });
 
   it('replaces a worker that cannot stop a timed-out request, failing its other requests with UNAVAILABLE', async () => {
-    const hanging = createWorkerPoolForTesting({ runner: { task: 'text-generation', model: TINYSTORIES_DIR } }, { hangOn: '__hang__' });
+    const hanging = createWorkerPoolForTesting(
+      { runner: { task: 'text-generation', model: TINYSTORIES_DIR } },
+      { hangOn: '__hang__' },
+    );
     pools.push(hanging);
     await hanging.ready;
-    const generate = createBatcher(hanging.handler, { ...hanging.batcherOptions, batchWaitTimeoutMs: 0, executionTimeoutMs: 100 });
+    const generate = createBatcher(hanging.handler, {
+      ...hanging.batcherOptions,
+      batchWaitTimeoutMs: 0,
+      executionTimeoutMs: 100,
+    });
     let hung: Promise<unknown> | undefined;
     const running = streamText(hanging, { prompt: LONG_RUNNER, max_new_tokens: 300, temperature: 0 }, (chunk) => {
       if (chunk === 0) hung = generate({ prompt: '__hang__ ', max_new_tokens: 2 }).catch((error: unknown) => error);

@@ -72,14 +72,18 @@ function fakeSession(): { run(feeds: Record<string, FakeTensor>): Promise<Record
           const id = Number((ids.data as BigInt64Array)[row * length + at]);
           const masked = mask[row * width + past + at] === 0n;
           if (masked) continue;
-          if (Number(positions[row * length + at]) !== real + seen) throw new Error(`row ${row}: position ${positions[row * length + at]}`);
+          if (Number(positions[row * length + at]) !== real + seen)
+            throw new Error(`row ${row}: position ${positions[row * length + at]}`);
           seen += 1;
           history.push(id);
           present[row * (past + length) + past + at] = id + 1;
           logits[(row * length + at) * VOCAB + nextToken(history)] = 1;
         }
       }
-      return { logits: { data: logits, dims: [rows, length, VOCAB] }, 'present.0.key': { data: present, dims: [rows, 1, past + length, 1] } };
+      return {
+        logits: { data: logits, dims: [rows, length, VOCAB] },
+        'present.0.key': { data: present, dims: [rows, 1, past + length, 1] },
+      };
     },
   };
   return session;
@@ -103,7 +107,13 @@ const maxima = new WeakMap<Sequence, number>();
 const maxOf = (each: Sequence): number => maxima.get(each) ?? 0;
 
 function sequence(prompt: readonly number[], max: number): Sequence {
-  const output = new GenerationRow({ promptTokens: prompt.length, maxNewTokens: max, stop: [], eosTokenIds: new Set([15]), decode: (ids) => ids.join(',') });
+  const output = new GenerationRow({
+    promptTokens: prompt.length,
+    maxNewTokens: max,
+    stop: [],
+    eosTokenIds: new Set([15]),
+    decode: (ids) => ids.join(','),
+  });
   const made = new Sequence(prompt, output, { temperature: 0, topP: 1, random: seededRandom(1) }, () => false);
   maxima.set(made, max);
   return made;
@@ -157,7 +167,8 @@ async function runLoop(
   return loop.stats;
 }
 
-const prompt = (length: number, seed: number): number[] => Array.from({ length }, (_, index) => (seed * 7 + index * 3) % 15);
+const prompt = (length: number, seed: number): number[] =>
+  Array.from({ length }, (_, index) => (seed * 7 + index * 3) % 15);
 
 describe('the continuous loop’s KV cache', () => {
   it('gives every sequence its tokens alone while rows of mixed lengths join, leave and regroup', async () => {
@@ -201,12 +212,17 @@ describe('the continuous loop’s KV cache', () => {
     const costModel = { callMs: 1, rowMs: 0.001, rowPastMs: 0.000_1, copyMs: 1 };
     // Four rows with the same prompt length decode in one group; the first one ends after 3 tokens, the others
     // after 20 (these prompts meet no EOS before).
-    const first = [3, 20, 20, 20].map((max, index) => ({ at: 0, sequence: sequence(prompt(6, [3, 1, 2, 4][index] as number), max) }));
+    const first = [3, 20, 20, 20].map((max, index) => ({
+      at: 0,
+      sequence: sequence(prompt(6, [3, 1, 2, 4][index] as number), max),
+    }));
     // A short newcomer arrives when the first row has left: it fits the group's past and takes the freed slot.
     const newcomer = { at: 5, sequence: sequence(prompt(3, 9), 4) };
     const copies: { decodeSteps: number; rowsCopied: number; regroups: number }[] = [];
-    const stats = await runLoop([...first, newcomer], { maxBatchSize: 4, maxPrefillTokens: 64, maxGroups: 4, costModel }, (now) =>
-      copies.push({ decodeSteps: now.decodeSteps, rowsCopied: now.rowsCopied, regroups: now.regroups }),
+    const stats = await runLoop(
+      [...first, newcomer],
+      { maxBatchSize: 4, maxPrefillTokens: 64, maxGroups: 4, costModel },
+      (now) => copies.push({ decodeSteps: now.decodeSteps, rowsCopied: now.rowsCopied, regroups: now.regroups }),
     );
     for (const { sequence: each } of [...first, newcomer]) expect(idsOf(each)).toEqual(alone(each.prompt, maxOf(each)));
     // The first iteration composes the four prefilled rows into a group. The row that leaves after its third
@@ -239,7 +255,9 @@ describe('prefill admission', () => {
 describe('KvGroup', () => {
   const source = (rows: readonly (readonly number[])[], past: number): KvSource => {
     const data = new Float32Array(rows.length * past);
-    rows.forEach((values, row) => values.forEach((value, at) => (data[row * past + past - values.length + at] = value)));
+    rows.forEach((values, row) =>
+      values.forEach((value, at) => (data[row * past + past - values.length + at] = value)),
+    );
     return { data: [data], past };
   };
   const rowsOf = (group: KvGroup<KvRow & { next: number }>) =>
@@ -273,7 +291,14 @@ describe('KvGroup', () => {
 
   it('fills a hole with the last row and takes a newcomer into a free slot that fits', () => {
     const group = new KvGroup<KvRow & { next: number }>(GEOMETRY, new KvArrayPool(1));
-    const a = source([[1, 2, 3], [4, 5, 6], [7, 8, 9]], 3);
+    const a = source(
+      [
+        [1, 2, 3],
+        [4, 5, 6],
+        [7, 8, 9],
+      ],
+      3,
+    );
     group.compose([0, 1, 2].map((row) => ({ source: a, row, length: 3, next: 0 })));
     const [first, second, third] = group.rows;
     expect(group.remove((row) => row === first)).toBe(1);

@@ -40,8 +40,22 @@ describe('composeInto', () => {
     const composed = composeInto(rows, [new Float32Array(16).fill(7)], 4, GEOMETRY);
     expect(composed.past).toBe(4);
     expect(Array.from(composed.data[0] as Float32Array)).toEqual([
-      200, 201, 202, 203, 210, 211, 212, 213, // row 1 of `running`, its 4 positions
-      0, 100, 101, 102, 0, 110, 111, 112, // `fresh` row 0, padded on the left by 1
+      200,
+      201,
+      202,
+      203,
+      210,
+      211,
+      212,
+      213, // row 1 of `running`, its 4 positions
+      0,
+      100,
+      101,
+      102,
+      0,
+      110,
+      111,
+      112, // `fresh` row 0, padded on the left by 1
     ]);
     expect(rows.map((row) => [row.source, row.row])).toEqual([
       [composed, 0],
@@ -112,6 +126,14 @@ describe('sampling', () => {
     expect(counts[1]).toBeGreaterThan(counts[2] as number);
     expect(counts[0]).toBeGreaterThan(0);
     const again = seededRandom(42);
-    expect(Array.from({ length: 20 }, () => again())).toEqual(Array.from({ length: 20 }, ((r) => () => r())(seededRandom(42))));
+    expect(Array.from({ length: 20 }, () => again())).toEqual(
+      Array.from(
+        { length: 20 },
+        (
+          (r) => () =>
+            r()
+        )(seededRandom(42)),
+      ),
+    );
   });
 });

@@ -4,7 +4,17 @@ import type { GenerationRowOptions } from '../src/runners/generation-row.js';
 
 // A fake tokenizer: each id is a fixed piece of text; ids 100+ are the two halves of a 4-byte emoji, which
 // decodes to U+FFFD until both halves are present (as a byte-fallback tokenizer does).
-const PIECES: Record<number, string> = { 1: 'Once ', 2: 'upon ', 3: 'a ', 4: 'time', 5: '<|', 6: 'end', 7: '_story', 8: '|>', 9: 'x' };
+const PIECES: Record<number, string> = {
+  1: 'Once ',
+  2: 'upon ',
+  3: 'a ',
+  4: 'time',
+  5: '<|',
+  6: 'end',
+  7: '_story',
+  8: '|>',
+  9: 'x',
+};
 function decode(ids: readonly number[]): string {
   let text = '';
   for (let i = 0; i < ids.length; i += 1) {
@@ -16,7 +26,14 @@ function decode(ids: readonly number[]): string {
 }
 
 function row(overrides: Partial<GenerationRowOptions> = {}): GenerationRow {
-  return new GenerationRow({ promptTokens: 3, maxNewTokens: 10, stop: ['<|end_story|>'], eosTokenIds: new Set([0]), decode, ...overrides });
+  return new GenerationRow({
+    promptTokens: 3,
+    maxNewTokens: 10,
+    stop: ['<|end_story|>'],
+    eosTokenIds: new Set([0]),
+    decode,
+    ...overrides,
+  });
 }
 
 function drive(generation: GenerationRow, ids: readonly number[]): (string | null)[] {
@@ -47,13 +64,21 @@ describe('GenerationRow', () => {
   it('holds back an unfinished multi-byte character', () => {
     const generation = row();
     expect(drive(generation, [1, 100, 101, 0])).toEqual(['Once ', null, '🙂', '|stop']);
-    expect(generation.output()).toMatchObject({ text: 'Once 🙂', finish_reason: 'stop', usage: { completion_tokens: 4 } });
+    expect(generation.output()).toMatchObject({
+      text: 'Once 🙂',
+      finish_reason: 'stop',
+      usage: { completion_tokens: 4 },
+    });
   });
 
   it('ends at its own max_new_tokens and ignores the tokens the batch generates after', () => {
     const generation = row({ maxNewTokens: 2 });
     expect(drive(generation, [1, 2, 3, 4])).toEqual(['Once ', 'upon |length', null, null]);
-    expect(generation.output()).toMatchObject({ text: 'Once upon ', finish_reason: 'length', usage: { completion_tokens: 2 } });
+    expect(generation.output()).toMatchObject({
+      text: 'Once upon ',
+      finish_reason: 'length',
+      usage: { completion_tokens: 2 },
+    });
   });
 
   it('stops at the earliest of several stop strings', () => {
@@ -67,7 +92,11 @@ describe('GenerationRow', () => {
     const generation = row();
     drive(generation, [1]);
     generation.forceFinish();
-    expect(generation.takeChunk()).toEqual({ text: '', finish_reason: 'length', usage: { prompt_tokens: 3, completion_tokens: 1, total_tokens: 4 } });
+    expect(generation.takeChunk()).toEqual({
+      text: '',
+      finish_reason: 'length',
+      usage: { prompt_tokens: 3, completion_tokens: 1, total_tokens: 4 },
+    });
     expect(generation.takeChunk()).toBeNull();
   });
 });
@@ -77,7 +106,12 @@ describe('GenerationRow with a piece table', () => {
   const pieceOf = (id: number) => (id >= 100 ? undefined : (PIECES[id] ?? ''));
 
   it('streams the same chunks and result as decoding windows', () => {
-    for (const ids of [[1, 2, 5, 6, 7, 8, 9], [1, 100, 101, 3, 4, 0], [1, 5, 9], [4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4]]) {
+    for (const ids of [
+      [1, 2, 5, 6, 7, 8, 9],
+      [1, 100, 101, 3, 4, 0],
+      [1, 5, 9],
+      [4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4],
+    ]) {
       const windows = row({ maxNewTokens: 10 });
       const pieces = row({ maxNewTokens: 10, pieceOf });
       expect(drive(pieces, ids)).toEqual(drive(windows, ids));

@@ -8,7 +8,11 @@ const INPUTS: ValueMeta[] = [
   { name: 'attention_mask', type: 'int64', shape: ['batch_size', 'sequence_length'] },
   { name: 'scale', type: 'float32', shape: ['batch_size', 2] },
 ];
-const RIGHT: CollateOptions = { paddingSide: 'right', padValues: { input_ids: 9 }, attentionMaskInput: 'attention_mask' };
+const RIGHT: CollateOptions = {
+  paddingSide: 'right',
+  padValues: { input_ids: 9 },
+  attentionMaskInput: 'attention_mask',
+};
 
 function run(items: unknown[], options = RIGHT) {
   const errors = new Map<number, string>();
@@ -24,8 +28,16 @@ describe('collate', () => {
     ]);
     expect(errors.size).toBe(0);
     const feeds = result?.collated.feeds;
-    expect(feeds?.input_ids).toEqual({ type: 'int64', dims: [2, 3], data: BigInt64Array.from([1n, 2n, 3n, 4n, 9n, 9n]) });
-    expect(feeds?.attention_mask).toEqual({ type: 'int64', dims: [2, 3], data: BigInt64Array.from([1n, 1n, 1n, 1n, 0n, 0n]) });
+    expect(feeds?.input_ids).toEqual({
+      type: 'int64',
+      dims: [2, 3],
+      data: BigInt64Array.from([1n, 2n, 3n, 4n, 9n, 9n]),
+    });
+    expect(feeds?.attention_mask).toEqual({
+      type: 'int64',
+      dims: [2, 3],
+      data: BigInt64Array.from([1n, 1n, 1n, 1n, 0n, 0n]),
+    });
     expect(feeds?.scale).toEqual({ type: 'float32', dims: [2, 2], data: Float32Array.from([0.5, 1, 2, 3]) });
     expect(result?.collated.lengths.get('sequence_length')).toEqual([3, 1]);
     expect(result?.indices).toEqual([0, 1]);
@@ -80,7 +92,11 @@ describe('collate', () => {
 });
 
 describe('split', () => {
-  const tokens: OnnxTensorData = { type: 'float32', dims: [2, 3, 2], data: Float32Array.from([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]) };
+  const tokens: OnnxTensorData = {
+    type: 'float32',
+    dims: [2, 3, 2],
+    data: Float32Array.from([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]),
+  };
   const pooled: OnnxTensorData = { type: 'float32', dims: [2, 2], data: Float32Array.from([1, 2, 3, 4]) };
 
   it('splits along the batch axis and trims padded positions (right padding)', () => {
@@ -99,6 +115,8 @@ describe('split', () => {
   });
 
   it('refuses an output without a batch axis', () => {
-    expect(() => split({ pooled }, 3, new Map(), 'right')).toThrow('Output `pooled` has 2 rows for a batch of 3; it has no batch axis');
+    expect(() => split({ pooled }, 3, new Map(), 'right')).toThrow(
+      'Output `pooled` has 2 rows for a batch of 3; it has no batch axis',
+    );
   });
 });

@@ -41,7 +41,11 @@ describe('onnx runner', () => {
     batched.forEach((output, index) => {
       const ids = SEQUENCES[index] as number[];
       expect(output.embeddings).toEqual({ type: 'float32', dims: [DIM], data: expectedMean(ids) });
-      expect(output.token_embeddings).toEqual({ type: 'float32', dims: [ids.length, DIM], data: Float32Array.from(ids.flatMap(embeddingOf)) });
+      expect(output.token_embeddings).toEqual({
+        type: 'float32',
+        dims: [ids.length, DIM],
+        data: Float32Array.from(ids.flatMap(embeddingOf)),
+      });
     });
   });
 
@@ -53,7 +57,13 @@ describe('onnx runner', () => {
       await left.ready;
       const outputs = (await left.run([{ input_ids: [3, 4, 5] }, { input_ids: [6] }])) as OnnxOutput[];
       expect(outputs).toEqual([
-        { token_embeddings: { type: 'float32', dims: [3, DIM], data: Float32Array.from([3, 4, 5].flatMap(embeddingOf)) } },
+        {
+          token_embeddings: {
+            type: 'float32',
+            dims: [3, DIM],
+            data: Float32Array.from([3, 4, 5].flatMap(embeddingOf)),
+          },
+        },
         { token_embeddings: { type: 'float32', dims: [1, DIM], data: Float32Array.from(embeddingOf(6)) } },
       ]);
     } finally {
@@ -75,7 +85,9 @@ describe('onnx runner', () => {
       SEQUENCES.map((ids) => embed({ input_ids: ids }, { onDispatch: (info) => sizes.push(info.batchSize) })),
     );
     expect(sizes).toEqual(SEQUENCES.map(() => SEQUENCES.length));
-    outputs.forEach((output, index) => expect(output.embeddings?.data).toEqual(expectedMean(SEQUENCES[index] as number[])));
+    outputs.forEach((output, index) =>
+      expect(output.embeddings?.data).toEqual(expectedMean(SEQUENCES[index] as number[])),
+    );
     await embed.close();
   });
 

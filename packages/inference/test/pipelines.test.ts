@@ -56,12 +56,16 @@ describe('feature-extraction runner', () => {
   });
 
   it('pools the first token without normalizing when configured', async () => {
-    const pool = createWorkerPool({ runner: { task: 'feature-extraction', model: models.encoderDir, pooling: 'cls', normalize: false } });
+    const pool = createWorkerPool({
+      runner: { task: 'feature-extraction', model: models.encoderDir, pooling: 'cls', normalize: false },
+    });
     try {
       await pool.ready;
       const vectors = (await pool.run(TEXTS)) as number[][];
       // With right padding the first position is each text's first real token (the BOS token).
-      vectors.forEach((vector, index) => expect(vector).toEqual(embeddingOf((tokenIds[index] as number[])[0] as number)));
+      vectors.forEach((vector, index) =>
+        expect(vector).toEqual(embeddingOf((tokenIds[index] as number[])[0] as number)),
+      );
     } finally {
       await pool.close();
     }
@@ -80,7 +84,9 @@ describe('text-classification runner', () => {
       batched.forEach((labels, index) => {
         const ids = tokenIds[index] as number[];
         const sums = summed(ids);
-        const logits = [0, 1].map((k) => sums.reduce((acc, sum, d) => acc + sum * (CLASSIFIER_WEIGHTS[d]?.[k] as number), 0) / ids.length);
+        const logits = [0, 1].map(
+          (k) => sums.reduce((acc, sum, d) => acc + sum * (CLASSIFIER_WEIGHTS[d]?.[k] as number), 0) / ids.length,
+        );
         const exp = logits.map((logit) => Math.exp(logit - Math.max(...logits)));
         const total = exp.reduce((sum, value) => sum + value, 0);
         const scores = exp.map((value) => value / total);

@@ -5,11 +5,15 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TINYSTORIES_DIR } from './helpers/paths.js';
 import { ensureWorkerBuilt } from './helpers/worker-build.js';
 
-
 const INPUTS: TextGenerationInput[] = [
   { prompt: 'Once upon a time, ', max_new_tokens: 200, temperature: 0 },
   { prompt: 'The cat ', max_new_tokens: 7, temperature: 0 },
-  { prompt: 'Lily and Tom went to the park to play with the big red ball. ', max_new_tokens: 60, temperature: 0, stop: ['ball'] },
+  {
+    prompt: 'Lily and Tom went to the park to play with the big red ball. ',
+    max_new_tokens: 60,
+    temperature: 0,
+    stop: ['ball'],
+  },
   { prompt: 'Hi ', max_new_tokens: 30, temperature: 0 },
 ];
 
@@ -79,10 +83,15 @@ describe.each(['continuous', 'request'] as const)('streaming text generation (%s
 
   it('fails only the invalid item of a streamed batch', async () => {
     const steps = [];
-    for await (const step of pool.stream([{ prompt: '' }, { prompt: 'The cat ', max_new_tokens: 3, temperature: 0 }])) steps.push(step);
+    for await (const step of pool.stream([{ prompt: '' }, { prompt: 'The cat ', max_new_tokens: 3, temperature: 0 }]))
+      steps.push(step);
     const first = steps[0]?.[0];
     expect(isBatchError(first, 'INVALID_INPUT') && first.details).toEqual({ field: 'prompt' });
-    const text = steps.map((step) => step[1]).filter((slot): slot is TextGenerationChunk => typeof slot === 'object' && slot !== null && 'text' in slot);
-    expect(text.map((chunk) => chunk.text).join('')).toBe(((await pool.run([{ prompt: 'The cat ', max_new_tokens: 3, temperature: 0 }]))[0] as TextGenerationOutput).text);
+    const text = steps
+      .map((step) => step[1])
+      .filter((slot): slot is TextGenerationChunk => typeof slot === 'object' && slot !== null && 'text' in slot);
+    expect(text.map((chunk) => chunk.text).join('')).toBe(
+      ((await pool.run([{ prompt: 'The cat ', max_new_tokens: 3, temperature: 0 }]))[0] as TextGenerationOutput).text,
+    );
   });
 });

@@ -24,7 +24,10 @@ function invalid(fn: () => unknown): { field: unknown; message: string } {
 
 describe('createTextGenerationParser', () => {
   it('keeps only validated fields and applies the default max_tokens', () => {
-    expect(parse({ prompt: 'Once ', evil: { __proto__: 1 }, stream: true })).toEqual({ prompt: 'Once ', max_new_tokens: 64 });
+    expect(parse({ prompt: 'Once ', evil: { __proto__: 1 }, stream: true })).toEqual({
+      prompt: 'Once ',
+      max_new_tokens: 64,
+    });
     expect(parse({ prompt: 'Once ', max_tokens: 5, temperature: 0, top_p: 0.5, stop: '.' })).toEqual({
       prompt: 'Once ',
       max_new_tokens: 5,
@@ -32,14 +35,29 @@ describe('createTextGenerationParser', () => {
       top_p: 0.5,
       stop: ['.'],
     });
-    expect(parse({ prompt: 'Once ', temperature: null, top_p: null, stop: null })).toEqual({ prompt: 'Once ', max_new_tokens: 64 });
+    expect(parse({ prompt: 'Once ', temperature: null, top_p: null, stop: null })).toEqual({
+      prompt: 'Once ',
+      max_new_tokens: 64,
+    });
   });
 
   it('names the offending field', () => {
-    expect(invalid(() => parse('Once '))).toEqual({ field: 'body', message: 'Expected the request body to be a JSON object, got `"Once "` (string)' });
-    expect(invalid(() => parse({ prompt: '   ' }))).toEqual({ field: 'prompt', message: '`prompt` must be a non-empty string, got `"   "` (string)' });
-    expect(invalid(() => parse({ prompt: 42 }))).toEqual({ field: 'prompt', message: '`prompt` must be a non-empty string, got `42` (number)' });
-    expect(invalid(() => parse({ prompt: 'x'.repeat(4001) }))).toEqual({ field: 'prompt', message: '`prompt` must be at most 4000 characters, got 4001' });
+    expect(invalid(() => parse('Once '))).toEqual({
+      field: 'body',
+      message: 'Expected the request body to be a JSON object, got `"Once "` (string)',
+    });
+    expect(invalid(() => parse({ prompt: '   ' }))).toEqual({
+      field: 'prompt',
+      message: '`prompt` must be a non-empty string, got `"   "` (string)',
+    });
+    expect(invalid(() => parse({ prompt: 42 }))).toEqual({
+      field: 'prompt',
+      message: '`prompt` must be a non-empty string, got `42` (number)',
+    });
+    expect(invalid(() => parse({ prompt: 'x'.repeat(4001) }))).toEqual({
+      field: 'prompt',
+      message: '`prompt` must be at most 4000 characters, got 4001',
+    });
     expect(invalid(() => parse({ prompt: 'x', max_tokens: 0 }))).toEqual({
       field: 'max_tokens',
       message: '`max_tokens` must be an integer from 1 to 256, got `0` (number)',
@@ -57,7 +75,8 @@ describe('createTextGenerationParser', () => {
     });
     expect(invalid(() => parse({ prompt: 'x', stop: ['a', 'b', 'c', 'd', 'e'] }))).toEqual({
       field: 'stop',
-      message: '`stop` must be a string or an array of at most 4 strings of 1 to 64 characters, got `["a","b","c","d","e"]` (array)',
+      message:
+        '`stop` must be a string or an array of at most 4 strings of 1 to 64 characters, got `["a","b","c","d","e"]` (array)',
     });
     expect(invalid(() => parse({ prompt: 'x', stop: [''] })).field).toBe('stop');
     expect(invalid(() => parse({ prompt: 'x', stop: 'y'.repeat(65) })).field).toBe('stop');
@@ -68,7 +87,9 @@ describe('createTextGenerationParser', () => {
     const strict = createTextGenerationParser({ maxTokens: 8, defaultMaxTokens: 4, maxPromptChars: 3 });
     expect(strict({ prompt: 'abc' })).toEqual({ prompt: 'abc', max_new_tokens: 4 });
     expect(invalid(() => strict({ prompt: 'abc', max_tokens: 9 })).field).toBe('max_tokens');
-    expect(() => createTextGenerationParser({ maxTokens: 0 })).toThrow(new TypeError('Expected `maxTokens` to be an integer >= 1, got `0` (number)'));
+    expect(() => createTextGenerationParser({ maxTokens: 0 })).toThrow(
+      new TypeError('Expected `maxTokens` to be an integer >= 1, got `0` (number)'),
+    );
     expect(() => createTextGenerationParser({ maxTokens: 8, defaultMaxTokens: 9 })).toThrow(
       new TypeError('Expected `defaultMaxTokens` to be an integer >= 1 and <= 8, got `9` (number)'),
     );
@@ -84,7 +105,10 @@ describe('createTextGenerationValidator', () => {
 
   it('counts prompt tokens as the model sees them (BOS included)', () => {
     expect(validate.countTokens('Once upon a time, ')).toBe(6);
-    expect(validate({ prompt: 'Once upon a time, ', max_tokens: 4 })).toEqual({ prompt: 'Once upon a time, ', max_new_tokens: 4 });
+    expect(validate({ prompt: 'Once upon a time, ', max_tokens: 4 })).toEqual({
+      prompt: 'Once upon a time, ',
+      max_new_tokens: 4,
+    });
   });
 
   it('rejects a prompt whose tokens plus max_tokens exceed the context', () => {
@@ -92,7 +116,9 @@ describe('createTextGenerationValidator', () => {
       field: 'max_tokens',
       message: '`prompt` is 6 tokens; with `max_tokens` 5 it exceeds the model context of 10 tokens',
     });
-    expect(invalid(() => validate({ prompt: 'Once upon a time, there was a big red ball. ', max_tokens: 1 })).field).toBe('prompt');
+    expect(
+      invalid(() => validate({ prompt: 'Once upon a time, there was a big red ball. ', max_tokens: 1 })).field,
+    ).toBe('prompt');
   });
 
   it('fails to load with a message naming the path', async () => {

@@ -62,14 +62,18 @@ describe.each(['continuous', 'request'] as const)('text-generation runner (%s sc
     });
     const inputs = PROMPTS.map((prompt) => ({ prompt, max_new_tokens: 16, temperature: 0 }));
     const sizes: number[] = [];
-    const results = await Promise.all(inputs.map((input) => generate(input, { onDispatch: (info) => sizes.push(info.batchSize) })));
+    const results = await Promise.all(
+      inputs.map((input) => generate(input, { onDispatch: (info) => sizes.push(info.batchSize) })),
+    );
     expect(sizes).toEqual(PROMPTS.map(() => PROMPTS.length));
     expect(results).toEqual(await oneByOne(pool, inputs));
     await generate.close();
   });
 
   it('ends an item at its own stop string and strips it', async () => {
-    const [result] = await pool.run([{ prompt: 'Once upon a time, ', max_new_tokens: 40, temperature: 0, stop: ['girl', 'Lily'] }]);
+    const [result] = await pool.run([
+      { prompt: 'Once upon a time, ', max_new_tokens: 40, temperature: 0, stop: ['girl', 'Lily'] },
+    ]);
     expect(result).toEqual({
       text: 'there was a little ',
       finish_reason: 'stop',
@@ -110,16 +114,22 @@ describe.each(['continuous', 'request'] as const)('text-generation runner (%s sc
 
   it('samples reproducibly from a seeded worker', async () => {
     const sample = async () => {
-      const seeded = createWorkerPool({ runner: { task: 'text-generation', model: TINYSTORIES_DIR, seed: 7, scheduling } });
+      const seeded = createWorkerPool({
+        runner: { task: 'text-generation', model: TINYSTORIES_DIR, seed: 7, scheduling },
+      });
       try {
-        return await seeded.run(PROMPTS.slice(0, 3).map((prompt) => ({ prompt, max_new_tokens: 24, temperature: 1.5 })));
+        return await seeded.run(
+          PROMPTS.slice(0, 3).map((prompt) => ({ prompt, max_new_tokens: 24, temperature: 1.5 })),
+        );
       } finally {
         await seeded.close();
       }
     };
     const first = await sample();
     expect(await sample()).toEqual(first);
-    const greedy = await pool.run(PROMPTS.slice(0, 3).map((prompt) => ({ prompt, max_new_tokens: 24, temperature: 0 })));
+    const greedy = await pool.run(
+      PROMPTS.slice(0, 3).map((prompt) => ({ prompt, max_new_tokens: 24, temperature: 0 })),
+    );
     expect(first).not.toEqual(greedy);
   });
 

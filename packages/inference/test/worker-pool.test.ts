@@ -1,6 +1,6 @@
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { BatchError} from '@microbatch/core';
+import type { BatchError } from '@microbatch/core';
 import { createBatcher, isBatchError } from '@microbatch/core';
 import { createWorkerPool } from '@microbatch/inference';
 import type { OnnxInput, OnnxOutput, WorkerPool } from '@microbatch/inference';
@@ -31,7 +31,10 @@ const OK: OnnxInput = { input_ids: [1, 2, 3] };
 // The test hooks match on the JSON of the batch, so a marker can ride in an ordinary input value.
 const marked = (marker: string): OnnxInput => ({ input_ids: [1], marker }) as unknown as OnnxInput;
 
-function testPool(hooks: Parameters<typeof createWorkerPoolForTesting>[1], size = 1): WorkerPool<OnnxInput, OnnxOutput> {
+function testPool(
+  hooks: Parameters<typeof createWorkerPoolForTesting>[1],
+  size = 1,
+): WorkerPool<OnnxInput, OnnxOutput> {
   const pool = createWorkerPoolForTesting({ runner: { task: 'onnx', model: models.embedderOnnx }, size }, hooks);
   pools.push(pool);
   return pool;
@@ -68,7 +71,9 @@ describe('worker pool', () => {
       expect(outcome.status).toBe('rejected');
       const reason = (outcome as PromiseRejectedResult).reason as BatchError;
       expect(reason.code).toBe('UNAVAILABLE');
-      expect(reason.message).toMatch(/^Inference worker 0 crashed \(threw Error: test hook: uncaught exception for __throw__\)/);
+      expect(reason.message).toMatch(
+        /^Inference worker 0 crashed \(threw Error: test hook: uncaught exception for __throw__\)/,
+      );
     }
     await expect(embed(OK)).resolves.toMatchObject({ embeddings: { dims: [4] } });
     await embed.close();
@@ -77,7 +82,11 @@ describe('worker pool', () => {
   it('terminates and replaces a worker whose batch passes executionTimeoutMs', async () => {
     const pool = testPool({ hangOn: '__hang__' });
     await pool.ready;
-    const embed = createBatcher(pool.handler, { executionTimeoutMs: 200, maxConcurrentBatches: pool.size, batchWaitTimeoutMs: 0 });
+    const embed = createBatcher(pool.handler, {
+      executionTimeoutMs: 200,
+      maxConcurrentBatches: pool.size,
+      batchWaitTimeoutMs: 0,
+    });
     const error = await rejection(embed(marked('__hang__')));
     expect(isBatchError(error, 'EXECUTION_TIMEOUT')).toBe(true);
     // The hung worker is gone (a busy loop would otherwise hold it forever) and a fresh one serves the next call
@@ -151,7 +160,9 @@ describe('worker pool', () => {
 
   it('validates its options once, with TypeError', () => {
     const runner = { task: 'text-generation', model: TINYSTORIES_DIR } as const;
-    expect(() => createWorkerPool({ runner, size: 0 })).toThrow(new TypeError('Expected `size` to be an integer >= 1, got `0` (number)'));
+    expect(() => createWorkerPool({ runner, size: 0 })).toThrow(
+      new TypeError('Expected `size` to be an integer >= 1, got `0` (number)'),
+    );
     expect(() => createWorkerPool({ runner, threads: 1.5 })).toThrow(
       new TypeError('Expected `threads` to be an integer >= 1, got `1.5` (number)'),
     );

@@ -1,7 +1,12 @@
 import type { Next, ParameterizedContext } from 'koa';
 import { batcherForRoute, serveBatched } from '@microbatch/core/http';
 import type { Batcher, StreamingBatcher } from '@microbatch/core';
-import type { BatchedExchange, RequestCallOptions, RouteBatcherOptions, ServerErrorListener } from '@microbatch/core/http';
+import type {
+  BatchedExchange,
+  RequestCallOptions,
+  RouteBatcherOptions,
+  ServerErrorListener,
+} from '@microbatch/core/http';
 import { errorReporter, sendError } from './error-handler.js';
 
 /**
@@ -13,7 +18,11 @@ import { errorReporter, sendError } from './error-handler.js';
  * const options: BatchRouteOptions<string, string, RouterContext> = { input: (ctx) => ctx.params.prompt, handler: generate };
  * ```
  */
-export interface BatchRouteOptions<I, O, C extends ParameterizedContext = ParameterizedContext> extends RouteBatcherOptions<I, O> {
+export interface BatchRouteOptions<
+  I,
+  O,
+  C extends ParameterizedContext = ParameterizedContext,
+> extends RouteBatcherOptions<I, O> {
   /**
    * Turns a request into one handler input. Validate here: a throw answers 400 `INVALID_INPUT` with the error's
    * message (a `BatchError` or an `http-errors` error, such as `ctx.throw(415)`, keeps its own code and status).
@@ -54,7 +63,11 @@ export interface BatchRouteHandler<I, O, C extends ParameterizedContext = Parame
 }
 
 /** @deprecated Renamed {@link BatchRouteHandler}, the name the Express adapter uses. */
-export type BatchRouteMiddleware<I, O, C extends ParameterizedContext = ParameterizedContext> = BatchRouteHandler<I, O, C>;
+export type BatchRouteMiddleware<I, O, C extends ParameterizedContext = ParameterizedContext> = BatchRouteHandler<
+  I,
+  O,
+  C
+>;
 
 const ROUTE_NAME = 'batchRoute';
 
@@ -87,7 +100,10 @@ export function batchRoute<I, O, C extends ParameterizedContext = ParameterizedC
     return serveBatched<I, O>(batcher, new KoaExchange(route, ctx));
   }
 
-  return Object.defineProperty(batchRouteMiddleware, 'batcher', { value: batcher, enumerable: true }) as BatchRouteHandler<I, O, C>;
+  return Object.defineProperty(batchRouteMiddleware, 'batcher', {
+    value: batcher,
+    enumerable: true,
+  }) as BatchRouteHandler<I, O, C>;
 }
 
 /** What a route does with each request, fixed when the route is made. */

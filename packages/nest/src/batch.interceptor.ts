@@ -102,7 +102,9 @@ export class BatchInterceptor implements NestInterceptor {
             delivered = true;
             streaming = target.streaming && isAsyncIterator(value);
             if (!streaming) disconnect?.dispose();
-            subscriber.next(streaming ? this.#sseBody(value as AsyncIterator<unknown>, response, teardown, disconnect) : value);
+            subscriber.next(
+              streaming ? this.#sseBody(value as AsyncIterator<unknown>, response, teardown, disconnect) : value,
+            );
           },
           error: (error: unknown) => {
             delivered = true;
@@ -172,7 +174,10 @@ const { Connection: _connection, ...STREAM_HEADERS } = SSE_HEADERS;
 function watchResponse(response: unknown): DisconnectWatch | undefined {
   const raw = (response as { raw?: unknown } | null)?.raw ?? response;
   const isNodeResponse =
-    typeof raw === 'object' && raw !== null && typeof (raw as ServerResponse).on === 'function' && 'writableFinished' in raw;
+    typeof raw === 'object' &&
+    raw !== null &&
+    typeof (raw as ServerResponse).on === 'function' &&
+    'writableFinished' in raw;
   return isNodeResponse ? watchDisconnect(raw as ServerResponse) : undefined;
 }
 

@@ -12,7 +12,12 @@ function probeMethod(decorate: Decorate): Map<string, unknown> {
   return new Map(Reflect.getOwnMetadataKeys(method).map((key) => [String(key), Reflect.getOwnMetadata(key, method)]));
 }
 
-function keyWhere(what: string, entries: Map<string, unknown>, matches: (value: unknown) => boolean, except = new Map()): string {
+function keyWhere(
+  what: string,
+  entries: Map<string, unknown>,
+  matches: (value: unknown) => boolean,
+  except = new Map(),
+): string {
   for (const [key, value] of entries) if (!except.has(key) && matches(value)) return key;
   throw new Error(`@microbatch/nest: cannot find the metadata key of ${what} in this version of @nestjs/common`);
 }
@@ -25,7 +30,11 @@ class ProbeInterceptor {}
 /** Marks a method as a route (`@Get()`, `@Post()`, ...): its value is the path. */
 export const PATH_KEY = keyWhere('@Get()', route, (value) => value === PROBE_PATH);
 /** The status set by `@HttpCode()`. */
-export const HTTP_CODE_KEY = keyWhere('@HttpCode()', probeMethod(HttpCode(PROBE_STATUS)), (value) => value === PROBE_STATUS);
+export const HTTP_CODE_KEY = keyWhere(
+  '@HttpCode()',
+  probeMethod(HttpCode(PROBE_STATUS)),
+  (value) => value === PROBE_STATUS,
+);
 /** Marks an `@Sse()` route. */
 export const SSE_KEY = keyWhere('@Sse()', probeMethod(Sse(PROBE_PATH)), (value) => value === true, route);
 /** The interceptors of `@UseInterceptors()`, on a method or a class. */
@@ -53,10 +62,15 @@ function probeParameters(): ParameterKeys {
   Next()(Probe.prototype, 'plain', 1);
   Res({ passthrough: true })(Probe.prototype, 'passthrough', 0);
   const read = (key: string) =>
-    new Map(Reflect.getOwnMetadataKeys(Probe, key).map((name) => [String(name), Reflect.getOwnMetadata(name, Probe, key)]));
+    new Map(
+      Reflect.getOwnMetadataKeys(Probe, key).map((name) => [String(name), Reflect.getOwnMetadata(name, Probe, key)]),
+    );
   const plain = read('plain');
   const isArgs = (value: unknown) =>
-    typeof value === 'object' && value !== null && Object.keys(value).length === 2 && Object.keys(value).every((entry) => /^\d+:\d+$/.test(entry));
+    typeof value === 'object' &&
+    value !== null &&
+    Object.keys(value).length === 2 &&
+    Object.keys(value).every((entry) => /^\d+:\d+$/.test(entry));
   const argsKey = keyWhere('@Res()', plain, isArgs);
   const passthroughKey = keyWhere('@Res({ passthrough: true })', read('passthrough'), (value) => value === true, plain);
   // Argument entries are keyed `${paramtype}:${index}`.

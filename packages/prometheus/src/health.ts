@@ -100,7 +100,11 @@ function overloadOf(batcher: BatcherBase): string | undefined {
     return undefined; // a transport whose stats fail says nothing about overload; its own errors surface elsewhere
   }
   const { predictedLatencyMs, maxLatencyMs } = stats as { predictedLatencyMs?: unknown; maxLatencyMs?: unknown };
-  if (typeof predictedLatencyMs !== 'number' || typeof maxLatencyMs !== 'number' || !(predictedLatencyMs > maxLatencyMs)) {
+  if (
+    typeof predictedLatencyMs !== 'number' ||
+    typeof maxLatencyMs !== 'number' ||
+    !(predictedLatencyMs > maxLatencyMs)
+  ) {
     return undefined;
   }
   return `batcher ${JSON.stringify(batcher.name)} is overloaded: predicted latency ${Math.ceil(predictedLatencyMs)} ms exceeds maxLatencyMs ${maxLatencyMs} ms`;

@@ -50,7 +50,8 @@ const HELP = {
   batches: 'Batches dispatched to the handler.',
   items: 'Items dispatched to the handler.',
   rejections: 'Items refused, expired, cancelled or failed, by reason.',
-  predictedLatency: 'Predicted milliseconds from now until a new item of cost 1 would have its result (NaN until the estimate is ready).',
+  predictedLatency:
+    'Predicted milliseconds from now until a new item of cost 1 would have its result (NaN until the estimate is ready).',
   msPerCost: "The latency estimate's handler milliseconds per unit of batch cost.",
   msPerBatch: "The latency estimate's fixed handler milliseconds per batch.",
   overloaded: 'Items refused with OVERLOADED, by cause: latency (maxLatencyMs), deadline, fair_share.',
@@ -62,7 +63,10 @@ const KEYS = Object.keys(NAMES) as Array<keyof Metrics>;
 const CAUSE_LABELS = { latency: 'latency', deadline: 'deadline', 'fair-share': 'fair_share' } as const;
 
 /** A stats field that a batcher from an older core (or a transport) may not have: NaN, which Prometheus shows as such. */
-function statOf(batcher: BatcherBase, read: (stats: Partial<ReturnType<BatcherBase['stats']>>) => number | undefined): number {
+function statOf(
+  batcher: BatcherBase,
+  read: (stats: Partial<ReturnType<BatcherBase['stats']>>) => number | undefined,
+): number {
   if (typeof batcher.stats !== 'function') return Number.NaN;
   try {
     const value = read(batcher.stats());
@@ -140,7 +144,8 @@ export class MetricSet {
           for (const [name, { batcher }] of this.#entries) target.set({ name }, read(batcher));
         },
       });
-    const counter = (key: keyof Metrics) => new Counter({ name: prefix + NAMES[key], help: HELP[key], labelNames, registers });
+    const counter = (key: keyof Metrics) =>
+      new Counter({ name: prefix + NAMES[key], help: HELP[key], labelNames, registers });
     this.#metrics = {
       queueWait: histogram('queueWait', buckets.queueWaitMs),
       execution: histogram('execution', buckets.executionMs),
@@ -195,7 +200,8 @@ export class MetricSet {
     this.#entries.delete(name);
     const m = this.#metrics;
     for (const histogram of [m.queueWait, m.execution, m.batchSize, m.utilization]) histogram.remove({ name });
-    for (const gauge of [m.queueLength, m.inFlight, m.predictedLatency, m.msPerCost, m.msPerBatch]) gauge.remove({ name });
+    for (const gauge of [m.queueLength, m.inFlight, m.predictedLatency, m.msPerCost, m.msPerBatch])
+      gauge.remove({ name });
     for (const cause of Object.values(CAUSE_LABELS)) m.overloaded.remove({ name, cause });
     for (const counter of [m.batches, m.items]) counter.remove({ name });
     for (const reason of entry.reasons) m.rejections.remove({ name, reason });
@@ -203,7 +209,8 @@ export class MetricSet {
     for (const key of KEYS) {
       const metricName = this.#prefix + NAMES[key];
       // Only our own objects: after `registry.clear()` the name may belong to someone else's metric by now.
-      if (this.#registry.getSingleMetric(metricName) === this.#metrics[key]) this.#registry.removeSingleMetric(metricName);
+      if (this.#registry.getSingleMetric(metricName) === this.#metrics[key])
+        this.#registry.removeSingleMetric(metricName);
     }
     const byPrefix = SETS.get(this.#registry);
     if (byPrefix?.get(this.#prefix) === this) byPrefix.delete(this.#prefix);
@@ -226,7 +233,8 @@ export class MetricSet {
     const label = reasonLabel(reason);
     this.#entries.get(name)?.reasons.add(label);
     this.#metrics.rejections.inc({ name, reason: label });
-    if (cause !== undefined && Object.hasOwn(CAUSE_LABELS, cause)) this.#metrics.overloaded.inc({ name, cause: CAUSE_LABELS[cause] });
+    if (cause !== undefined && Object.hasOwn(CAUSE_LABELS, cause))
+      this.#metrics.overloaded.inc({ name, cause: CAUSE_LABELS[cause] });
   }
 
   #isRegistered(): boolean {

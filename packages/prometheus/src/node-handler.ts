@@ -34,7 +34,7 @@ export function toNodeHandler(respond: () => HttpResult | PromiseLike<HttpResult
     try {
       result = await respond();
     } catch (error) {
-      if (typeof next === 'function') return  (next as (error: unknown) => void)(error);
+      if (typeof next === 'function') return (next as (error: unknown) => void)(error);
       // No framework to report to: answer generically, because the message may carry internals.
       send(res, { status: 500, body: 'Internal Server Error' });
       return;

@@ -97,7 +97,8 @@ export interface ResolvedOptions {
 /** Applies the defaults to {@link InstrumentOptions} and checks every value. */
 export function resolveOptions(options: InstrumentOptions): ResolvedOptions {
   if (typeof options !== 'object' || options === null) fail('options', 'an object', options);
-  const registry = options.registry === undefined ? DEFAULT_OPTIONS.registry : checkRegistry('registry', options.registry);
+  const registry =
+    options.registry === undefined ? DEFAULT_OPTIONS.registry : checkRegistry('registry', options.registry);
   const prefix = options.prefix ?? DEFAULT_OPTIONS.prefix;
   if (typeof prefix !== 'string') fail('prefix', 'a string', prefix);
   if (!PREFIX.test(prefix)) fail('prefix', 'a metric name prefix matching [a-zA-Z_:][a-zA-Z0-9_:]*', prefix);

@@ -9,7 +9,8 @@ import { createHealth, instrumentBatcher } from '../src/index.js';
 /** A batcher whose batch of n items takes 10 + 2n ms of `clock`, warmed up so its estimate is ready. */
 async function warmBatcher(clock: ManualClock, maxLatencyMs: number) {
   const batcher = createBatcher(
-    (inputs: number[]) => new Promise<number[]>((resolve) => clock.setTimeout(() => resolve(inputs), 10 + 2 * inputs.length)),
+    (inputs: number[]) =>
+      new Promise<number[]>((resolve) => clock.setTimeout(() => resolve(inputs), 10 + 2 * inputs.length)),
     { clock, name: 'adder', maxBatchSize: 4, maxLatencyMs },
   );
   for (const size of [1, 2, 3, 4, 1]) {
@@ -35,12 +36,16 @@ describe('admission metrics', () => {
       'microbatch_overload_refusals_total{name="adder",cause="deadline"} 0',
       'microbatch_overload_refusals_total{name="adder",cause="fair_share"} 0',
     ]);
-    expect(samplesOf(text, 'microbatch_rejections_total')).toContain('microbatch_rejections_total{name="adder",reason="overloaded"} 2');
+    expect(samplesOf(text, 'microbatch_rejections_total')).toContain(
+      'microbatch_rejections_total{name="adder",reason="overloaded"} 2',
+    );
     const gauge = (metric: string) => Number(samplesOf(text, metric)[0]?.split(' ')[1]);
     expect(gauge('microbatch_latency_estimate_ms_per_cost')).toBeCloseTo(2, 9);
     expect(gauge('microbatch_latency_estimate_ms_per_batch')).toBeCloseTo(10, 9);
     // 4 running (18 ms) + 8 queued: 18 + 10·3 + 2·9 = 66 ms for the next item.
-    expect(samplesOf(text, 'microbatch_predicted_latency_ms')).toEqual(['microbatch_predicted_latency_ms{name="adder"} 66']);
+    expect(samplesOf(text, 'microbatch_predicted_latency_ms')).toEqual([
+      'microbatch_predicted_latency_ms{name="adder"} 66',
+    ]);
     await clock.advance(100);
     await Promise.all(calls);
     instrumentation.unregister();
@@ -57,7 +62,10 @@ describe('readiness under overload', () => {
     await flush();
     expect(await health.readiness()).toEqual({
       status: 503,
-      body: { status: 'unavailable', reasons: ['batcher "adder" is overloaded: predicted latency 66 ms exceeds maxLatencyMs 60 ms'] },
+      body: {
+        status: 'unavailable',
+        reasons: ['batcher "adder" is overloaded: predicted latency 66 ms exceeds maxLatencyMs 60 ms'],
+      },
     });
     await clock.advance(60);
     await Promise.all(calls);

@@ -37,7 +37,12 @@ export interface ConnectionEvents {
  * const connection = openConnection('redis://127.0.0.1:6379', 'microbatch-replies', 1_000, { onDown: failAll });
  * ```
  */
-export function openConnection(url: string, name: string, commandTimeoutMs: number, events: ConnectionEvents = {}): Connection {
+export function openConnection(
+  url: string,
+  name: string,
+  commandTimeoutMs: number,
+  events: ConnectionEvents = {},
+): Connection {
   const connection = connectionFactory(url, name, commandTimeoutMs);
   let up = false;
   const down = (error: unknown): void => {

@@ -1,5 +1,13 @@
 import type { BatchHandler, StreamingBatchHandler } from '@microbatch/core';
-import { MAX_FINITE, checkInteger, checkNumber, checkString, definedEntries, fail, isObjectLike } from '@microbatch/core/util';
+import {
+  MAX_FINITE,
+  checkInteger,
+  checkNumber,
+  checkString,
+  definedEntries,
+  fail,
+  isObjectLike,
+} from '@microbatch/core/util';
 
 /** Where a queue lives: what web replicas and workers must agree on. */
 export interface RedisQueueTarget {
@@ -165,7 +173,9 @@ function checkTarget(options: RedisQueueTarget): void {
 }
 
 /** Checks the options of `createRedisQueue` once and fills in the defaults. */
-export function resolveQueueOptions(options: RedisQueueOptions): Required<Omit<RedisQueueOptions, 'replicaId'>> & { replicaId?: string } {
+export function resolveQueueOptions(
+  options: RedisQueueOptions,
+): Required<Omit<RedisQueueOptions, 'replicaId'>> & { replicaId?: string } {
   if (!isObjectLike(options)) fail('options', 'an object', options);
   const resolved = { ...QUEUE_DEFAULTS, ...definedEntries('options', options) } as Required<RedisQueueOptions>;
   checkTarget(resolved);
@@ -202,7 +212,8 @@ export interface ResolvedWorkerOptions {
 /** Checks the options of `createRedisWorker` once and fills in the defaults. */
 export function resolveWorkerOptions<I, O, C>(options: RedisWorkerOptions<I, O, C>): ResolvedWorkerOptions {
   if (!isObjectLike(options)) fail('options', 'an object', options);
-  const resolved = { ...WORKER_DEFAULTS, ...definedEntries('options', options) } as typeof WORKER_DEFAULTS & RedisWorkerOptions<I, O, C>;
+  const resolved = { ...WORKER_DEFAULTS, ...definedEntries('options', options) } as typeof WORKER_DEFAULTS &
+    RedisWorkerOptions<I, O, C>;
   checkTarget(resolved);
   checkString('prefix', resolved.prefix);
   checkNumber('commandTimeoutMs', resolved.commandTimeoutMs, 0, MAX_FINITE, true);
@@ -215,19 +226,30 @@ export function resolveWorkerOptions<I, O, C>(options: RedisWorkerOptions<I, O, 
   checkNumber('replyTtlMs', resolved.replyTtlMs, 0, MAX_FINITE, true);
   const handlers = resolved.handlers ?? {};
   const streamingHandlers = resolved.streamingHandlers ?? {};
-  for (const [group, map] of [['handlers', handlers], ['streamingHandlers', streamingHandlers]] as const) {
+  for (const [group, map] of [
+    ['handlers', handlers],
+    ['streamingHandlers', streamingHandlers],
+  ] as const) {
     if (!isObjectLike(map)) fail(group, 'an object of handlers by name', map);
-    for (const [name, handler] of Object.entries(map)) if (typeof handler !== 'function') fail(`${group}.${name}`, 'a function', handler);
+    for (const [name, handler] of Object.entries(map))
+      if (typeof handler !== 'function') fail(`${group}.${name}`, 'a function', handler);
   }
   if (Object.keys(handlers).length + Object.keys(streamingHandlers).length === 0) {
     throw new TypeError('Expected `handlers` or `streamingHandlers` to name at least one handler');
   }
   const both = Object.keys(handlers).filter((name) => Object.hasOwn(streamingHandlers, name));
-  if (both.length > 0) throw new TypeError(`Expected each handler name once, got \`${both[0]}\` in both \`handlers\` and \`streamingHandlers\``);
-  if (resolved.batchKey !== undefined && typeof resolved.batchKey !== 'function') fail('batchKey', 'a function', resolved.batchKey);
+  if (both.length > 0)
+    throw new TypeError(
+      `Expected each handler name once, got \`${both[0]}\` in both \`handlers\` and \`streamingHandlers\``,
+    );
+  if (resolved.batchKey !== undefined && typeof resolved.batchKey !== 'function')
+    fail('batchKey', 'a function', resolved.batchKey);
   if (resolved.workerId !== undefined) checkString('workerId', resolved.workerId);
   const log = resolved.log ?? console.log;
-  const isLogger = isObjectLike(log) && ['info', 'warn', 'error'].every((level) => typeof (log as Record<string, unknown>)[level] === 'function');
-  if (log !== false && typeof log !== 'function' && !isLogger) fail('log', 'a function, a pino-compatible logger or false', log);
+  const isLogger =
+    isObjectLike(log) &&
+    ['info', 'warn', 'error'].every((level) => typeof (log as Record<string, unknown>)[level] === 'function');
+  if (log !== false && typeof log !== 'function' && !isLogger)
+    fail('log', 'a function, a pino-compatible logger or false', log);
   return { ...resolved, handlers, streamingHandlers, log } as unknown as ResolvedWorkerOptions;
 }

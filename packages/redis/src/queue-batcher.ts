@@ -1,12 +1,26 @@
 import { BATCHER_BRAND, BatchError, ErrorCode } from '@microbatch/core';
-import type { Batcher, BatcherEvents, BatcherStats, CallOptions, CloseOptions, RejectReason, StreamingBatcher } from '@microbatch/core';
+import type {
+  Batcher,
+  BatcherEvents,
+  BatcherStats,
+  CallOptions,
+  CloseOptions,
+  RejectReason,
+  StreamingBatcher,
+} from '@microbatch/core';
 import { ReplyChannel } from './reply-channel.js';
 
 /** What a {@link QueueBatcher} needs of its queue. */
 export interface QueueBackend {
   /** Items of every batcher of the queue waiting for their answers. */
   readonly pending: number;
-  submit(owner: QueueBatcher, input: unknown, call: CallOptions, channel: ReplyChannel<unknown> | undefined, settle: (error: unknown, value?: unknown) => void): void;
+  submit(
+    owner: QueueBatcher,
+    input: unknown,
+    call: CallOptions,
+    channel: ReplyChannel<unknown> | undefined,
+    settle: (error: unknown, value?: unknown) => void,
+  ): void;
   closeBatcher(batcher: QueueBatcher, options?: CloseOptions): Promise<void>;
 }
 
@@ -34,16 +48,20 @@ export class QueueBatcher {
     this.name = name;
     this.streaming = streaming;
     this.#core = core;
-    const call = (input: unknown, options: CallOptions = {}): Promise<unknown> => (streaming ? this.collect(input, options) : this.call(input, options));
+    const call = (input: unknown, options: CallOptions = {}): Promise<unknown> =>
+      streaming ? this.collect(input, options) : this.call(input, options);
     const facade = Object.assign(call, {
       [BATCHER_BRAND]: true as const,
       call,
       stream: (input: unknown, options: CallOptions = {}) => this.stream(input, options),
       // The shared queue admits item by item (its bound is global), so a group may be admitted in part.
-      callAll: (inputs: readonly unknown[], options: CallOptions = {}) => Promise.all(inputs.map((input) => call(input, options))),
-      streamAll: (inputs: readonly unknown[], options: CallOptions = {}) => inputs.map((input) => this.stream(input, options)),
+      callAll: (inputs: readonly unknown[], options: CallOptions = {}) =>
+        Promise.all(inputs.map((input) => call(input, options))),
+      streamAll: (inputs: readonly unknown[], options: CallOptions = {}) =>
+        inputs.map((input) => this.stream(input, options)),
       stats: () => this.stats(),
-      on: <E extends keyof BatcherEvents>(event: E, listener: (payload: BatcherEvents[E]) => void) => this.on(event, listener),
+      on: <E extends keyof BatcherEvents>(event: E, listener: (payload: BatcherEvents[E]) => void) =>
+        this.on(event, listener),
       close: (options?: CloseOptions) => this.close(options),
     });
     for (const property of ['name', 'streaming', 'queueLength', 'inFlightBatches', 'closed'] as const) {
@@ -75,15 +93,22 @@ export class QueueBatcher {
 
   call(input: unknown, options: CallOptions): Promise<unknown> {
     return new Promise((resolve, reject) => {
-      this.#core.submit(this, input, options, undefined, (error, value) => (error === undefined ? resolve(value) : reject(error)));
+      this.#core.submit(this, input, options, undefined, (error, value) =>
+        error === undefined ? resolve(value) : reject(error),
+      );
     });
   }
 
   stream(input: unknown, options: CallOptions): AsyncIterableIterator<unknown> {
     const controller = new AbortController();
-    const signal = options.signal === undefined ? controller.signal : AbortSignal.any([options.signal, controller.signal]);
-    const channel: ReplyChannel<unknown> = new ReplyChannel(() => controller.abort(new DOMException('The stream was closed by its reader', 'AbortError')));
-    this.#core.submit(this, input, { ...options, signal }, channel, (error) => (error === undefined ? channel.end() : channel.fail(error)));
+    const signal =
+      options.signal === undefined ? controller.signal : AbortSignal.any([options.signal, controller.signal]);
+    const channel: ReplyChannel<unknown> = new ReplyChannel(() =>
+      controller.abort(new DOMException('The stream was closed by its reader', 'AbortError')),
+    );
+    this.#core.submit(this, input, { ...options, signal }, channel, (error) =>
+      error === undefined ? channel.end() : channel.fail(error),
+    );
     return channel;
   }
 
@@ -126,7 +151,12 @@ export class QueueBatcher {
   }
 
   stats(): BatcherStats {
-    const rejected = Object.fromEntries([...Object.values(ErrorCode), 'CANCELLED'].map((reason) => [reason, this.#rejected.get(reason as RejectReason) ?? 0]));
+    const rejected = Object.fromEntries(
+      [...Object.values(ErrorCode), 'CANCELLED'].map((reason) => [
+        reason,
+        this.#rejected.get(reason as RejectReason) ?? 0,
+      ]),
+    );
     const none = { count: 0, sum: 0, mean: 0, max: 0 };
     return {
       name: this.name,
@@ -157,4 +187,3 @@ export class QueueBatcher {
     return this.#closing;
   }
 }
-

@@ -28,10 +28,22 @@ export async function claimIdle(
   commands: Connection,
   keys: QueueKeys,
   consumer: string,
-  options: { readonly claimIdleMs: number; readonly cursor: string; readonly count: number; readonly maxDeliveries: number },
+  options: {
+    readonly claimIdleMs: number;
+    readonly cursor: string;
+    readonly count: number;
+    readonly maxDeliveries: number;
+  },
 ): Promise<Claim> {
   const reply = (await commands.sendCommand([
-    'XAUTOCLAIM', keys.requests, keys.group, consumer, String(Math.ceil(options.claimIdleMs)), options.cursor, 'COUNT', String(options.count),
+    'XAUTOCLAIM',
+    keys.requests,
+    keys.group,
+    consumer,
+    String(Math.ceil(options.claimIdleMs)),
+    options.cursor,
+    'COUNT',
+    String(options.count),
   ])) as unknown as [string, unknown, unknown];
   const claimed: RequestEntry[] = [];
   const invalid: string[] = [];
@@ -42,7 +54,13 @@ export async function claimIdle(
   }
   if (claimed.length === 0) return { cursor: String(reply[0]), entries: [], poisoned: [], invalid };
   const pending = (await commands.sendCommand([
-    'XPENDING', keys.requests, keys.group, claimed[0]?.entryId ?? '-', claimed.at(-1)?.entryId ?? '+', String(claimed.length * 2), consumer,
+    'XPENDING',
+    keys.requests,
+    keys.group,
+    claimed[0]?.entryId ?? '-',
+    claimed.at(-1)?.entryId ?? '+',
+    String(claimed.length * 2),
+    consumer,
   ])) as unknown as Array<[string, string, number, number]>;
   const deliveries = new Map(pending.map(([id, , , count]) => [String(id), Number(count)]));
   const poisoned = claimed.filter((entry) => (deliveries.get(entry.entryId) ?? 0) > options.maxDeliveries);
@@ -53,7 +71,12 @@ export async function claimIdle(
  * Resets the idle time of entries `consumer` is running (`XCLAIM … JUSTID`, which counts no delivery), so a long
  * batch is never taken over by another worker.
  */
-export async function refreshHeld(commands: Connection, keys: QueueKeys, consumer: string, ids: readonly string[]): Promise<void> {
+export async function refreshHeld(
+  commands: Connection,
+  keys: QueueKeys,
+  consumer: string,
+  ids: readonly string[],
+): Promise<void> {
   if (ids.length === 0) return;
   await commands.sendCommand(['XCLAIM', keys.requests, keys.group, consumer, '0', ...ids, 'JUSTID']);
 }

@@ -9,7 +9,15 @@ import type { ReplyChannel } from './reply-channel.js';
 import { ALIVE_WORKERS, ENQUEUE, runScript, scriptSha } from './scripts.js';
 
 const ENQUEUE_SHA = scriptSha(ENQUEUE);
-import { type ReplyEntry, ReplyKind, type WireBatch, fromWireError, requestFields, streamEntries, toReplyEntry } from './wire.js';
+import {
+  type ReplyEntry,
+  ReplyKind,
+  type WireBatch,
+  fromWireError,
+  requestFields,
+  streamEntries,
+  toReplyEntry,
+} from './wire.js';
 
 /**
  * A web replica's side of a Redis queue: batchers whose items are entries of the queue's stream, answered by
@@ -145,10 +153,14 @@ class QueueCore implements QueueBackend {
   }
 
   batcher(name: string, streaming: boolean): QueueBatcher {
-    if (typeof name !== 'string' || name === '') throw new TypeError(`Expected \`name\` to be a non-empty string, got ${JSON.stringify(name)}`);
+    if (typeof name !== 'string' || name === '')
+      throw new TypeError(`Expected \`name\` to be a non-empty string, got ${JSON.stringify(name)}`);
     const existing = this.#batchers.get(name);
     if (existing !== undefined) {
-      if (existing.streaming !== streaming) throw new TypeError(`The handler name \`${name}\` is already used by a ${existing.streaming ? 'streaming ' : ''}batcher`);
+      if (existing.streaming !== streaming)
+        throw new TypeError(
+          `The handler name \`${name}\` is already used by a ${existing.streaming ? 'streaming ' : ''}batcher`,
+        );
       return existing;
     }
     const created = new QueueBatcher(name, streaming, this);
@@ -159,7 +171,13 @@ class QueueCore implements QueueBackend {
   async workersAlive(): Promise<number> {
     if (!this.#commandsUp) return 0;
     try {
-      const alive = await this.#commands.sendCommand(['EVAL', ALIVE_WORKERS, '1', this.#keys.workers, String(this.#settings.heartbeatTtlMs)]);
+      const alive = await this.#commands.sendCommand([
+        'EVAL',
+        ALIVE_WORKERS,
+        '1',
+        this.#keys.workers,
+        String(this.#settings.heartbeatTtlMs),
+      ]);
       return Number(alive);
     } catch {
       return 0;
@@ -171,17 +189,33 @@ class QueueCore implements QueueBackend {
   }
 
   /** Sends one item; resolves (or streams) with its answer. */
-  submit(owner: QueueBatcher, input: unknown, call: CallOptions, channel: ReplyChannel<unknown> | undefined, settle: (error: unknown, value?: unknown) => void): void {
+  submit(
+    owner: QueueBatcher,
+    input: unknown,
+    call: CallOptions,
+    channel: ReplyChannel<unknown> | undefined,
+    settle: (error: unknown, value?: unknown) => void,
+  ): void {
     const { signal } = call;
-    if (owner.closed) return settle(new BatchError(ErrorCode.CLOSED, `The batcher \`${owner.name}\` is closed`, { retryAfterSeconds: this.#settings.retryAfterSeconds }));
+    if (owner.closed)
+      return settle(
+        new BatchError(ErrorCode.CLOSED, `The batcher \`${owner.name}\` is closed`, {
+          retryAfterSeconds: this.#settings.retryAfterSeconds,
+        }),
+      );
     if (signal?.aborted) return settle(signal.reason);
-    if (!this.connected) return settle(unavailable('The queue (Redis) is unreachable; retry', this.#settings.retryAfterSeconds));
+    if (!this.connected)
+      return settle(unavailable('The queue (Redis) is unreachable; retry', this.#settings.retryAfterSeconds));
     if (this.#waiters.size >= this.#settings.maxQueueSize) return settle(this.#queueFull());
     let payload: string;
     try {
       payload = JSON.stringify(input) ?? 'null';
     } catch (error) {
-      return settle(new BatchError(ErrorCode.INVALID_INPUT, 'The input cannot be sent to the queue: it is not JSON-serialisable', { cause: error }));
+      return settle(
+        new BatchError(ErrorCode.INVALID_INPUT, 'The input cannot be sent to the queue: it is not JSON-serialisable', {
+          cause: error,
+        }),
+      );
     }
     const timeoutMs = Math.min(this.#settings.timeoutMs, call.timeoutMs ?? Number.POSITIVE_INFINITY);
     const itemId = (++this.#sequence).toString(36);
@@ -210,11 +244,27 @@ class QueueCore implements QueueBackend {
     signal?.addEventListener('abort', onAbort, { once: true });
     if (Number.isFinite(timeoutMs)) {
       timer = setTimeout(() => {
-        this.#cancel(waiter, new BatchError(ErrorCode.DEADLINE_EXCEEDED, `The item was not answered within ${timeoutMs} ms`));
+        this.#cancel(
+          waiter,
+          new BatchError(ErrorCode.DEADLINE_EXCEEDED, `The item was not answered within ${timeoutMs} ms`),
+        );
       }, timeoutMs);
     }
-    const fields = requestFields(itemId, owner.name, this.#replyKey, Number.isFinite(timeoutMs) ? timeoutMs : undefined, owner.streaming, payload);
-    runScript((args) => this.#commands.sendCommand(args), ENQUEUE, ENQUEUE_SHA, [this.#keys.requests], [String(this.#settings.maxQueueSize), ...fields])
+    const fields = requestFields(
+      itemId,
+      owner.name,
+      this.#replyKey,
+      Number.isFinite(timeoutMs) ? timeoutMs : undefined,
+      owner.streaming,
+      payload,
+    );
+    runScript(
+      (args) => this.#commands.sendCommand(args),
+      ENQUEUE,
+      ENQUEUE_SHA,
+      [this.#keys.requests],
+      [String(this.#settings.maxQueueSize), ...fields],
+    )
       .then((reply) => {
         const [added, idOrLength] = reply as [number, string | number];
         if (added !== 1) return waiter.settle(this.#queueFull(Number(idOrLength)));
@@ -222,7 +272,11 @@ class QueueCore implements QueueBackend {
         // Cancelled or expired while the entry was being added: take it back out.
         if (!this.#waiters.has(itemId)) this.#delete(waiter.entryId);
       })
-      .catch((error: unknown) => waiter.settle(unavailable('The queue (Redis) did not take the item; retry', this.#settings.retryAfterSeconds, error)));
+      .catch((error: unknown) =>
+        waiter.settle(
+          unavailable('The queue (Redis) did not take the item; retry', this.#settings.retryAfterSeconds, error),
+        ),
+      );
   }
 
   #cancel(waiter: Waiter, reason: unknown): void {
@@ -259,7 +313,14 @@ class QueueCore implements QueueBackend {
       let reply: unknown;
       try {
         reply = await this.#replies.sendCommand([
-          'XREAD', 'COUNT', String(MAX_REPLIES_PER_READ), 'BLOCK', String(REPLY_BLOCK_MS), 'STREAMS', this.#replyKey, this.#lastReplyId,
+          'XREAD',
+          'COUNT',
+          String(MAX_REPLIES_PER_READ),
+          'BLOCK',
+          String(REPLY_BLOCK_MS),
+          'STREAMS',
+          this.#replyKey,
+          this.#lastReplyId,
         ]);
       } catch {
         // The connection went down (its waiters failed with it) or is closing; the loop waits for it to return.
@@ -294,7 +355,9 @@ class QueueCore implements QueueBackend {
       dispatch(waiter, batch);
     } else if (waiter.producer !== batch.id) {
       // A second worker took the item over after the first stopped mid-stream: what was sent cannot be unsent.
-      return waiter.settle(unavailable('The worker streaming this item stopped; retry', this.#settings.retryAfterSeconds));
+      return waiter.settle(
+        unavailable('The worker streaming this item stopped; retry', this.#settings.retryAfterSeconds),
+      );
     }
     if (entry.kind === ReplyKind.CHUNK) waiter.channel.push(JSON.parse(entry.data));
     else if (entry.kind === ReplyKind.END) waiter.settle(undefined);
@@ -303,7 +366,8 @@ class QueueCore implements QueueBackend {
   async closeBatcher(batcher: QueueBatcher, options: CloseOptions = {}): Promise<void> {
     const mine = () => [...this.#waiters.values()].filter((waiter) => waiter.owner === batcher);
     if (options.force === true) {
-      for (const waiter of mine()) this.#cancel(waiter, new BatchError(ErrorCode.CLOSED, `The batcher \`${batcher.name}\` was closed`));
+      for (const waiter of mine())
+        this.#cancel(waiter, new BatchError(ErrorCode.CLOSED, `The batcher \`${batcher.name}\` was closed`));
     }
     // Every waiter settles: by its answer, its deadline, its cancellation, or the connection failing.
     while (mine().length > 0) await new Promise((resolve) => setTimeout(resolve, 20));
@@ -334,5 +398,8 @@ function dispatch(waiter: Waiter, batch: WireBatch): void {
 }
 
 function unavailable(message: string, retryAfterSeconds: number, cause?: unknown): BatchError {
-  return new BatchError(ErrorCode.UNAVAILABLE, message, { retryAfterSeconds, ...(cause === undefined ? {} : { cause }) });
+  return new BatchError(ErrorCode.UNAVAILABLE, message, {
+    retryAfterSeconds,
+    ...(cause === undefined ? {} : { cause }),
+  });
 }

@@ -7,7 +7,16 @@ import { type RedisWorkerOptions, type ResolvedWorkerOptions, resolveWorkerOptio
 import { ANSWER_AND_ACK, type Answer, HEARTBEAT, answerAndAckArgs, runScript, scriptSha } from './scripts.js';
 import { type Claim, claimIdle, refreshHeld } from './reclaim.js';
 import { type NamedHandler, executeBatch, planBatches } from './worker-batch.js';
-import { type RequestEntry, ReplyKind, type WireBatch, entryTimeMs, replyFields, streamEntries, toRequestEntry, toWireError } from './wire.js';
+import {
+  type RequestEntry,
+  ReplyKind,
+  type WireBatch,
+  entryTimeMs,
+  replyFields,
+  streamEntries,
+  toRequestEntry,
+  toWireError,
+} from './wire.js';
 
 /**
  * Counts since the worker started.
@@ -71,7 +80,9 @@ const ANSWER_AND_ACK_SHA = scriptSha(ANSWER_AND_ACK);
  * });
  * ```
  */
-export function createRedisWorker<I = unknown, O = unknown, C = unknown>(options: RedisWorkerOptions<I, O, C>): RedisWorker {
+export function createRedisWorker<I = unknown, O = unknown, C = unknown>(
+  options: RedisWorkerOptions<I, O, C>,
+): RedisWorker {
   const worker = new Worker(resolveWorkerOptions(options));
   return {
     workerId: worker.workerId,
@@ -160,7 +171,14 @@ class Worker {
     try {
       const before = Date.now();
       const serverNow = Number(
-        await this.#commands.sendCommand(['EVAL', HEARTBEAT, '1', this.#keys.workers, this.workerId, String(this.#settings.heartbeatMs * 10)]),
+        await this.#commands.sendCommand([
+          'EVAL',
+          HEARTBEAT,
+          '1',
+          this.#keys.workers,
+          this.workerId,
+          String(this.#settings.heartbeatMs * 10),
+        ]),
       );
       this.#clockOffsetMs = serverNow - (before + Date.now()) / 2;
     } catch {
@@ -202,7 +220,16 @@ class Worker {
     let reply: unknown;
     try {
       reply = await this.#reader.sendCommand([
-        'XREADGROUP', 'GROUP', this.#keys.group, this.workerId, 'COUNT', String(count), ...block, 'STREAMS', this.#keys.requests, '>',
+        'XREADGROUP',
+        'GROUP',
+        this.#keys.group,
+        this.workerId,
+        'COUNT',
+        String(count),
+        ...block,
+        'STREAMS',
+        this.#keys.requests,
+        '>',
       ]);
     } catch (error) {
       if (this.#stopping) return [];
@@ -212,7 +239,12 @@ class Worker {
       } else if (isConnectionError(error)) {
         await sleep(100);
       } else {
-        this.#log('warn', `[worker ${this.workerId}] pull failed: ${(error as Error)?.message}`, { error: (error as Error)?.message }, 'pull failed');
+        this.#log(
+          'warn',
+          `[worker ${this.workerId}] pull failed: ${(error as Error)?.message}`,
+          { error: (error as Error)?.message },
+          'pull failed',
+        );
         await sleep(100);
       }
       return [];
@@ -242,7 +274,12 @@ class Worker {
     }
   }
 
-  async #runBatch(target: NamedHandler, entries: readonly RequestEntry[], inputs: unknown[], now: number): Promise<void> {
+  async #runBatch(
+    target: NamedHandler,
+    entries: readonly RequestEntry[],
+    inputs: unknown[],
+    now: number,
+  ): Promise<void> {
     const handlerName = target.name;
     const sequence = ++this.#batchSequence;
     const id = `${this.workerId}-${sequence}`;
@@ -253,7 +290,11 @@ class Worker {
     this.#stats.items += entries.length;
     const started = performance.now();
     const waits = entries.map((entry) => Math.max(0, now - entryTimeMs(entry.entryId)));
-    const batchOf = (index: number): WireBatch => ({ id, size: entries.length, queueMs: Math.round(waits[index] ?? 0) });
+    const batchOf = (index: number): WireBatch => ({
+      id,
+      size: entries.length,
+      queueMs: Math.round(waits[index] ?? 0),
+    });
     const controller = new AbortController();
     const context: BatchContext = { signal: controller.signal, batchId: sequence, key: undefined };
     let failed = 0;
@@ -272,7 +313,12 @@ class Worker {
       if (failure !== undefined) {
         controller.abort(failure);
         const message = (failure as Error)?.message ?? String(failure);
-        this.#log('error', `[worker ${this.workerId}] batch ${id} failed: ${message}`, { batchId: id, error: message }, 'batch failed');
+        this.#log(
+          'error',
+          `[worker ${this.workerId}] batch ${id} failed: ${message}`,
+          { batchId: id, error: message },
+          'batch failed',
+        );
       }
       const outcomes = await Promise.allSettled(sends);
       // Answers that did not reach Redis are not acknowledged: the entries stay pending and are run again.
@@ -290,7 +336,16 @@ class Worker {
         `[worker ${this.workerId}] batch ${id} (${handlerName}): size ${entries.length} from ${replicas} replica(s), ` +
           `queue wait ${mean.toFixed(1)} ms (max ${maxWait.toFixed(1)} ms), execution ${executionMs.toFixed(1)} ms` +
           (failed === 0 ? '' : `, ${failed} failed`),
-        { batchId: id, handler: handlerName, batchSize: entries.length, replicas, queueWaitMs: round1(mean), maxQueueWaitMs: round1(maxWait), executionMs: round1(executionMs), failed },
+        {
+          batchId: id,
+          handler: handlerName,
+          batchSize: entries.length,
+          replicas,
+          queueWaitMs: round1(mean),
+          maxQueueWaitMs: round1(maxWait),
+          executionMs: round1(executionMs),
+          failed,
+        },
         'batch',
       );
       const wake = this.#slotFreed;
@@ -315,12 +370,21 @@ class Worker {
       fields: replyFields(entry.itemId, ReplyKind.ERROR, JSON.stringify(toWireError(error)), batch),
     }));
     // Unanswered entries stay pending and come back.
-    await this.#answerAndAck(answers, refusals.map(([entry]) => entry.entryId)).catch(() => undefined);
+    await this.#answerAndAck(
+      answers,
+      refusals.map(([entry]) => entry.entryId),
+    ).catch(() => undefined);
   }
 
   /** Adds the answers to their reply streams, then acknowledges and deletes the entries: one atomic script. */
   async #answerAndAck(answers: readonly Answer[], ids: readonly string[]): Promise<void> {
-    const { keys, args } = answerAndAckArgs(this.#keys.requests, this.#keys.group, this.#settings.replyTtlMs, answers, ids);
+    const { keys, args } = answerAndAckArgs(
+      this.#keys.requests,
+      this.#keys.group,
+      this.#settings.replyTtlMs,
+      answers,
+      ids,
+    );
     await runScript((command) => this.#commands.sendCommand(command), ANSWER_AND_ACK, ANSWER_AND_ACK_SHA, keys, args);
   }
 
@@ -336,7 +400,12 @@ class Worker {
     const { maxBatchSize, claimIdleMs, maxDeliveries } = this.#settings;
     let claim: Claim;
     try {
-      claim = await claimIdle(this.#commands, this.#keys, this.workerId, { claimIdleMs, cursor: this.#claimCursor, count: maxBatchSize, maxDeliveries });
+      claim = await claimIdle(this.#commands, this.#keys, this.workerId, {
+        claimIdleMs,
+        cursor: this.#claimCursor,
+        count: maxBatchSize,
+        maxDeliveries,
+      });
     } catch {
       return; // Redis down, or the group is gone (the pull loop recreates it).
     }
@@ -350,9 +419,13 @@ class Worker {
         { entries: claim.poisoned.length, maxDeliveries },
         'gave up on entries',
       );
-      const error = new BatchError(ErrorCode.HANDLER_ERROR, `The item was delivered ${maxDeliveries} times without an answer (it may crash workers)`, {
-        expose: false,
-      });
+      const error = new BatchError(
+        ErrorCode.HANDLER_ERROR,
+        `The item was delivered ${maxDeliveries} times without an answer (it may crash workers)`,
+        {
+          expose: false,
+        },
+      );
       await this.#answerErrors(claim.poisoned.map((entry) => [entry, error] as const));
     }
     if (claim.entries.length === 0) return;

@@ -55,7 +55,13 @@ export interface Answer {
 }
 
 /** The KEYS and ARGV of {@link ANSWER_AND_ACK}. */
-export function answerAndAckArgs(requests: string, group: string, ttlMs: number, answers: readonly Answer[], ids: readonly string[]): { keys: string[]; args: string[] } {
+export function answerAndAckArgs(
+  requests: string,
+  group: string,
+  ttlMs: number,
+  answers: readonly Answer[],
+  ids: readonly string[],
+): { keys: string[]; args: string[] } {
   const keys = [requests];
   const index = new Map<string, number>();
   const args = [group, String(Math.ceil(ttlMs)), String(answers.length)];

@@ -51,8 +51,28 @@ export interface ReplyEntry {
 }
 
 /** The fields of a request entry. */
-export function requestFields(itemId: string, handler: string, reply: string, timeoutMs: number | undefined, streaming: boolean, payload: string): string[] {
-  return ['i', itemId, 'h', handler, 'r', reply, 't', timeoutMs === undefined ? '' : String(Math.ceil(timeoutMs)), 's', streaming ? '1' : '0', 'p', payload];
+export function requestFields(
+  itemId: string,
+  handler: string,
+  reply: string,
+  timeoutMs: number | undefined,
+  streaming: boolean,
+  payload: string,
+): string[] {
+  return [
+    'i',
+    itemId,
+    'h',
+    handler,
+    'r',
+    reply,
+    't',
+    timeoutMs === undefined ? '' : String(Math.ceil(timeoutMs)),
+    's',
+    streaming ? '1' : '0',
+    'p',
+    payload,
+  ];
 }
 
 /** The fields of a reply entry. */
@@ -88,7 +108,14 @@ export function toRequestEntry(entryId: string, fields: Map<string, string> | un
   const handler = fields?.get('h');
   const reply = fields?.get('r');
   const payload = fields?.get('p');
-  if (fields === undefined || itemId === undefined || handler === undefined || reply === undefined || payload === undefined) return undefined;
+  if (
+    fields === undefined ||
+    itemId === undefined ||
+    handler === undefined ||
+    reply === undefined ||
+    payload === undefined
+  )
+    return undefined;
   const timeout = fields.get('t');
   return {
     entryId,
@@ -105,7 +132,13 @@ export function toRequestEntry(entryId: string, fields: Map<string, string> | un
 export function toReplyEntry(entryId: string, fields: Map<string, string> | undefined): ReplyEntry | undefined {
   const itemId = fields?.get('i');
   const kind = fields?.get('k');
-  if (fields === undefined || itemId === undefined || kind === undefined || !Object.values(ReplyKind).includes(kind as ReplyKind)) return undefined;
+  if (
+    fields === undefined ||
+    itemId === undefined ||
+    kind === undefined ||
+    !Object.values(ReplyKind).includes(kind as ReplyKind)
+  )
+    return undefined;
   return { entryId, itemId, kind: kind as ReplyKind, data: fields.get('d') ?? 'null', batch: fields.get('b') ?? '{}' };
 }
 
@@ -118,10 +151,20 @@ export function entryTimeMs(entryId: string): number {
 export function toWireError(error: unknown): WireError {
   if (isBatchError(error)) {
     const { code, message, expose, details, retryAfterSeconds } = error;
-    return { code, message, expose, ...(details === undefined ? {} : { details }), ...(retryAfterSeconds === undefined ? {} : { retryAfterSeconds }) };
+    return {
+      code,
+      message,
+      expose,
+      ...(details === undefined ? {} : { details }),
+      ...(retryAfterSeconds === undefined ? {} : { retryAfterSeconds }),
+    };
   }
   // Unknown failures keep their message for the replica's logs, never for the client.
-  return { code: ErrorCode.HANDLER_ERROR, message: error instanceof Error ? error.message : String(error), expose: false };
+  return {
+    code: ErrorCode.HANDLER_ERROR,
+    message: error instanceof Error ? error.message : String(error),
+    expose: false,
+  };
 }
 
 export function fromWireError(text: string): BatchError {

@@ -22,14 +22,22 @@ export type NamedHandler =
  * const failure = await executeBatch({ name: 'embed', streaming: false, handler }, inputs, context, send);
  * ```
  */
-export async function executeBatch(target: NamedHandler, inputs: unknown[], context: BatchContext, send: ReplySink): Promise<unknown> {
+export async function executeBatch(
+  target: NamedHandler,
+  inputs: unknown[],
+  context: BatchContext,
+  send: ReplySink,
+): Promise<unknown> {
   const size = inputs.length;
   try {
     if (target.streaming) {
       const open = inputs.map(() => true);
       for await (const step of target.handler(inputs, context)) {
         if (!Array.isArray(step) || step.length !== size) {
-          throw new BatchError(ErrorCode.BAD_HANDLER_RESULT, `Expected each step of \`${target.name}\` to hold ${size} slots, got ${Array.isArray(step) ? step.length : typeof step}`);
+          throw new BatchError(
+            ErrorCode.BAD_HANDLER_RESULT,
+            `Expected each step of \`${target.name}\` to hold ${size} slots, got ${Array.isArray(step) ? step.length : typeof step}`,
+          );
         }
         step.forEach((slot, index) => {
           if (!open[index] || slot === SKIP) return;
@@ -49,7 +57,10 @@ export async function executeBatch(target: NamedHandler, inputs: unknown[], cont
     }
     const results = await target.handler(inputs, context);
     if (!Array.isArray(results) || results.length !== size) {
-      throw new BatchError(ErrorCode.BAD_HANDLER_RESULT, `Expected \`${target.name}\` to return ${size} results, got ${Array.isArray(results) ? results.length : typeof results}`);
+      throw new BatchError(
+        ErrorCode.BAD_HANDLER_RESULT,
+        `Expected \`${target.name}\` to return ${size} results, got ${Array.isArray(results) ? results.length : typeof results}`,
+      );
     }
     results.forEach((result, index) => {
       if (result instanceof Error) send(index, ReplyKind.ERROR, JSON.stringify(toWireError(result)));
@@ -95,7 +106,10 @@ export function planBatches(
     }
     const target = namedHandler(entry, settings);
     if (target === undefined) {
-      refusals.push([entry, new BatchError(ErrorCode.UNAVAILABLE, `No worker handles \`${entry.handler}\` on this queue`)]);
+      refusals.push([
+        entry,
+        new BatchError(ErrorCode.UNAVAILABLE, `No worker handles \`${entry.handler}\` on this queue`),
+      ]);
       continue;
     }
     let input: unknown;
@@ -104,10 +118,17 @@ export function planBatches(
       input = JSON.parse(entry.payload);
       key = settings.batchKey?.(input);
     } catch (error) {
-      refusals.push([entry, new BatchError(ErrorCode.INVALID_INPUT, `The queued input was unreadable: ${(error as Error)?.message}`)]);
+      refusals.push([
+        entry,
+        new BatchError(ErrorCode.INVALID_INPUT, `The queued input was unreadable: ${(error as Error)?.message}`),
+      ]);
       continue;
     }
-    const groupKey = JSON.stringify([entry.handler, entry.streaming, typeof key === 'string' || typeof key === 'number' ? key : String(key)]);
+    const groupKey = JSON.stringify([
+      entry.handler,
+      entry.streaming,
+      typeof key === 'string' || typeof key === 'number' ? key : String(key),
+    ]);
     const group = groups.get(groupKey) ?? { target, entries: [], inputs: [] };
     groups.set(groupKey, group);
     group.entries.push(entry);
@@ -116,7 +137,10 @@ export function planBatches(
   return { expired, refusals, batches: [...groups.values()] };
 }
 
-function namedHandler(entry: RequestEntry, settings: Pick<ResolvedWorkerOptions, 'handlers' | 'streamingHandlers'>): NamedHandler | undefined {
+function namedHandler(
+  entry: RequestEntry,
+  settings: Pick<ResolvedWorkerOptions, 'handlers' | 'streamingHandlers'>,
+): NamedHandler | undefined {
   const name = entry.handler;
   if (entry.streaming) {
     const handler = Object.hasOwn(settings.streamingHandlers, name) ? settings.streamingHandlers[name] : undefined;

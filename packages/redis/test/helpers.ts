@@ -39,11 +39,19 @@ export async function startChildWorker(env: Record<string, string>): Promise<Chi
   const root = fileURLToPath(new URL('../../../', import.meta.url));
   const child = startProcess({ args: ['--import', 'tsx', script], cwd: root, env: { ...process.env, ...env } });
   await child.nextJson((line) => typeof (line as { ready?: unknown }).ready === 'string', 60_000);
-  const batches = (): string[][] => child.jsonLines().flatMap((line) => ((line as { batch?: string[] }).batch === undefined ? [] : [(line as { batch: string[] }).batch]));
+  const batches = (): string[][] =>
+    child
+      .jsonLines()
+      .flatMap((line) =>
+        (line as { batch?: string[] }).batch === undefined ? [] : [(line as { batch: string[] }).batch],
+      );
   return {
     process: child,
     batch: async (index) => {
-      await until(`batch ${index} of the child worker`, () => batches().length > index || child.exitInfo() !== undefined);
+      await until(
+        `batch ${index} of the child worker`,
+        () => batches().length > index || child.exitInfo() !== undefined,
+      );
       const batch = batches()[index];
       if (batch === undefined) throw new Error(`The child worker exited before its batch ${index}:\n${child.output()}`);
       return batch;

@@ -6,7 +6,7 @@ const handlers = { echo: async (inputs: unknown[]) => inputs };
 
 describe('option checks (once, at creation, with what was given)', () => {
   it.each([
-    [{ url: 'http://x', queue: 'q' }, "Expected `url` to be a redis:// or rediss:// URL, got `\"http://x\"` (string)"],
+    [{ url: 'http://x', queue: 'q' }, 'Expected `url` to be a redis:// or rediss:// URL, got `"http://x"` (string)'],
     [{ url, queue: '' }, 'Expected `queue` to be a non-empty string, got `""` (string)'],
     [{ url, queue: 'a b' }, 'Expected `queue` to be a name without spaces or braces, got `"a b"` (string)'],
     [{ url, queue: 'q', maxQueueSize: 0 }, 'Expected `maxQueueSize` to be an integer >= 1, got `0` (number)'],
@@ -18,10 +18,19 @@ describe('option checks (once, at creation, with what was given)', () => {
   it.each([
     [{ url, queue: 'q' }, 'Expected `handlers` or `streamingHandlers` to name at least one handler'],
     [{ url, queue: 'q', handlers: { echo: 1 } }, 'Expected `handlers.echo` to be a function, got `1` (number)'],
-    [{ url, queue: 'q', handlers, streamingHandlers: handlers }, 'Expected each handler name once, got `echo` in both `handlers` and `streamingHandlers`'],
+    [
+      { url, queue: 'q', handlers, streamingHandlers: handlers },
+      'Expected each handler name once, got `echo` in both `handlers` and `streamingHandlers`',
+    ],
     [{ url, queue: 'q', handlers, maxBatchSize: 0 }, 'Expected `maxBatchSize` to be an integer >= 1, got `0` (number)'],
-    [{ url, queue: 'q', handlers, maxDeliveries: 1.5 }, 'Expected `maxDeliveries` to be an integer >= 1, got `1.5` (number)'],
-    [{ url, queue: 'q', handlers, claimIdleMs: -1 }, 'Expected `claimIdleMs` to be a finite number > 0, got `-1` (number)'],
+    [
+      { url, queue: 'q', handlers, maxDeliveries: 1.5 },
+      'Expected `maxDeliveries` to be an integer >= 1, got `1.5` (number)',
+    ],
+    [
+      { url, queue: 'q', handlers, claimIdleMs: -1 },
+      'Expected `claimIdleMs` to be a finite number > 0, got `-1` (number)',
+    ],
   ])('createRedisWorker(%j) throws a TypeError', (options, message) => {
     expect(() => createRedisWorker(options as never)).toThrow(new TypeError(message));
   });

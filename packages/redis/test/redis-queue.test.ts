@@ -1,5 +1,11 @@
 import { BatchError } from '@microbatch/core';
-import { type RedisQueue, type RedisWorker, type RedisWorkerOptions, createRedisQueue, createRedisWorker } from '@microbatch/redis';
+import {
+  type RedisQueue,
+  type RedisWorker,
+  type RedisWorkerOptions,
+  createRedisQueue,
+  createRedisWorker,
+} from '@microbatch/redis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type TestRedis, deferred, startRedisServer } from '@microbatch/test-kit';
 import { inspect, queueLength as queueLengthOf, until } from './helpers.js';
@@ -104,7 +110,12 @@ describe('createRedisQueue + createRedisWorker', () => {
     const ids: unknown[] = [];
     const results = [doubleA(1)];
     await first;
-    for (const [batcher, input] of [[doubleA, 2], [doubleB, 3], [doubleA, 4], [doubleB, 5]] as const) {
+    for (const [batcher, input] of [
+      [doubleA, 2],
+      [doubleB, 3],
+      [doubleA, 4],
+      [doubleB, 5],
+    ] as const) {
       results.push(batcher(input, { onDispatch: (info) => ids.push(info.batchId) }));
     }
     await until('the four entries to be queued', async () => (await queueLength(queue)) === 5);
@@ -129,7 +140,8 @@ describe('createRedisQueue + createRedisWorker', () => {
     const dispatched: unknown[] = [];
     const collect = async (input: number) => {
       const values: number[] = [];
-      for await (const value of count.stream(input, { onDispatch: (info) => dispatched.push(info.batchSize) })) values.push(value);
+      for await (const value of count.stream(input, { onDispatch: (info) => dispatched.push(info.batchSize) }))
+        values.push(value);
       return values;
     };
     expect(await Promise.all([collect(10), collect(20)])).toEqual([
@@ -200,7 +212,23 @@ describe('createRedisQueue + createRedisWorker', () => {
     await expect(double(2, { timeoutMs: 20 })).rejects.toMatchObject({ code: 'DEADLINE_EXCEEDED' });
     // A replica that died cannot take its entry back: the worker skips it by its deadline (Redis's clock).
     const client = await inspect(redis.url);
-    await client.sendCommand(['XADD', `microbatch:${queue}:requests`, '*', 'i', 'z', 'h', 'double', 'r', 'gone', 't', '1', 's', '0', 'p', '3']);
+    await client.sendCommand([
+      'XADD',
+      `microbatch:${queue}:requests`,
+      '*',
+      'i',
+      'z',
+      'h',
+      'double',
+      'r',
+      'gone',
+      't',
+      '1',
+      's',
+      '0',
+      'p',
+      '3',
+    ]);
     client.destroy();
     await until('the running and the orphaned entry', async () => (await queueLength(queue)) === 2);
     held.release();

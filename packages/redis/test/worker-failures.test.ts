@@ -5,7 +5,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type TestRedis, startRedisServer } from '@microbatch/test-kit';
 import { queueLength, startChildWorker, until } from './helpers.js';
 
-
 let redis: TestRedis;
 beforeAll(async () => {
   redis = await startRedisServer();

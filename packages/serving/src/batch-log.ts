@@ -22,12 +22,19 @@ export type LogTarget = LogLine | Logger;
 
 /** Whether `target` is a pino-compatible logger rather than a line printer. */
 export function isLogger(target: unknown): target is Logger {
-  return typeof target === 'object' && target !== null && typeof (target as Logger).info === 'function' && typeof (target as Logger).warn === 'function';
+  return (
+    typeof target === 'object' &&
+    target !== null &&
+    typeof (target as Logger).info === 'function' &&
+    typeof (target as Logger).warn === 'function'
+  );
 }
 
 function checkLogTarget(log: unknown): void {
   if (typeof log !== 'function' && !isLogger(log)) {
-    throw new TypeError(`Expected \`log\` to be a function or a pino-compatible logger, got \`${String(log)}\` (${typeof log})`);
+    throw new TypeError(
+      `Expected \`log\` to be a function or a pino-compatible logger, got \`${String(log)}\` (${typeof log})`,
+    );
   }
 }
 
@@ -55,7 +62,15 @@ export function logBatches(batcher: BatcherBase, log: LogTarget = console.log): 
     const max = Math.max(0, ...waits);
     if (isLogger(log)) {
       log.info(
-        { batcher: batcher.name, batchId, batchSize, queueWaitMs: round1(mean), maxQueueWaitMs: round1(max), executionMs: round1(executionMs), failed },
+        {
+          batcher: batcher.name,
+          batchId,
+          batchSize,
+          queueWaitMs: round1(mean),
+          maxQueueWaitMs: round1(max),
+          executionMs: round1(executionMs),
+          failed,
+        },
         'batch',
       );
       return;
@@ -98,8 +113,13 @@ export function logRefusals(batcher: BatcherBase, log: LogTarget = console.log, 
     const reasons = [...counts].map(([reason, count]) => `${reason} ${count}`).join(', ');
     const windowMs = performance.now() - windowStart;
     const seconds = (windowMs / 1_000).toFixed(1);
-    if (isLogger(log)) log.warn({ batcher: batcher.name, refused: total, reasons: Object.fromEntries(counts), windowMs: Math.round(windowMs) }, 'refused requests');
-    else log(`[${batcher.name}] refused ${total} request${total === 1 ? '' : 's'} in the last ${seconds} s (${reasons})`);
+    if (isLogger(log))
+      log.warn(
+        { batcher: batcher.name, refused: total, reasons: Object.fromEntries(counts), windowMs: Math.round(windowMs) },
+        'refused requests',
+      );
+    else
+      log(`[${batcher.name}] refused ${total} request${total === 1 ? '' : 's'} in the last ${seconds} s (${reasons})`);
     counts.clear();
     // The next window opens now: at most one line per interval, and the first refusal of a quiet spell waits.
     windowStart = performance.now();

@@ -98,7 +98,17 @@ export function parseCompletionRequest(
     throw invalid('body', `Expected the request body to be a JSON object, got ${describe(body)}`);
   }
   const fields = body as Record<string, unknown>;
-  const { model, prompt, stream, stream_options: streamOptions, max_tokens: maxTokens, temperature, top_p, stop, user } = fields;
+  const {
+    model,
+    prompt,
+    stream,
+    stream_options: streamOptions,
+    max_tokens: maxTokens,
+    temperature,
+    top_p,
+    stop,
+    user,
+  } = fields;
   if (!isAbsent(model) && typeof model !== 'string') {
     throw invalid('model', `\`model\` must be a string, got ${describe(model)}`);
   }
@@ -115,7 +125,12 @@ export function parseCompletionRequest(
   }
   const prompts = readPrompts(prompt, maxPrompts);
   // JSON has one number type: `max_tokens: 1.0` is the integer 1 and is accepted as such (documented in the README).
-  const common = { max_tokens: maxTokens ?? OPENAI_DEFAULT_MAX_TOKENS, temperature: flooredTemperature(temperature), top_p, stop };
+  const common = {
+    max_tokens: maxTokens ?? OPENAI_DEFAULT_MAX_TOKENS,
+    temperature: flooredTemperature(temperature),
+    top_p,
+    stop,
+  };
   const inputs = prompts.map((text, index) => {
     try {
       return validate({ ...common, prompt: text });
@@ -123,7 +138,12 @@ export function parseCompletionRequest(
       throw Array.isArray(prompt) ? withIndex(error, index) : error;
     }
   });
-  return { inputs, stream: stream === true, includeUsage, user: typeof user === 'string' && user !== '' ? user : undefined };
+  return {
+    inputs,
+    stream: stream === true,
+    includeUsage,
+    user: typeof user === 'string' && user !== '' ? user : undefined,
+  };
 }
 
 /** A temperature above 0 and below {@link MIN_TEMPERATURE} as 0 (greedy); anything else as given, for validation. */
@@ -147,8 +167,15 @@ function readPrompts(prompt: unknown, maxPrompts: number): readonly string[] {
 function readIncludeUsage(streamOptions: unknown): boolean {
   if (isAbsent(streamOptions)) return false;
   const includeUsage = (streamOptions as { include_usage?: unknown }).include_usage;
-  if (typeof streamOptions !== 'object' || Array.isArray(streamOptions) || !(isAbsent(includeUsage) || typeof includeUsage === 'boolean')) {
-    throw invalid('stream_options', `\`stream_options\` must be an object like {"include_usage": true}, got ${describe(streamOptions)}`);
+  if (
+    typeof streamOptions !== 'object' ||
+    Array.isArray(streamOptions) ||
+    !(isAbsent(includeUsage) || typeof includeUsage === 'boolean')
+  ) {
+    throw invalid(
+      'stream_options',
+      `\`stream_options\` must be an object like {"include_usage": true}, got ${describe(streamOptions)}`,
+    );
   }
   return includeUsage === true;
 }

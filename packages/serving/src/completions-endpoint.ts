@@ -4,7 +4,13 @@ import { serveBatched, writeHttpError, writeJson } from '@microbatch/core/http';
 import type { Batcher, CallOptions, StreamingBatcher } from '@microbatch/core';
 import type { TextGenerationOutput, TokenUsage } from '@microbatch/inference';
 import { type CompletionRequest, type CompletionRequestLimits, parseCompletionRequest } from './completion-request.js';
-import { type Completion, completionMeta, toCompletion, toCompletionChunk, toUsageChunk } from './completion-response.js';
+import {
+  type Completion,
+  completionMeta,
+  toCompletion,
+  toCompletionChunk,
+  toUsageChunk,
+} from './completion-response.js';
 import { mergeStreams } from './merge-streams.js';
 import type { TextCompletionService } from './text-completion-model.js';
 
@@ -45,7 +51,10 @@ type StreamingRequestBatcher = Pick<StreamingBatcher<CompletionRequest, Completi
  * });
  * ```
  */
-export function createCompletionsEndpoint(model: CompletionsModel, limits: CompletionRequestLimits = {}): CompletionsEndpoint {
+export function createCompletionsEndpoint(
+  model: CompletionsModel,
+  limits: CompletionRequestLimits = {},
+): CompletionsEndpoint {
   if (typeof model !== 'object' || model === null || typeof model.validate !== 'function') {
     throw new TypeError('Expected `model` to be a text-completion model from `createTextCompletionModel()`');
   }
@@ -80,7 +89,11 @@ export function createCompletionsEndpoint(model: CompletionsModel, limits: Compl
 }
 
 /** Every prompt of the request as one item; a failed prompt cancels its siblings, whose answers are useless. */
-async function completeAll(model: CompletionsModel, request: CompletionRequest, call: CallOptions = {}): Promise<Completion> {
+async function completeAll(
+  model: CompletionsModel,
+  request: CompletionRequest,
+  call: CallOptions = {},
+): Promise<Completion> {
   const done = new AbortController();
   const signal = call.signal === undefined ? done.signal : AbortSignal.any([call.signal, done.signal]);
   // One abort listener per prompt (up to `maxPrompts`) is expected, not a leak: no MaxListenersExceededWarning.
@@ -94,7 +107,11 @@ async function completeAll(model: CompletionsModel, request: CompletionRequest, 
   }
 }
 
-async function* streamAll(model: CompletionsModel, request: CompletionRequest, call: CallOptions = {}): AsyncGenerator<Completion, void, undefined> {
+async function* streamAll(
+  model: CompletionsModel,
+  request: CompletionRequest,
+  call: CallOptions = {},
+): AsyncGenerator<Completion, void, undefined> {
   const meta = completionMeta(model.id);
   const usages: TokenUsage[] = [];
   if (call.signal !== undefined) setMaxListeners(request.inputs.length + MAX_LISTENERS_SLACK, call.signal);

@@ -13,7 +13,11 @@ export { mergeStreams } from './merge-streams.js';
 export { listen, listenOptionsFromEnv, serverUrl, startServer } from './serve.js';
 export type { ListenOptions, RunningServer, ServerLifecycle } from './serve.js';
 export { createTextCompletionModel, textCompletionCost } from './text-completion-model.js';
-export type { TextCompletionModel, TextCompletionModelOptions, TextCompletionService } from './text-completion-model.js';
+export type {
+  TextCompletionModel,
+  TextCompletionModelOptions,
+  TextCompletionService,
+} from './text-completion-model.js';
 export { TEXT_QUERY_DEFAULTS, parseTextQuery, textQueryAnswer } from './text-query.js';
 export { bundledModelDir, startTextCompletionServer } from './text-completion-server.js';
 export type { TextCompletionServerOptions } from './text-completion-server.js';

@@ -9,7 +9,9 @@
  * for await (const [index, chunk] of mergeStreams(inputs.map((input) => model.streamer.stream(input)))) send(index, chunk);
  * ```
  */
-export async function* mergeStreams<T>(sources: readonly AsyncIterator<T>[]): AsyncGenerator<[number, T], void, undefined> {
+export async function* mergeStreams<T>(
+  sources: readonly AsyncIterator<T>[],
+): AsyncGenerator<[number, T], void, undefined> {
   type Step = { readonly index: number; readonly step: IteratorResult<T> };
   const pending = new Map<number, Promise<Step>>();
   const pull = (index: number): void => {

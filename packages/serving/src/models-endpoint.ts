@@ -29,5 +29,8 @@ export interface ModelList {
  * ```
  */
 export function modelList(id: string, servingSince: Date): ModelList {
-  return { object: 'list', data: [{ id, object: 'model', created: Math.floor(servingSince.getTime() / 1_000), owned_by: 'microbatch' }] };
+  return {
+    object: 'list',
+    data: [{ id, object: 'model', created: Math.floor(servingSince.getTime() / 1_000), owned_by: 'microbatch' }],
+  };
 }

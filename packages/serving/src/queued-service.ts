@@ -1,6 +1,11 @@
 import type { Batcher, StreamingBatcher } from '@microbatch/core';
 import { createTextGenerationParser } from '@microbatch/inference';
-import type { TextGenerationChunk, TextGenerationInput, TextGenerationLimits, TextGenerationOutput } from '@microbatch/inference';
+import type {
+  TextGenerationChunk,
+  TextGenerationInput,
+  TextGenerationLimits,
+  TextGenerationOutput,
+} from '@microbatch/inference';
 import type { TextCompletionService } from './text-completion-model.js';
 
 /**
@@ -56,11 +61,17 @@ export interface QueuedTextCompletionServiceOptions {
  * await startTextCompletionApp(service, { port: 8000, host: '127.0.0.1' });
  * ```
  */
-export function createQueuedTextCompletionService(queue: TextCompletionQueue, options: QueuedTextCompletionServiceOptions): TextCompletionService {
+export function createQueuedTextCompletionService(
+  queue: TextCompletionQueue,
+  options: QueuedTextCompletionServiceOptions,
+): TextCompletionService {
   if (typeof queue?.batcher !== 'function' || typeof queue.streamingBatcher !== 'function') {
-    throw new TypeError('Expected `queue` to be a queue with `batcher()` and `streamingBatcher()`, such as `createRedisQueue()`');
+    throw new TypeError(
+      'Expected `queue` to be a queue with `batcher()` and `streamingBatcher()`, such as `createRedisQueue()`',
+    );
   }
-  if (typeof options?.id !== 'string' || options.id === '') throw new TypeError('Expected `id` to be a non-empty string');
+  if (typeof options?.id !== 'string' || options.id === '')
+    throw new TypeError('Expected `id` to be a non-empty string');
   const generate = queue.batcher<TextGenerationInput, TextGenerationOutput>(TEXT_COMPLETION_HANDLERS.generate);
   const streamer = queue.streamingBatcher<TextGenerationInput, TextGenerationChunk>(TEXT_COMPLETION_HANDLERS.stream);
   const batchers = [generate, streamer] as const;
@@ -77,7 +88,11 @@ export function createQueuedTextCompletionService(queue: TextCompletionQueue, op
     validate: createTextGenerationParser(options.limits),
     // Nest's `@Batch()` formed a batch here; its items join the workers' batches like any others.
     runBatch: (inputs, runOptions) =>
-      Promise.all(inputs.map((input) => generate(input, { signal: runOptions?.signal }).catch((error: unknown) => toError(error)))),
+      Promise.all(
+        inputs.map((input) =>
+          generate(input, { signal: runOptions?.signal }).catch((error: unknown) => toError(error)),
+        ),
+      ),
     drain,
     close: async () => {
       await drain();

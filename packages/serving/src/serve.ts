@@ -100,7 +100,11 @@ export interface ServerLifecycle extends ShutdownSteps {
  * const running = await startServer(createApp(adder), { port: 0, host: '127.0.0.1' }, { drain: () => adder.close() });
  * ```
  */
-export async function startServer(listener: RequestListener, where: ListenOptions, lifecycle: ServerLifecycle): Promise<RunningServer> {
+export async function startServer(
+  listener: RequestListener,
+  where: ListenOptions,
+  lifecycle: ServerLifecycle,
+): Promise<RunningServer> {
   let server: Server;
   try {
     server = await listen(listener, where);

@@ -3,11 +3,7 @@ import { basename, join, resolve } from 'node:path';
 import { createBatcher, createStreamingBatcher } from '@microbatch/core';
 import { dropUndefined } from '@microbatch/core/util';
 import type { Batcher, BatcherBase, StreamingBatcher } from '@microbatch/core';
-import {
-  createTextGenerationParser,
-  createTextGenerationValidator,
-  createWorkerPool,
-} from '@microbatch/inference';
+import { createTextGenerationParser, createTextGenerationValidator, createWorkerPool } from '@microbatch/inference';
 import type {
   TextGenerationChunk,
   TextGenerationInput,
@@ -125,7 +121,10 @@ export interface TextCompletionService {
   /**
    * Runs a batch formed elsewhere (Nest's `@Batch()` route): one output or `Error` per input, in order.
    */
-  runBatch(inputs: readonly TextGenerationInput[], options?: { readonly signal?: AbortSignal }): Promise<ReadonlyArray<TextGenerationOutput | Error>>;
+  runBatch(
+    inputs: readonly TextGenerationInput[],
+    options?: { readonly signal?: AbortSignal },
+  ): Promise<ReadonlyArray<TextGenerationOutput | Error>>;
   /** Refuses new calls (`CLOSED`, 503) and resolves once queued and running batches have finished. */
   drain(): Promise<void>;
   /** {@link drain}, then releases what the service holds (workers, connections). */
@@ -208,7 +207,9 @@ export function createTextCompletionModel(options: TextCompletionModelOptions): 
   };
   const scheduling = options.scheduling ?? 'continuous';
   if (scheduling !== 'continuous' && scheduling !== 'request') {
-    throw new TypeError(`Expected \`scheduling\` to be one of 'continuous', 'request', got ${JSON.stringify(scheduling)}`);
+    throw new TypeError(
+      `Expected \`scheduling\` to be one of 'continuous', 'request', got ${JSON.stringify(scheduling)}`,
+    );
   }
   const pool = createWorkerPool({
     runner: { task: 'text-generation', model, scheduling, ...(scheduling === 'continuous' ? { maxBatchSize } : {}) },
@@ -218,7 +219,14 @@ export function createTextCompletionModel(options: TextCompletionModelOptions): 
   });
   // Whole and streamed completions are separate batchers (their handlers differ) on the same workers; the pool says
   // how it wants to be fed (continuous: one request per call, many at once; request: batches split by sampling).
-  const batcherOptions = { maxBatchSize, batchWaitTimeoutMs, maxLatencyMs, maxQueueSize, cost: textCompletionCost, ...pool.batcherOptions };
+  const batcherOptions = {
+    maxBatchSize,
+    batchWaitTimeoutMs,
+    maxLatencyMs,
+    maxQueueSize,
+    cost: textCompletionCost,
+    ...pool.batcherOptions,
+  };
   const generate = createBatcher(pool.handler, { ...batcherOptions, name: 'generate' });
   const streamer = createStreamingBatcher(pool.streamingHandler, { ...batcherOptions, name: 'stream' });
   const batchers = [generate, streamer] as const;

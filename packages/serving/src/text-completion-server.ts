@@ -3,7 +3,11 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type ListenOptions, type RunningServer, startServer } from './serve.js';
-import { type TextCompletionModel, type TextCompletionModelOptions, createTextCompletionModel } from './text-completion-model.js';
+import {
+  type TextCompletionModel,
+  type TextCompletionModelOptions,
+  createTextCompletionModel,
+} from './text-completion-model.js';
 
 /**
  * Where to listen and which model to serve, with its batching options.
@@ -31,7 +35,11 @@ export async function startTextCompletionServer(
 ): Promise<RunningServer> {
   const { port, host, ...modelOptions } = options;
   const model = createTextCompletionModel(modelOptions);
-  return startServer(createListener(model), { port, host }, { ready: model.ready, drain: model.drain, close: model.close });
+  return startServer(
+    createListener(model),
+    { port, host },
+    { ready: model.ready, drain: model.drain, close: model.close },
+  );
 }
 
 /**

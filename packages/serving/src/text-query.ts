@@ -45,7 +45,6 @@ export function parseTextQuery(text: unknown, validate: (body: unknown) => TextG
   }
 }
 
-
 /**
  * The tutorial's answer: the prompt followed by its completion, like a Hugging Face pipeline's `generated_text`.
  *

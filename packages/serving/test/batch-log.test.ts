@@ -21,7 +21,15 @@ describe('logBatches with a pino-compatible logger', () => {
       {
         level: 'info',
         message: 'batch',
-        fields: { batcher: 'echo', batchId: 1, batchSize: 2, queueWaitMs: expect.any(Number), maxQueueWaitMs: expect.any(Number), executionMs: expect.any(Number), failed: 0 },
+        fields: {
+          batcher: 'echo',
+          batchId: 1,
+          batchSize: 2,
+          queueWaitMs: expect.any(Number),
+          maxQueueWaitMs: expect.any(Number),
+          executionMs: expect.any(Number),
+          failed: 0,
+        },
       },
     ]);
   });
@@ -45,7 +53,9 @@ describe('logRefusals', () => {
     const refused = await Promise.allSettled([batcher(3), batcher(4), batcher(5)]);
     expect(refused.map((outcome) => outcome.status)).toEqual(['rejected', 'rejected', 'rejected']);
     await waitFor('the refusal line', () => lines.length > 0);
-    expect(lines).toEqual([expect.stringMatching(/^\[busy\] refused 3 requests in the last \d+\.\d s \(QUEUE_FULL 3\)$/)]);
+    expect(lines).toEqual([
+      expect.stringMatching(/^\[busy\] refused 3 requests in the last \d+\.\d s \(QUEUE_FULL 3\)$/),
+    ]);
     gate.resolve();
     expect(await Promise.all([running, queued])).toEqual([1, 2]);
   });
@@ -71,7 +81,11 @@ describe('logRefusals', () => {
     await batcher.close();
     await batcher(5).catch(() => undefined); // CLOSED: a shutdown, not an overload
     expect(records).toEqual([
-      { level: 'warn', message: 'refused requests', fields: { batcher: 'busy', refused: 2, reasons: { QUEUE_FULL: 2 }, windowMs: expect.any(Number) } },
+      {
+        level: 'warn',
+        message: 'refused requests',
+        fields: { batcher: 'busy', refused: 2, reasons: { QUEUE_FULL: 2 }, windowMs: expect.any(Number) },
+      },
     ]);
   });
 });

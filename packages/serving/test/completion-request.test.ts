@@ -1,7 +1,13 @@
 import { BatchError } from '@microbatch/core';
 import { createTextGenerationParser } from '@microbatch/inference';
 import { describe, expect, it } from 'vitest';
-import { MIN_TEMPERATURE, OPENAI_DEFAULT_MAX_TOKENS, mergeStreams, parseCompletionRequest, parseTextQuery } from '../src/index.js';
+import {
+  MIN_TEMPERATURE,
+  OPENAI_DEFAULT_MAX_TOKENS,
+  mergeStreams,
+  parseCompletionRequest,
+  parseTextQuery,
+} from '../src/index.js';
 
 const parse = createTextGenerationParser();
 
@@ -10,7 +16,11 @@ function fieldOf(run: () => unknown): unknown {
     run();
   } catch (error) {
     expect(error).toBeInstanceOf(BatchError);
-    return { code: (error as BatchError).code, details: (error as BatchError).details, message: (error as BatchError).message };
+    return {
+      code: (error as BatchError).code,
+      details: (error as BatchError).details,
+      message: (error as BatchError).message,
+    };
   }
   throw new Error('expected a throw');
 }
@@ -25,7 +35,12 @@ describe('parseCompletionRequest', () => {
       stream: false,
       includeUsage: false,
     });
-    expect(parseCompletionRequest({ prompt: 'A', stream: true, stream_options: { include_usage: true }, max_tokens: 3 }, parse)).toEqual({
+    expect(
+      parseCompletionRequest(
+        { prompt: 'A', stream: true, stream_options: { include_usage: true }, max_tokens: 3 },
+        parse,
+      ),
+    ).toEqual({
       inputs: [{ prompt: 'A', max_new_tokens: 3 }],
       stream: true,
       includeUsage: true,
@@ -33,12 +48,17 @@ describe('parseCompletionRequest', () => {
   });
 
   it('serves a temperature above 0 and below MIN_TEMPERATURE as greedy (0), and `max_tokens: 1.0` as the integer 1', () => {
-    const temperatureOf = (temperature: number) => parseCompletionRequest({ prompt: 'A', temperature }, parse).inputs[0]?.temperature;
+    const temperatureOf = (temperature: number) =>
+      parseCompletionRequest({ prompt: 'A', temperature }, parse).inputs[0]?.temperature;
     expect([1e-45, 5e-324, MIN_TEMPERATURE / 2].map(temperatureOf)).toEqual([0, 0, 0]);
     expect([0, MIN_TEMPERATURE, 0.7].map(temperatureOf)).toEqual([0, MIN_TEMPERATURE, 0.7]);
-    expect(fieldOf(() => parseCompletionRequest({ prompt: 'A', temperature: -1e-45 }, parse))).toMatchObject({ details: { field: 'temperature' } });
+    expect(fieldOf(() => parseCompletionRequest({ prompt: 'A', temperature: -1e-45 }, parse))).toMatchObject({
+      details: { field: 'temperature' },
+    });
     expect(JSON.parse('{"prompt": "A", "max_tokens": 1.0}')).toEqual({ prompt: 'A', max_tokens: 1 });
-    expect(parseCompletionRequest(JSON.parse('{"prompt": "A", "max_tokens": 1.0}'), parse).inputs[0]?.max_new_tokens).toBe(1);
+    expect(
+      parseCompletionRequest(JSON.parse('{"prompt": "A", "max_tokens": 1.0}'), parse).inputs[0]?.max_new_tokens,
+    ).toBe(1);
   });
 
   it('names the field, and the index of a bad prompt in an array', () => {
@@ -57,7 +77,9 @@ describe('parseCompletionRequest', () => {
       details: { field: 'prompt' },
       message: '`prompt` must be a string or an array of 1 to 2 strings, got an array of 3',
     });
-    expect(fieldOf(() => parseCompletionRequest({ prompt: 'a', stream_options: { include_usage: 'yes' } }, parse))).toMatchObject({
+    expect(
+      fieldOf(() => parseCompletionRequest({ prompt: 'a', stream_options: { include_usage: 'yes' } }, parse)),
+    ).toMatchObject({
       details: { field: 'stream_options' },
     });
   });
@@ -71,7 +93,11 @@ describe('parseCompletionRequest', () => {
 
 describe('parseTextQuery', () => {
   it('ends the prompt with a space and generates greedily', () => {
-    expect(parseTextQuery('Once upon a time', parse)).toEqual({ prompt: 'Once upon a time ', max_new_tokens: 64, temperature: 0 });
+    expect(parseTextQuery('Once upon a time', parse)).toEqual({
+      prompt: 'Once upon a time ',
+      max_new_tokens: 64,
+      temperature: 0,
+    });
     expect(parseTextQuery('Hi\n', parse).prompt).toBe('Hi\n');
   });
 
@@ -110,7 +136,10 @@ describe('mergeStreams', () => {
 
   it('returns the sources still open when the consumer stops early or one fails', async () => {
     let returned = 0;
-    for await (const [, value] of mergeStreams([values([1, 2, 3], () => (returned += 1)), values([4, 5, 6], () => (returned += 1))])) {
+    for await (const [, value] of mergeStreams([
+      values([1, 2, 3], () => (returned += 1)),
+      values([4, 5, 6], () => (returned += 1)),
+    ])) {
       if (value > 0) break;
     }
     expect(returned).toBe(2);

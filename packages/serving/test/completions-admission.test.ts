@@ -56,7 +56,11 @@ async function listen(model: CompletionsModel): Promise<string> {
 }
 
 const post = (url: string, prompt: string[]) =>
-  fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ prompt, max_tokens: 1 }) });
+  fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ prompt, max_tokens: 1 }),
+  });
 
 describe('the completions endpoint', () => {
   it('refuses a multi-prompt request whole when it does not fit, starting none of its prompts', async () => {

@@ -58,7 +58,9 @@ describe('shutdownServer', () => {
   });
 
   it('throws a TypeError without a drain step', () => {
-    expect(() => shutdownServer(createServer(), {} as never)).toThrow(new TypeError('Expected `steps.drain` to be a function, got undefined'));
+    expect(() => shutdownServer(createServer(), {} as never)).toThrow(
+      new TypeError('Expected `steps.drain` to be a function, got undefined'),
+    );
   });
 });
 
@@ -70,6 +72,10 @@ describe('logBatches', () => {
     await Promise.all([batcher('a'), batcher('b')]);
     stop();
     await batcher('c');
-    expect(lines).toEqual([expect.stringMatching(/^\[echo\] batch 1: size 2, queue wait \d+\.\d ms \(max \d+\.\d ms\), execution \d+\.\d ms$/)]);
+    expect(lines).toEqual([
+      expect.stringMatching(
+        /^\[echo\] batch 1: size 2, queue wait \d+\.\d ms \(max \d+\.\d ms\), execution \d+\.\d ms$/,
+      ),
+    ]);
   });
 });

@@ -119,7 +119,12 @@ export function startProcess(options: ProcessOptions): ChildHandle {
   const describeExit = (): string => `exited (${JSON.stringify(exit)})`;
 
   /** Waits (bounded) for `found()` to give a value, re-checking on every stdout chunk. */
-  function waitUntil<T>(what: string, found: () => T | undefined, timeoutMs: number, subscribe?: (check: () => void) => () => void): Promise<T> {
+  function waitUntil<T>(
+    what: string,
+    found: () => T | undefined,
+    timeoutMs: number,
+    subscribe?: (check: () => void) => () => void,
+  ): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       const cleanups: Array<() => void> = [];
       const finish = (settle: () => void): void => {
@@ -131,11 +136,15 @@ export function startProcess(options: ProcessOptions): ChildHandle {
         if (value !== undefined) finish(() => resolve(value));
       };
       const timer = setTimeout(
-        () => finish(() => reject(new Error(`No ${what} within ${timeoutMs} ms:\n${output.slice(-MESSAGE_TAIL_CHARS)}`))),
+        () =>
+          finish(() => reject(new Error(`No ${what} within ${timeoutMs} ms:\n${output.slice(-MESSAGE_TAIL_CHARS)}`))),
         timeoutMs,
       );
       cleanups.push(() => clearTimeout(timer));
-      const onExit = (): void => finish(() => reject(new Error(`The process ${describeExit()} before ${what}:\n${output.slice(-MESSAGE_TAIL_CHARS)}`)));
+      const onExit = (): void =>
+        finish(() =>
+          reject(new Error(`The process ${describeExit()} before ${what}:\n${output.slice(-MESSAGE_TAIL_CHARS)}`)),
+        );
       child.once('exit', onExit);
       cleanups.push(() => child.off('exit', onExit));
       if (subscribe === undefined) {

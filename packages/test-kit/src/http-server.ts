@@ -39,4 +39,3 @@ export function closeServer(server: Server): Promise<void> {
     server.close((error) => (error === undefined ? resolve() : reject(error)));
   });
 }
-

@@ -48,7 +48,9 @@ export async function readSse(
  */
 export function parseSse(text: string): SseMessage[] {
   const messages: SseMessage[] = [];
-  const parser = createParser({ onEvent: (event) => messages.push({ event: event.event, data: event.data, id: event.id }) });
+  const parser = createParser({
+    onEvent: (event) => messages.push({ event: event.event, data: event.data, id: event.id }),
+  });
   parser.feed(text);
   return messages;
 }

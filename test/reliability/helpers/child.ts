@@ -2,7 +2,12 @@
 // the server's own and not hidden by the test runner's process. Every wait here is bounded.
 import { readFileSync, readdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { type ExitInfo, type ServerProcess as KitServerProcess, startProcess, startServerProcess } from '@microbatch/test-kit';
+import {
+  type ExitInfo,
+  type ServerProcess as KitServerProcess,
+  startProcess,
+  startServerProcess,
+} from '@microbatch/test-kit';
 import { assertLoopback } from './http.js';
 
 /** The repository root. */
@@ -34,10 +39,14 @@ export interface StartOptions {
  * so the child's pid is the server's own (its RSS is the server's, and SIGTERM reaches it).
  */
 export function exampleStartArgs(): string[] {
-  const manifest = JSON.parse(readFileSync(new URL('package.json', `file://${REPO_ROOT}`), 'utf8')) as { scripts: Record<string, string> };
+  const manifest = JSON.parse(readFileSync(new URL('package.json', `file://${REPO_ROOT}`), 'utf8')) as {
+    scripts: Record<string, string>;
+  };
   const words = (manifest.scripts.start ?? '').trim().split(/\s+/);
   if (words[0] !== 'node' || !words.some((word) => word.includes('express-text-completion'))) {
-    throw new Error(`The root \`start\` script is no longer \`node ... express-text-completion ...\`: ${manifest.scripts.start}`);
+    throw new Error(
+      `The root \`start\` script is no longer \`node ... express-text-completion ...\`: ${manifest.scripts.start}`,
+    );
   }
   return words.slice(1);
 }
@@ -79,7 +88,8 @@ export async function runToExit(
  */
 function childEnv(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = { ...process.env };
-  for (const name of Object.keys(env)) if (name === 'NODE_ENV' || name === 'TEST' || name.startsWith('VITEST')) delete env[name];
+  for (const name of Object.keys(env))
+    if (name === 'NODE_ENV' || name === 'TEST' || name.startsWith('VITEST')) delete env[name];
   return { ...env, HOST: '127.0.0.1', PORT: '0', ...extra };
 }
 

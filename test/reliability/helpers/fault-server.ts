@@ -63,9 +63,19 @@ export interface FaultStats {
   readonly enqueued: Record<string, number>;
   /** Errors answered with 500, by message (the routes report them to `onError` instead of stderr). */
   readonly serverErrors: Record<string, number>;
-  readonly requests: { readonly requests: number; readonly finished: number; readonly closedEarly: number; readonly open: number };
+  readonly requests: {
+    readonly requests: number;
+    readonly finished: number;
+    readonly closedEarly: number;
+    readonly open: number;
+  };
   readonly connections: number;
-  readonly listeners: { readonly openResponses: number; readonly openSockets: number; readonly server: number; readonly process: number };
+  readonly listeners: {
+    readonly openResponses: number;
+    readonly openSockets: number;
+    readonly server: number;
+    readonly process: number;
+  };
   readonly resources: Record<string, number>;
   readonly memory: NodeJS.MemoryUsage;
 }
@@ -79,7 +89,9 @@ export async function faultStats(server: ServerProcess): Promise<FaultStats> {
 
 /** True once nothing is queued or running anywhere and the pool's worker is loaded and idle. */
 export function idle(stats: FaultStats): boolean {
-  const batchersIdle = Object.values(stats.batchers).every((batcher) => batcher.queueLength === 0 && batcher.inFlightBatches === 0);
+  const batchersIdle = Object.values(stats.batchers).every(
+    (batcher) => batcher.queueLength === 0 && batcher.inFlightBatches === 0,
+  );
   const { pool } = stats;
   return batchersIdle && pool.queueLength === 0 && pool.busyWorkers === 0 && pool.readyWorkers === pool.size;
 }

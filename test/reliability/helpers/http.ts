@@ -7,7 +7,8 @@ import { connect } from 'node:net';
 /** Refuses any URL that is not on this machine's loopback address: the suite sends no traffic elsewhere. */
 export function assertLoopback(url: string | URL): URL {
   const parsed = new URL(url);
-  if (parsed.hostname !== '127.0.0.1') throw new TypeError(`The reliability suite only talks to 127.0.0.1, got ${parsed.href}`);
+  if (parsed.hostname !== '127.0.0.1')
+    throw new TypeError(`The reliability suite only talks to 127.0.0.1, got ${parsed.href}`);
   return parsed;
 }
 
@@ -70,7 +71,8 @@ export function send(base: string, path: string, options: SendOptions = {}): Pro
         finish({ kind: 'timeout', ms: elapsed() });
       }, options.timeoutMs ?? 30_000),
     );
-    if (options.abortAfterMs !== undefined) timers.push(setTimeout(() => abort('aborted by the client'), options.abortAfterMs));
+    if (options.abortAfterMs !== undefined)
+      timers.push(setTimeout(() => abort('aborted by the client'), options.abortAfterMs));
     if (options.signal !== undefined) {
       const signal = options.signal;
       const onAbort = (): void => abort('aborted by the client');
@@ -80,7 +82,9 @@ export function send(base: string, path: string, options: SendOptions = {}): Pro
         req.once('close', () => signal.removeEventListener('abort', onAbort));
       }
     }
-    req.on('error', (error: NodeJS.ErrnoException) => finish({ kind: 'error', error: error.code ?? error.message, ms: elapsed() }));
+    req.on('error', (error: NodeJS.ErrnoException) =>
+      finish({ kind: 'error', error: error.code ?? error.message, ms: elapsed() }),
+    );
     req.on('response', (res) => {
       const chunks: string[] = [];
       res.setEncoding('utf8');
@@ -89,7 +93,9 @@ export function send(base: string, path: string, options: SendOptions = {}): Pro
         if (options.abortWhen?.(chunk) === true) abort('aborted by the client mid-body');
       });
       // A body cut short (the server destroyed the socket) emits `aborted`/`error` and never `end`.
-      res.on('error', (error: NodeJS.ErrnoException) => finish({ kind: 'error', error: error.code ?? error.message, ms: elapsed() }));
+      res.on('error', (error: NodeJS.ErrnoException) =>
+        finish({ kind: 'error', error: error.code ?? error.message, ms: elapsed() }),
+      );
       res.on('aborted', () => finish({ kind: 'error', error: 'response aborted', ms: elapsed() }));
       res.on('end', () => {
         if (!res.complete) {
@@ -111,7 +117,9 @@ export function send(base: string, path: string, options: SendOptions = {}): Pro
 export async function answer(base: string, path: string, options: SendOptions = {}): Promise<Answer> {
   const outcome = await send(base, path, options);
   if (outcome.kind !== 'answered') {
-    throw new Error(`${options.method ?? 'GET'} ${path}: no answer (${outcome.kind === 'error' ? outcome.error : 'timeout'})`);
+    throw new Error(
+      `${options.method ?? 'GET'} ${path}: no answer (${outcome.kind === 'error' ? outcome.error : 'timeout'})`,
+    );
   }
   return outcome.answer;
 }
@@ -212,7 +220,8 @@ function parseRaw(data: Buffer): RawAnswer {
 }
 
 /** Signs of a leaked stack trace or internals in a body sent to a client. */
-const LEAK = /\n\s+at\s|\bat [\w$.<>]+ \(|node:internal|node_modules|\/src\/[\w-]+\.ts|\.ts:\d+|\.js:\d+:\d+|"stack"\s*:/;
+const LEAK =
+  /\n\s+at\s|\bat [\w$.<>]+ \(|node:internal|node_modules|\/src\/[\w-]+\.ts|\.ts:\d+|\.js:\d+:\d+|"stack"\s*:/;
 
 /** Whether `body` carries something that looks like a stack trace or a source path. */
 export function leaksInternals(body: string): boolean {
@@ -233,7 +242,8 @@ export function errorBody(body: string): { code: string; message: string; detail
   const error = (parsed as { error: unknown }).error;
   if (typeof error !== 'object' || error === null) return undefined;
   const { code, message } = error as { code?: unknown; message?: unknown };
-  if (typeof code !== 'string' || !/^[A-Z_]+$/.test(code) || typeof message !== 'string' || message === '') return undefined;
+  if (typeof code !== 'string' || !/^[A-Z_]+$/.test(code) || typeof message !== 'string' || message === '')
+    return undefined;
   const extra = Object.keys(error).filter((key) => key !== 'code' && key !== 'message' && key !== 'details');
   return extra.length === 0 ? (error as { code: string; message: string; details?: unknown }) : undefined;
 }

@@ -138,7 +138,10 @@ export async function closedLoop(options: ClosedLoopOptions): Promise<LoadReport
       const index = next++;
       const { path, options: extra } = options.request(index);
       tally.begin();
-      tally.settle(await send(options.url, path, { ...extra, agent: options.agent, timeoutMs: options.timeoutMs }), index);
+      tally.settle(
+        await send(options.url, path, { ...extra, agent: options.agent, timeoutMs: options.timeoutMs }),
+        index,
+      );
     }
   };
   await Promise.all(Array.from({ length: options.clients }, client));
@@ -184,7 +187,12 @@ export async function openLoop(options: OpenLoopOptions): Promise<LoadReport & {
   while (sent < total) {
     const elapsed = performance.now() - tally.started;
     if (elapsed > options.durationMs + 1_000) break; // the client fell behind: never overrun the time bound
-    if (options.stopWhen !== undefined && elapsed >= (options.minDurationMs ?? options.durationMs) && options.stopWhen(tally.classes)) break;
+    if (
+      options.stopWhen !== undefined &&
+      elapsed >= (options.minDurationMs ?? options.durationMs) &&
+      options.stopWhen(tally.classes)
+    )
+      break;
     const due = Math.min(total, Math.floor((elapsed * options.rate) / 1000));
     while (sent < due) {
       if (tally.inFlight >= options.maxInFlight) {

@@ -13,15 +13,26 @@ const FIXED: Readonly<Record<string, (error: { limit?: unknown }) => BatchError<
           details: { limit: cause.limit },
         })
       : new BatchError('ITEM_TOO_LARGE', 'The request body is too large', { cause }),
-  'charset.unsupported': (cause) => new BatchError('UNSUPPORTED_MEDIA_TYPE', 'Unsupported charset: send the JSON body as UTF-8', { cause }),
+  'charset.unsupported': (cause) =>
+    new BatchError('UNSUPPORTED_MEDIA_TYPE', 'Unsupported charset: send the JSON body as UTF-8', { cause }),
   'encoding.unsupported': (cause) =>
-    new BatchError('UNSUPPORTED_MEDIA_TYPE', 'Unsupported Content-Encoding: use gzip, deflate, br or identity', { cause }),
+    new BatchError('UNSUPPORTED_MEDIA_TYPE', 'Unsupported Content-Encoding: use gzip, deflate, br or identity', {
+      cause,
+    }),
   'request.aborted': (cause) => new BatchError('INVALID_INPUT', 'The request body was cut short', { cause }),
-  'request.size.invalid': (cause) => new BatchError('INVALID_INPUT', 'The request body does not match its Content-Length', { cause }),
+  'request.size.invalid': (cause) =>
+    new BatchError('INVALID_INPUT', 'The request body does not match its Content-Length', { cause }),
   'stream.encoding.set': (cause) => new BatchError('INVALID_INPUT', 'The request body could not be read', { cause }),
 };
 
-const ZLIB_CODES = new Set(['Z_DATA_ERROR', 'Z_BUF_ERROR', 'Z_STREAM_ERROR', 'Z_NEED_DICT', 'ERR_BROTLI_DECOMPRESSION_FAILED', 'ERR_TRAILING_JUNK_AFTER_STREAM_END']);
+const ZLIB_CODES = new Set([
+  'Z_DATA_ERROR',
+  'Z_BUF_ERROR',
+  'Z_STREAM_ERROR',
+  'Z_NEED_DICT',
+  'ERR_BROTLI_DECOMPRESSION_FAILED',
+  'ERR_TRAILING_JUNK_AFTER_STREAM_END',
+]);
 
 /**
  * The error a body parser's failure is answered with: a `BatchError` with a fixed message for the failures body
@@ -52,7 +63,6 @@ export function fromBodyParserError(error: unknown): unknown {
   }
   return error;
 }
-
 
 function statusOf(error: object): unknown {
   const { status, statusCode } = error as { status?: unknown; statusCode?: unknown };

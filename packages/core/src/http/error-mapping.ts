@@ -94,10 +94,10 @@ export function toBatchError(error: unknown): BatchError<HttpErrorCode> {
         : status === 405
           ? HttpErrorCode.METHOD_NOT_ALLOWED
           : status === 413
-          ? HttpErrorCode.ITEM_TOO_LARGE
-          : status === 415
-            ? HttpErrorCode.UNSUPPORTED_MEDIA_TYPE
-            : HttpErrorCode.INVALID_INPUT;
+            ? HttpErrorCode.ITEM_TOO_LARGE
+            : status === 415
+              ? HttpErrorCode.UNSUPPORTED_MEDIA_TYPE
+              : HttpErrorCode.INVALID_INPUT;
     const exposed = (error as { expose?: unknown }).expose !== false;
     const message = exposed && error instanceof Error ? error.message : `Bad request (HTTP ${status})`;
     return new BatchError<HttpErrorCode>(code, message, { cause: error });
@@ -136,6 +136,8 @@ export function toHttpError(error: unknown): HttpErrorResponse {
   return {
     status,
     headers,
-    body: { error: details === undefined ? { code: batchError.code, message } : { code: batchError.code, message, details } },
+    body: {
+      error: details === undefined ? { code: batchError.code, message } : { code: batchError.code, message, details },
+    },
   };
 }

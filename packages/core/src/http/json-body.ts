@@ -146,7 +146,11 @@ function readText(req: IncomingMessage, limit: number, decoder: Transform | unde
 }
 
 /** A Node-style middleware (Express, and Nest on Express, take it as it is) that sets `req.body` or answers the error. */
-export type JsonBodyMiddleware = (req: IncomingMessage & { body?: unknown }, res: ServerResponse, next: (error?: unknown) => void) => void;
+export type JsonBodyMiddleware = (
+  req: IncomingMessage & { body?: unknown },
+  res: ServerResponse,
+  next: (error?: unknown) => void,
+) => void;
 
 /**
  * Middleware that reads the JSON body with {@link readJsonBody} into `req.body` and passes any failure to `next`

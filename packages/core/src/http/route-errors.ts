@@ -25,10 +25,18 @@ export function routeNotFound(method: string, path: string): BatchError<'NOT_FOU
  * methodNotAllowed('PUT', '/v1/completions', ['POST']); // 405, Allow: POST
  * ```
  */
-export function methodNotAllowed(method: string, path: string, allowed: readonly string[]): BatchError<'METHOD_NOT_ALLOWED'> {
-  return new BatchError('METHOD_NOT_ALLOWED', `${method} is not allowed on ${quotePath(path)}; allowed: ${allowed.join(', ')}`, {
-    details: { allowed: [...allowed] },
-  });
+export function methodNotAllowed(
+  method: string,
+  path: string,
+  allowed: readonly string[],
+): BatchError<'METHOD_NOT_ALLOWED'> {
+  return new BatchError(
+    'METHOD_NOT_ALLOWED',
+    `${method} is not allowed on ${quotePath(path)}; allowed: ${allowed.join(', ')}`,
+    {
+      details: { allowed: [...allowed] },
+    },
+  );
 }
 
 /**

@@ -1,7 +1,14 @@
 import { createBatcher } from '../batcher.js';
 import { isBatcher } from '../batcher-brand.js';
 import { BatchError, ErrorCode, isBatchError } from '../errors.js';
-import type { BatchHandler, Batcher, BatcherOptions, CallOptions, StreamingBatchHandler, StreamingBatcher } from '../types.js';
+import type {
+  BatchHandler,
+  Batcher,
+  BatcherOptions,
+  CallOptions,
+  StreamingBatchHandler,
+  StreamingBatcher,
+} from '../types.js';
 import { checkOptionalFunction } from '../util/checks.js';
 import { describeValue as describe } from '../util/describe-value.js';
 import { type HttpErrorCode, toBatchError } from './error-mapping.js';
@@ -61,7 +68,9 @@ export function routeBatcher<I, O>(
     throw new TypeError(`Expected \`batcher\` to be a batcher from \`createBatcher()\`, got ${describe(batcher)}`);
   }
   // Options next to `batcher` would be silently ignored: the batcher was configured when it was created.
-  const ignored = Object.keys(batcherOptions).filter((key) => batcherOptions[key as keyof BatcherOptions<I>] !== undefined);
+  const ignored = Object.keys(batcherOptions).filter(
+    (key) => batcherOptions[key as keyof BatcherOptions<I>] !== undefined,
+  );
   if (ignored.length > 0) {
     throw new TypeError(
       `\`${caller}\` got \`batcher\` together with batcher options (${ignored.map((key) => `\`${key}\``).join(', ')}); ` +

@@ -35,7 +35,10 @@ export function isServerError(error: unknown): boolean {
  * checkServerErrorListener('batchRoute', 1); // TypeError: Expected `onError` of `batchRoute` to be a function, got `1` (number)
  * ```
  */
-export function checkServerErrorListener(caller: string, onError: unknown): asserts onError is ServerErrorListener | undefined {
+export function checkServerErrorListener(
+  caller: string,
+  onError: unknown,
+): asserts onError is ServerErrorListener | undefined {
   if (onError !== undefined && typeof onError !== 'function') {
     throw new TypeError(`Expected \`onError\` of \`${caller}\` to be a function, got ${describe(onError)}`);
   }

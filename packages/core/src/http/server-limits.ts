@@ -96,9 +96,13 @@ export function applyServerLimits(server: Server, limits: ServerLimits = {}): vo
       res.setHeader('Connection', 'close');
       writeHttpError(
         res,
-        new BatchError('ITEM_TOO_LARGE', `The request body is larger than the limit of ${settings.maxBodyBytes} bytes`, {
-          details: { limit: settings.maxBodyBytes },
-        }),
+        new BatchError(
+          'ITEM_TOO_LARGE',
+          `The request body is larger than the limit of ${settings.maxBodyBytes} bytes`,
+          {
+            details: { limit: settings.maxBodyBytes },
+          },
+        ),
       );
       return;
     }
@@ -106,4 +110,3 @@ export function applyServerLimits(server: Server, limits: ServerLimits = {}): vo
     server.emit('request', req, res);
   });
 }
-

@@ -111,7 +111,11 @@ export class PoolWorker {
     try {
       this.#worker.postMessage(message);
     } catch (error) {
-      task.reject(new BatchError(ErrorCode.INVALID_INPUT, `Inputs cannot be sent to the inference worker: ${String(error)}`, { cause: error }));
+      task.reject(
+        new BatchError(ErrorCode.INVALID_INPUT, `Inputs cannot be sent to the inference worker: ${String(error)}`, {
+          cause: error,
+        }),
+      );
       return;
     }
     this.#state = 'busy';
@@ -268,7 +272,10 @@ export class PoolWorker {
       case 'load-error':
         this.#state = 'gone';
         void this.#worker.terminate();
-        this.#events.loadFailed(this, new BatchError(ErrorCode.UNAVAILABLE, message.message, { cause: message, expose: false }));
+        this.#events.loadFailed(
+          this,
+          new BatchError(ErrorCode.UNAVAILABLE, message.message, { cause: message, expose: false }),
+        );
         return;
       case 'step':
         this.#tasks.get(message.id)?.onStep?.(message.slots);
@@ -318,9 +325,17 @@ export class PoolWorker {
     }
     const items = tasks.reduce((sum, task) => sum + task.inputs.length, 0);
     const during =
-      tasks.length === 0 ? 'while idle' : tasks.length === 1 ? `while running a batch of ${items}` : `while running ${tasks.length} batches (${items} items)`;
+      tasks.length === 0
+        ? 'while idle'
+        : tasks.length === 1
+          ? `while running a batch of ${items}`
+          : `while running ${tasks.length} batches (${items} items)`;
     const message = `Inference worker ${this.index} crashed (${reason}) ${during}; it is being replaced`;
-    this.#events.crashed(this, new BatchError(ErrorCode.UNAVAILABLE, message, { cause, retryAfterSeconds: 1, expose: false }), tasks);
+    this.#events.crashed(
+      this,
+      new BatchError(ErrorCode.UNAVAILABLE, message, { cause, retryAfterSeconds: 1, expose: false }),
+      tasks,
+    );
   }
 }
 

@@ -39,7 +39,9 @@ export interface SerializedError {
 }
 
 /** One item's outcome. */
-export type ItemResult = { readonly ok: true; readonly value: unknown } | { readonly ok: false; readonly error: SerializedError };
+export type ItemResult =
+  | { readonly ok: true; readonly value: unknown }
+  | { readonly ok: false; readonly error: SerializedError };
 
 /** One item's slot in a streamed step: a chunk, nothing new (`null`), or a failure. */
 export type StepSlot = { readonly chunk: unknown } | { readonly error: SerializedError } | null;

@@ -7,7 +7,11 @@ import type { SerializedError, StepSlot } from './protocol.js';
 
 /** A worker's item error as the `BatchError` callers see. */
 export function itemError(error: SerializedError): BatchError {
-  return new BatchError(error.code, error.message, error.field === undefined ? {} : { details: { field: error.field } });
+  return new BatchError(
+    error.code,
+    error.message,
+    error.field === undefined ? {} : { details: { field: error.field } },
+  );
 }
 
 /**

@@ -23,7 +23,8 @@ export class InferenceWorkerPool<I, O, C> implements WorkerPool<I, O, C> {
   readonly batcherOptions: PoolBatcherOptions<I>;
   readonly ready: Promise<void>;
   readonly handler: BatchHandler<I, O> = (inputs, context) => this.run(inputs, { signal: context.signal });
-  readonly streamingHandler: StreamingBatchHandler<I, C> = (inputs, context) => this.stream(inputs, { signal: context.signal });
+  readonly streamingHandler: StreamingBatchHandler<I, C> = (inputs, context) =>
+    this.stream(inputs, { signal: context.signal });
   readonly #options: Resolved;
   readonly #init: Omit<WorkerInit, 'index' | 'cancel'>;
   readonly #workers: (PoolWorker | undefined)[];
@@ -146,7 +147,9 @@ export class InferenceWorkerPool<I, O, C> implements WorkerPool<I, O, C> {
     this.#startup = undefined;
     for (const task of this.#queue.splice(0)) task.reject(error);
     // Busy workers are asked to stop first: terminating one inside onnxruntime's native run aborts the process.
-    const busy = this.#workers.filter((worker): worker is PoolWorker => worker !== undefined && worker.tasks.length > 0);
+    const busy = this.#workers.filter(
+      (worker): worker is PoolWorker => worker !== undefined && worker.tasks.length > 0,
+    );
     for (const worker of busy) {
       for (const task of worker.tasks) task.reject(error);
       worker.cancel();
@@ -198,7 +201,12 @@ export class InferenceWorkerPool<I, O, C> implements WorkerPool<I, O, C> {
         resolve: (results) => {
           if (!settle()) return;
           if (results.length !== inputs.length || results.includes(undefined as never)) {
-            reject(new BatchError(ErrorCode.HANDLER_ERROR, `The runner returned ${results.length} results for ${inputs.length} inputs`));
+            reject(
+              new BatchError(
+                ErrorCode.HANDLER_ERROR,
+                `The runner returned ${results.length} results for ${inputs.length} inputs`,
+              ),
+            );
           } else resolve(results);
         },
         reject: (error) => {
@@ -229,11 +237,15 @@ export class InferenceWorkerPool<I, O, C> implements WorkerPool<I, O, C> {
     if (!alive && this.#queue.length > 0) {
       const error =
         this.#unavailable ??
-        new BatchError(ErrorCode.UNAVAILABLE, `Worker pool "${this.name}" has no worker left: ${this.#lastLoadFailure?.message}`, {
-          cause: this.#lastLoadFailure,
-          retryAfterSeconds: 1,
-          expose: false,
-        });
+        new BatchError(
+          ErrorCode.UNAVAILABLE,
+          `Worker pool "${this.name}" has no worker left: ${this.#lastLoadFailure?.message}`,
+          {
+            cause: this.#lastLoadFailure,
+            retryAfterSeconds: 1,
+            expose: false,
+          },
+        );
       for (const task of this.#queue.splice(0)) task.reject(error);
     }
   }

@@ -45,7 +45,11 @@ export function checkGenerationFields(
     throw invalid('prompt', `\`prompt\` must be at most ${maxChars} characters, got ${prompt.length}`);
   }
   const mostTokens = bounds.maxTokens ?? Number.MAX_SAFE_INTEGER;
-  if (tokens !== undefined && tokens !== null && (typeof tokens !== 'number' || !Number.isInteger(tokens) || tokens < 1 || tokens > mostTokens)) {
+  if (
+    tokens !== undefined &&
+    tokens !== null &&
+    (typeof tokens !== 'number' || !Number.isInteger(tokens) || tokens < 1 || tokens > mostTokens)
+  ) {
     const range = mostTokens === Number.MAX_SAFE_INTEGER ? 'an integer >= 1' : `an integer from 1 to ${mostTokens}`;
     throw invalid(tokensField, `\`${tokensField}\` must be ${range}, got ${describeValue(tokens)}`);
   }
@@ -56,7 +60,11 @@ export function checkGenerationFields(
   ) {
     throw invalid('temperature', `\`temperature\` must be a number from 0 to 2, got ${describeValue(temperature)}`);
   }
-  if (top_p !== undefined && top_p !== null && (typeof top_p !== 'number' || !Number.isFinite(top_p) || top_p <= 0 || top_p > 1)) {
+  if (
+    top_p !== undefined &&
+    top_p !== null &&
+    (typeof top_p !== 'number' || !Number.isFinite(top_p) || top_p <= 0 || top_p > 1)
+  ) {
     throw invalid('top_p', `\`top_p\` must be a number greater than 0 and at most 1, got ${describeValue(top_p)}`);
   }
   let stops: readonly string[] | undefined;
@@ -64,7 +72,11 @@ export function checkGenerationFields(
     const list = typeof stop === 'string' ? [stop] : stop;
     const most = bounds.maxStopStrings ?? Number.POSITIVE_INFINITY;
     const longest = bounds.maxStopChars ?? Number.POSITIVE_INFINITY;
-    if (!Array.isArray(list) || list.length > most || list.some((s) => typeof s !== 'string' || s.length === 0 || s.length > longest)) {
+    if (
+      !Array.isArray(list) ||
+      list.length > most ||
+      list.some((s) => typeof s !== 'string' || s.length === 0 || s.length > longest)
+    ) {
       const count = most === Number.POSITIVE_INFINITY ? 'an array of' : `an array of at most ${most}`;
       const size = longest === Number.POSITIVE_INFINITY ? 'non-empty strings' : `strings of 1 to ${longest} characters`;
       throw invalid('stop', `\`stop\` must be a string or ${count} ${size}, got ${describeValue(stop)}`);
@@ -73,9 +85,9 @@ export function checkGenerationFields(
   }
   return {
     prompt,
-    maxTokens: tokens === undefined || tokens === null ? undefined : (tokens),
-    temperature: temperature === undefined || temperature === null ? undefined : (temperature),
-    topP: top_p === undefined || top_p === null ? undefined : (top_p),
+    maxTokens: tokens === undefined || tokens === null ? undefined : tokens,
+    temperature: temperature === undefined || temperature === null ? undefined : temperature,
+    topP: top_p === undefined || top_p === null ? undefined : top_p,
     stop: stops,
   };
 }

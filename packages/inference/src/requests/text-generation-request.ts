@@ -145,7 +145,9 @@ export function createTextGenerationParser(limits?: TextGenerationLimits): TextG
  * app.post('/v1/completions', async (req, res) => res.json(await generate(validate(req.body))));
  * ```
  */
-export async function createTextGenerationValidator(options: TextGenerationValidatorOptions): Promise<TextGenerationValidator> {
+export async function createTextGenerationValidator(
+  options: TextGenerationValidatorOptions,
+): Promise<TextGenerationValidator> {
   const { model, ...limits } = definedEntries('options', options);
   const modelDir = resolve(checkString('model', model));
   const resolved = resolveLimits(limits);
@@ -158,14 +160,22 @@ export async function createTextGenerationValidator(options: TextGenerationValid
   try {
     tokenizer = await AutoTokenizer.from_pretrained(basename(modelDir));
   } catch (error) {
-    throw new Error(`Failed to load the tokenizer from "${modelDir}": ${error instanceof Error ? error.message : String(error)}`, {
-      cause: error,
-    });
+    throw new Error(
+      `Failed to load the tokenizer from "${modelDir}": ${error instanceof Error ? error.message : String(error)}`,
+      {
+        cause: error,
+      },
+    );
   }
   const countTokens = (prompt: string) => tokenizer.encode(prompt).length;
   const validate = (body: unknown): TextGenerationInput => {
     const input = parse(body, resolved);
-    const overflow = contextLimitError(countTokens(input.prompt), input.max_new_tokens as number, resolved.contextLength, 'max_tokens');
+    const overflow = contextLimitError(
+      countTokens(input.prompt),
+      input.max_new_tokens as number,
+      resolved.contextLength,
+      'max_tokens',
+    );
     if (overflow !== undefined) throw invalid(overflow.field, overflow.message);
     return input;
   };

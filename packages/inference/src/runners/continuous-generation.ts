@@ -68,10 +68,14 @@ export async function loadContinuousGenerationRunner(spec: Spec, init: WorkerIni
   const presentNames = pastNames.map((name) => name.replace('past_key_values.', 'present.'));
   const missing = ['input_ids', 'attention_mask'].filter((name) => !session.inputNames.includes(name));
   if (!(config.vocab_size !== undefined && config.vocab_size > 0)) throw new Error('config.json has no `vocab_size`');
-  if (pastNames.length === 0 || missing.length > 0 || presentNames.some((name) => !session.outputNames.includes(name))) {
+  if (
+    pastNames.length === 0 ||
+    missing.length > 0 ||
+    presentNames.some((name) => !session.outputNames.includes(name))
+  ) {
     throw new Error(
       'continuous scheduling needs a decoder with a KV cache (inputs input_ids, attention_mask, past_key_values.*; ' +
-        'outputs logits, present.*); use `scheduling: \'request\'` for this model',
+        "outputs logits, present.*); use `scheduling: 'request'` for this model",
     );
   }
   const heads = config.num_attention_heads ?? 1;
@@ -131,12 +135,21 @@ class ContinuousGenerationRunner implements Runner {
     this.#loop = new DecodeLoop(
       session,
       geometry,
-      { maxBatchSize: spec.maxBatchSize, maxPrefillTokens: spec.maxPrefillTokens, maxGroups: MAX_LENGTH_GROUPS, costModel },
+      {
+        maxBatchSize: spec.maxBatchSize,
+        maxPrefillTokens: spec.maxPrefillTokens,
+        maxGroups: MAX_LENGTH_GROUPS,
+        costModel,
+      },
       { afterIteration: () => this.#afterIteration(), failed: (error) => this.#failAll(error) },
     );
   }
 
-  run(inputs: readonly unknown[], emit: EmitStep | undefined, cancelled: () => boolean = () => false): Promise<ItemResult[]> {
+  run(
+    inputs: readonly unknown[],
+    emit: EmitStep | undefined,
+    cancelled: () => boolean = () => false,
+  ): Promise<ItemResult[]> {
     const results: ItemResult[] = new Array(inputs.length);
     const valid = partitionValid(inputs, (input) => this.#check(input), results);
     if (emit !== undefined && valid.length < inputs.length) {
@@ -165,7 +178,10 @@ class ContinuousGenerationRunner implements Runner {
 
   #sequence(request: GenerationRequest, cancelled: () => boolean): Sequence {
     const arrival = this.#arrivals++;
-    const seed = this.#spec.seed >= 0 ? (Math.imul(this.#spec.seed + 1, 0x9e3779b1) ^ arrival) >>> 0 : (Math.random() * 2 ** 32) >>> 0;
+    const seed =
+      this.#spec.seed >= 0
+        ? (Math.imul(this.#spec.seed + 1, 0x9e3779b1) ^ arrival) >>> 0
+        : (Math.random() * 2 ** 32) >>> 0;
     const output = new GenerationRow({
       promptTokens: request.ids.length,
       maxNewTokens: request.maxNewTokens,
@@ -174,7 +190,12 @@ class ContinuousGenerationRunner implements Runner {
       decode: this.#decode,
       ...(this.#pieceOf === undefined ? {} : { pieceOf: this.#pieceOf }),
     });
-    return new Sequence(request.ids, output, { temperature: request.temperature, topP: request.topP, random: seededRandom(seed) }, cancelled);
+    return new Sequence(
+      request.ids,
+      output,
+      { temperature: request.temperature, topP: request.topP, random: seededRandom(seed) },
+      cancelled,
+    );
   }
 
   /** Streams the step's chunks and answers each request whose sequences are all done. */

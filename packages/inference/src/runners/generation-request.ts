@@ -22,7 +22,13 @@ export function checkGenerationInput(
   encode: (text: string) => readonly number[],
   contextLength: number,
 ): GenerationRequest {
-  const fields = checkGenerationFields(input, 'max_new_tokens', (field, message) => new InputError(field, message), {}, 'a text-generation input');
+  const fields = checkGenerationFields(
+    input,
+    'max_new_tokens',
+    (field, message) => new InputError(field, message),
+    {},
+    'a text-generation input',
+  );
   const maxNewTokens = fields.maxTokens ?? spec.maxNewTokens;
   const ids = encode(fields.prompt);
   const overflow = contextLimitError(ids.length, maxNewTokens, contextLength, 'max_new_tokens');

@@ -128,7 +128,11 @@ export class GenerationRow {
 
   #usage(): TokenUsage {
     const { promptTokens } = this.#options;
-    return { prompt_tokens: promptTokens, completion_tokens: this.#ids.length, total_tokens: promptTokens + this.#ids.length };
+    return {
+      prompt_tokens: promptTokens,
+      completion_tokens: this.#ids.length,
+      total_tokens: promptTokens + this.#ids.length,
+    };
   }
 
   /** How much of the current text cannot change any more: it holds back any tail that could still become a stop string. */

@@ -25,7 +25,8 @@ export interface LocalModel {
 export function localModel(modelDir: string, init: WorkerInit): LocalModel {
   // transformers.js reports a missing folder as an unrelated TypeError; name the missing files instead.
   const missing = MODEL_FILES.filter((file) => !existsSync(join(modelDir, file)));
-  if (missing.length > 0) throw new Error(`missing ${missing.join(', ')} (expected a transformers.js model folder, fp32)`);
+  if (missing.length > 0)
+    throw new Error(`missing ${missing.join(', ')} (expected a transformers.js model folder, fp32)`);
   env.allowRemoteModels = false;
   env.allowLocalModels = true;
   env.localModelPath = dirname(modelDir) + sep;
@@ -40,4 +41,3 @@ export function localModel(modelDir: string, init: WorkerInit): LocalModel {
     },
   };
 }
-

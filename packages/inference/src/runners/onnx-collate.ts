@@ -61,13 +61,12 @@ export function isSupportedType(type: string): boolean {
 }
 
 function isArrayLike(value: unknown): value is ArrayLike<unknown> {
-  return (
-    (Array.isArray(value) || ArrayBuffer.isView(value)) && !(value instanceof DataView)
-  );
+  return (Array.isArray(value) || ArrayBuffer.isView(value)) && !(value instanceof DataView);
 }
 
 function normalize(name: string, value: unknown): Value {
-  if (typeof value === 'number' || typeof value === 'bigint' || typeof value === 'boolean') return { values: [value], dims: [] };
+  if (typeof value === 'number' || typeof value === 'bigint' || typeof value === 'boolean')
+    return { values: [value], dims: [] };
   if (isArrayLike(value)) {
     const first = value[0];
     if (value.length > 0 && isArrayLike(first)) {
@@ -91,7 +90,10 @@ function normalize(name: string, value: unknown): Value {
     }
     const size = (dims as number[]).reduce((product, d) => product * d, 1);
     if (size !== data.length) {
-      throw new InputError(name, `Input \`${name}\` has ${data.length} values but dims [${dims.join(', ')}] need ${size}`);
+      throw new InputError(
+        name,
+        `Input \`${name}\` has ${data.length} values but dims [${dims.join(', ')}] need ${size}`,
+      );
     }
     return { values: normalize(name, Array.from(data)).values, dims: [...(dims as number[])] };
   }
@@ -101,8 +103,12 @@ function normalize(name: string, value: unknown): Value {
 function checkElements(meta: ValueMeta, value: Value): void {
   const integer = meta.type !== 'float32' && meta.type !== 'float64';
   for (const v of value.values) {
-    const ok = typeof v === 'boolean' || typeof v === 'bigint' ? integer : Number.isFinite(v) && (!integer || Number.isInteger(v));
-    if (!ok) throw new InputError(meta.name, `Input \`${meta.name}\` (${meta.type}) cannot hold the value ${String(v)}`);
+    const ok =
+      typeof v === 'boolean' || typeof v === 'bigint'
+        ? integer
+        : Number.isFinite(v) && (!integer || Number.isInteger(v));
+    if (!ok)
+      throw new InputError(meta.name, `Input \`${meta.name}\` (${meta.type}) cannot hold the value ${String(v)}`);
   }
 }
 
@@ -126,11 +132,17 @@ function checkItem(item: unknown, inputs: readonly ValueMeta[], maskName: string
     checkElements(meta, value);
     if (meta.shape.length > 0) {
       if (value.dims.length !== meta.shape.length - 1) {
-        throw new InputError(meta.name, `Input \`${meta.name}\` must have ${meta.shape.length - 1} dimensions (without the batch axis), got ${value.dims.length}`);
+        throw new InputError(
+          meta.name,
+          `Input \`${meta.name}\` must have ${meta.shape.length - 1} dimensions (without the batch axis), got ${value.dims.length}`,
+        );
       }
       meta.shape.slice(1).forEach((dim, axis) => {
         if (typeof dim === 'number' && dim >= 0 && value.dims[axis] !== dim) {
-          throw new InputError(meta.name, `Input \`${meta.name}\` must have size ${dim} on axis ${axis}, got ${value.dims[axis]}`);
+          throw new InputError(
+            meta.name,
+            `Input \`${meta.name}\` must have size ${dim} on axis ${axis}, got ${value.dims[axis]}`,
+          );
         }
       });
     }
@@ -138,7 +150,10 @@ function checkItem(item: unknown, inputs: readonly ValueMeta[], maskName: string
     if (axis !== undefined) {
       const length = value.dims[0] as number;
       if (lengths.has(axis) && lengths.get(axis) !== length) {
-        throw new InputError(meta.name, `Input \`${meta.name}\` has length ${length} but another input sharing its sequence axis has ${lengths.get(axis)}`);
+        throw new InputError(
+          meta.name,
+          `Input \`${meta.name}\` has length ${length} but another input sharing its sequence axis has ${lengths.get(axis)}`,
+        );
       }
       lengths.set(axis, length);
     }
@@ -159,22 +174,33 @@ export function collate(
   reject: (index: number, error: unknown) => void,
 ): { readonly collated: Collated; readonly indices: readonly number[] } | undefined {
   const maskMeta = inputs.find((meta) => meta.name === options.attentionMaskInput);
-  const primaryAxis = (maskMeta && sequenceAxis(maskMeta)) ?? inputs.map(sequenceAxis).find((axis) => axis !== undefined);
+  const primaryAxis =
+    (maskMeta && sequenceAxis(maskMeta)) ?? inputs.map(sequenceAxis).find((axis) => axis !== undefined);
   const accepted: { index: number; values: Map<string, Value>; lengths: Map<string, number> }[] = [];
   items.forEach((item, index) => {
     try {
       const checked = checkItem(item, inputs, maskMeta?.name);
       if (maskMeta !== undefined && !checked.values.has(maskMeta.name)) {
         const length = primaryAxis === undefined ? undefined : checked.lengths.get(primaryAxis);
-        if (length === undefined) throw new InputError(maskMeta.name, `Cannot infer \`${maskMeta.name}\`; give it explicitly`);
+        if (length === undefined)
+          throw new InputError(maskMeta.name, `Cannot infer \`${maskMeta.name}\`; give it explicitly`);
         checked.values.set(maskMeta.name, { values: new Array<number>(length).fill(1), dims: [length] });
       }
       const reference = accepted[0];
       for (const meta of inputs) {
-        const fixed = reference?.values.get(meta.name)?.dims.slice(sequenceAxis(meta) === undefined ? 0 : 1).join();
-        const own = checked.values.get(meta.name)?.dims.slice(sequenceAxis(meta) === undefined ? 0 : 1).join();
+        const fixed = reference?.values
+          .get(meta.name)
+          ?.dims.slice(sequenceAxis(meta) === undefined ? 0 : 1)
+          .join();
+        const own = checked.values
+          .get(meta.name)
+          ?.dims.slice(sequenceAxis(meta) === undefined ? 0 : 1)
+          .join();
         if (fixed !== undefined && fixed !== own) {
-          throw new InputError(meta.name, `Input \`${meta.name}\` has dims that differ from the rest of the batch on a non-sequence axis`);
+          throw new InputError(
+            meta.name,
+            `Input \`${meta.name}\` has dims that differ from the rest of the batch on a non-sequence axis`,
+          );
         }
       }
       accepted.push({ index, ...checked });
@@ -186,10 +212,13 @@ export function collate(
   const feeds: Record<string, OnnxTensorData> = {};
   for (const meta of inputs) {
     const Typed = TYPED[meta.type];
-    if (Typed === undefined) throw new TypeError(`Model input \`${meta.name}\` has unsupported element type ${meta.type}`);
+    if (Typed === undefined)
+      throw new TypeError(`Model input \`${meta.name}\` has unsupported element type ${meta.type}`);
     const parts = accepted.map((item) => item.values.get(meta.name) as Value);
     const padded = sequenceAxis(meta) !== undefined;
-    const length = padded ? Math.max(...parts.map((part) => part.dims[0] as number)) : ((parts[0] as Value).dims[0] ?? 1);
+    const length = padded
+      ? Math.max(...parts.map((part) => part.dims[0] as number))
+      : ((parts[0] as Value).dims[0] ?? 1);
     const inner = (parts[0] as Value).dims.slice(1).reduce((product, d) => product * d, 1);
     const rowSize = padded ? length * inner : (parts[0] as Value).values.length;
     const data = new Typed(rowSize * parts.length);
@@ -203,7 +232,9 @@ export function collate(
         (data as unknown as Scalar[])[row * rowSize + shift + k] = convert(v);
       });
     });
-    const dims = padded ? [parts.length, length, ...(parts[0] as Value).dims.slice(1)] : [parts.length, ...(parts[0] as Value).dims];
+    const dims = padded
+      ? [parts.length, length, ...(parts[0] as Value).dims.slice(1)]
+      : [parts.length, ...(parts[0] as Value).dims];
     feeds[meta.name] = { type: meta.type, dims, data };
   }
   const lengths = new Map<string, number[]>();

@@ -10,7 +10,8 @@ type Spec = Required<OnnxRunnerSpec>;
 
 function tensorMeta(values: readonly InferenceSession.ValueMetadata[], kind: string): ValueMeta[] {
   return values.map((meta) => {
-    if (!meta.isTensor) throw new Error(`Model ${kind} \`${meta.name}\` is not a tensor; only tensor models are supported`);
+    if (!meta.isTensor)
+      throw new Error(`Model ${kind} \`${meta.name}\` is not a tensor; only tensor models are supported`);
     return { name: meta.name, type: meta.type, shape: meta.shape };
   });
 }
@@ -45,7 +46,8 @@ export async function loadOnnxRunner(spec: Spec, init: WorkerInit): Promise<Runn
   const inputs = tensorMeta(session.inputMetadata, 'input');
   const outputs = tensorMeta(session.outputMetadata, 'output');
   for (const meta of inputs) {
-    if (!isSupportedType(meta.type)) throw new Error(`Model input \`${meta.name}\` has unsupported element type ${meta.type}`);
+    if (!isSupportedType(meta.type))
+      throw new Error(`Model input \`${meta.name}\` has unsupported element type ${meta.type}`);
   }
   const wanted = spec.outputs.length > 0 ? spec.outputs : session.outputNames;
   for (const name of wanted) {
@@ -63,7 +65,10 @@ export async function loadOnnxRunner(spec: Spec, init: WorkerInit): Promise<Runn
       if (batch === undefined) return results;
       const { collated, indices } = batch;
       const feeds = Object.fromEntries(
-        Object.entries(collated.feeds).map(([name, t]) => [name, new Tensor(t.type as 'float32', t.data as Float32Array, t.dims)]),
+        Object.entries(collated.feeds).map(([name, t]) => [
+          name,
+          new Tensor(t.type as 'float32', t.data as Float32Array, t.dims),
+        ]),
       );
       const fetched = await session.run(feeds, wanted);
       const plain: Record<string, OnnxTensorData> = {};

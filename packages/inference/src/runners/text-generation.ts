@@ -1,4 +1,11 @@
-import { AutoModelForCausalLM, AutoTokenizer, LogitsProcessor, StoppingCriteria, Tensor, random } from '@huggingface/transformers';
+import {
+  AutoModelForCausalLM,
+  AutoTokenizer,
+  LogitsProcessor,
+  StoppingCriteria,
+  Tensor,
+  random,
+} from '@huggingface/transformers';
 import type { ItemResult, StepSlot, WorkerInit } from '../pool/protocol.js';
 import { samplingKey } from '../spec/runner-spec.js';
 import type { TextGenerationRunnerSpec } from '../spec/runner-types.js';
@@ -52,7 +59,11 @@ export async function loadTextGenerationRunner(spec: Spec, init: WorkerInit): Pr
   const tokenizer = await AutoTokenizer.from_pretrained(id);
   const model = await AutoModelForCausalLM.from_pretrained(id, options);
   if (spec.seed >= 0) random.seed(spec.seed);
-  const config = model.config as { max_position_embeddings?: number; eos_token_id?: number | number[]; pad_token_id?: number };
+  const config = model.config as {
+    max_position_embeddings?: number;
+    eos_token_id?: number | number[];
+    pad_token_id?: number;
+  };
   const eos = model.generation_config?.eos_token_id ?? config.eos_token_id ?? tokenizer.eos_token_id;
   return new TextGenerationRunner(spec, tokenizer, model, {
     contextLength: spec.contextLength > 0 ? spec.contextLength : (config.max_position_embeddings ?? 512),
@@ -79,7 +90,11 @@ class TextGenerationRunner implements Runner {
     return { threadCpuMs: threadCpuMs() };
   }
 
-  async run(inputs: readonly unknown[], emit: EmitStep | undefined, cancelled: () => boolean = () => false): Promise<ItemResult[]> {
+  async run(
+    inputs: readonly unknown[],
+    emit: EmitStep | undefined,
+    cancelled: () => boolean = () => false,
+  ): Promise<ItemResult[]> {
     const results: ItemResult[] = new Array(inputs.length);
     const valid = partitionValid(inputs, (input) => this.#check(input), results);
     if (emit !== undefined && valid.length < inputs.length) {
@@ -212,5 +227,6 @@ function filterRow(row: Float32Array, topP: number): void {
     mass += weights[order[kept] as number] as number;
     kept += 1;
   }
-  for (let rank = Math.max(kept, 1); rank < order.length; rank += 1) row[order[rank] as number] = Number.NEGATIVE_INFINITY;
+  for (let rank = Math.max(kept, 1); rank < order.length; rank += 1)
+    row[order[rank] as number] = Number.NEGATIVE_INFINITY;
 }

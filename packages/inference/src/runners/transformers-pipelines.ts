@@ -3,17 +3,25 @@ import { pipeline } from '@huggingface/transformers';
 import type { FeatureExtractionPipeline, Tensor, TextClassificationPipeline } from '@huggingface/transformers';
 import { InputError } from '../pool/protocol.js';
 import type { ItemResult, WorkerInit } from '../pool/protocol.js';
-import type { ClassificationLabel, FeatureExtractionRunnerSpec, TextClassificationRunnerSpec } from '../spec/runner-types.js';
+import type {
+  ClassificationLabel,
+  FeatureExtractionRunnerSpec,
+  TextClassificationRunnerSpec,
+} from '../spec/runner-types.js';
 import { localModel } from './local-model.js';
 import { partitionValid } from './runner.js';
 import type { Runner } from './runner.js';
 
 /** Keeps the inputs that are non-empty strings; the others get an `INVALID_INPUT` result. */
-export function checkTexts(inputs: readonly unknown[], results: ItemResult[]): { readonly index: number; readonly value: string }[] {
+export function checkTexts(
+  inputs: readonly unknown[],
+  results: ItemResult[],
+): { readonly index: number; readonly value: string }[] {
   return partitionValid(
     inputs,
     (input) => {
-      if (typeof input !== 'string' || input.length === 0) throw new InputError(undefined, 'Expected a non-empty string');
+      if (typeof input !== 'string' || input.length === 0)
+        throw new InputError(undefined, 'Expected a non-empty string');
       return input;
     },
     results,
@@ -21,7 +29,10 @@ export function checkTexts(inputs: readonly unknown[], results: ItemResult[]): {
 }
 
 /** Loads a transformers.js `feature-extraction` pipeline; the whole batch is one padded model call. */
-export async function loadFeatureExtractionRunner(spec: Required<FeatureExtractionRunnerSpec>, init: WorkerInit): Promise<Runner> {
+export async function loadFeatureExtractionRunner(
+  spec: Required<FeatureExtractionRunnerSpec>,
+  init: WorkerInit,
+): Promise<Runner> {
   const { id, options } = localModel(spec.model, init);
   const extractor = (await pipeline('feature-extraction', id, options)) as FeatureExtractionPipeline;
   // The pipeline pools by position: the first token is real only with right padding, the last only with left.
@@ -31,10 +42,10 @@ export async function loadFeatureExtractionRunner(spec: Required<FeatureExtracti
       const results: ItemResult[] = new Array(inputs.length);
       const valid = checkTexts(inputs, results);
       if (valid.length === 0) return results;
-      const output = (await extractor(
+      const output = await extractor(
         valid.map((item) => item.value),
         { pooling: spec.pooling, normalize: spec.normalize },
-      ));
+      );
       const vectors = output.tolist() as number[][];
       valid.forEach((item, position) => {
         results[item.index] = { ok: true, value: vectors[position] };
@@ -45,7 +56,10 @@ export async function loadFeatureExtractionRunner(spec: Required<FeatureExtracti
 }
 
 /** Loads a transformers.js `text-classification` pipeline; the whole batch is one padded model call. */
-export async function loadTextClassificationRunner(spec: Required<TextClassificationRunnerSpec>, init: WorkerInit): Promise<Runner> {
+export async function loadTextClassificationRunner(
+  spec: Required<TextClassificationRunnerSpec>,
+  init: WorkerInit,
+): Promise<Runner> {
   const { id, options } = localModel(spec.model, init);
   const classifier = (await pipeline('text-classification', id, options)) as TextClassificationPipeline;
   return {

@@ -1,5 +1,13 @@
 import { resolve } from 'node:path';
-import { checkBoolean, checkInteger, checkNumber, checkOneOf, checkString, definedEntries, fail } from '@microbatch/core/util';
+import {
+  checkBoolean,
+  checkInteger,
+  checkNumber,
+  checkOneOf,
+  checkString,
+  definedEntries,
+  fail,
+} from '@microbatch/core/util';
 import type {
   FeatureExtractionRunnerSpec,
   TextGenerationInput,

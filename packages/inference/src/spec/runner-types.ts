@@ -161,7 +161,11 @@ export interface OnnxRunnerSpec {
  * const runners: RunnerSpec[] = [{ task: 'onnx', model: 'a.onnx' }, { task: 'text-generation', model: 'models/lm' }];
  * ```
  */
-export type RunnerSpec = TextGenerationRunnerSpec | FeatureExtractionRunnerSpec | TextClassificationRunnerSpec | OnnxRunnerSpec;
+export type RunnerSpec =
+  | TextGenerationRunnerSpec
+  | FeatureExtractionRunnerSpec
+  | TextClassificationRunnerSpec
+  | OnnxRunnerSpec;
 
 /**
  * One text-generation request, as returned by the parser / validator of untrusted bodies.

@@ -65,7 +65,14 @@ function encoderModel(): Uint8Array {
     inputs: tokenInputs,
     outputs: [{ name: 'last_hidden_state', type: DataType.FLOAT, shape: ['batch_size', 'sequence_length', DIM] }],
     initializers: [table],
-    nodes: [{ op: 'Gather', inputs: ['embedding_table', 'input_ids'], outputs: ['last_hidden_state'], attributes: { axis: 0 } }],
+    nodes: [
+      {
+        op: 'Gather',
+        inputs: ['embedding_table', 'input_ids'],
+        outputs: ['last_hidden_state'],
+        attributes: { axis: 0 },
+      },
+    ],
   });
 }
 

@@ -19,7 +19,9 @@ async function mtime(path: string): Promise<number> {
 
 async function newestSource(): Promise<number> {
   const files = await readdir(join(root, 'src'), { recursive: true });
-  const times = await Promise.all(files.filter((file) => file.endsWith('.ts')).map((file) => mtime(join(root, 'src', file))));
+  const times = await Promise.all(
+    files.filter((file) => file.endsWith('.ts')).map((file) => mtime(join(root, 'src', file))),
+  );
   return Math.max(...times, await mtime(join(root, 'tsup.config.mjs')));
 }
 

@@ -24,7 +24,10 @@ import { parseTextQuery, textQueryAnswer } from '../text-query.js';
  * createTextCompletionApp(model).listen(8000);
  * ```
  */
-export function createTextCompletionApp(service: TextCompletionService, options: TextCompletionAppOptions = {}): express.Express {
+export function createTextCompletionApp(
+  service: TextCompletionService,
+  options: TextCompletionAppOptions = {},
+): express.Express {
   const app = express();
   // Nothing to tell a client about the stack.
   app.disable('x-powered-by');
@@ -32,13 +35,16 @@ export function createTextCompletionApp(service: TextCompletionService, options:
   app.head('/', (_req, res) => void res.type('text/plain').end());
 
   // The tutorial's curl: `curl "http://127.0.0.1:8000/?text=Once+upon+a+time"` prints the story, as plain text.
-  app.get('/', batchRoute({
-    batcher: service.generate,
-    input: (req) => parseTextQuery(req.query.text, service.validate),
-    output: (result, req, res) => res.type('text/plain').send(textQueryAnswer(req.query.text, result)),
-    // Each client address gets a fair share of admission and of each batch.
-    callOptions: (req) => ({ fairnessKey: req.socket.remoteAddress }),
-  }));
+  app.get(
+    '/',
+    batchRoute({
+      batcher: service.generate,
+      input: (req) => parseTextQuery(req.query.text, service.validate),
+      output: (result, req, res) => res.type('text/plain').send(textQueryAnswer(req.query.text, result)),
+      // Each client address gets a fair share of admission and of each batch.
+      callOptions: (req) => ({ fairnessKey: req.socket.remoteAddress }),
+    }),
+  );
 
   // OpenAI's completions API (JSON or `stream: true`), so existing OpenAI clients work unchanged.
   const completions = createCompletionsEndpoint(service, options.limits);

@@ -13,7 +13,13 @@ import { type ListenOptions, type RunningServer, startServer } from '../serve.js
 import type { TextCompletionService } from '../text-completion-model.js';
 import { parseTextQuery, textQueryAnswer } from '../text-query.js';
 
-const CLIENT_GONE: ReadonlySet<string> = new Set(['ECONNRESET', 'EPIPE', 'ECONNABORTED', 'ERR_STREAM_PREMATURE_CLOSE', 'ERR_HTTP_REQUEST_TIMEOUT']);
+const CLIENT_GONE: ReadonlySet<string> = new Set([
+  'ECONNRESET',
+  'EPIPE',
+  'ECONNABORTED',
+  'ERR_STREAM_PREMATURE_CLOSE',
+  'ERR_HTTP_REQUEST_TIMEOUT',
+]);
 
 /**
  * The text-completion routes on Koa: `GET /?text=` (plain text), `POST /v1/completions` (OpenAI, JSON or SSE),
@@ -29,16 +35,19 @@ export function createTextCompletionApp(service: TextCompletionService, options:
   const router = new Router();
 
   // The tutorial's curl: `curl "http://127.0.0.1:8000/?text=Once+upon+a+time"` prints the story, as plain text.
-  router.get('/', batchRoute({
-    batcher: service.generate,
-    input: (ctx) => parseTextQuery(ctx.query.text, service.validate),
-    // Each client address gets a fair share of admission and of each batch.
-    callOptions: (ctx) => ({ fairnessKey: ctx.req.socket.remoteAddress }),
-    output: (result, ctx) => {
-      ctx.type = 'text/plain';
-      ctx.body = textQueryAnswer(ctx.query.text, result);
-    },
-  }));
+  router.get(
+    '/',
+    batchRoute({
+      batcher: service.generate,
+      input: (ctx) => parseTextQuery(ctx.query.text, service.validate),
+      // Each client address gets a fair share of admission and of each batch.
+      callOptions: (ctx) => ({ fairnessKey: ctx.req.socket.remoteAddress }),
+      output: (result, ctx) => {
+        ctx.type = 'text/plain';
+        ctx.body = textQueryAnswer(ctx.query.text, result);
+      },
+    }),
+  );
 
   // OpenAI's completions API (JSON or `stream: true`); the endpoint writes the Node response itself.
   const completions = createCompletionsEndpoint(service, options.limits);

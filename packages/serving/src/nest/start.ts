@@ -41,5 +41,10 @@ export async function startTextCompletionApp(
   // One line per batch for the `@Batch()` route too (the service logs its own batchers).
   const log = options.logger ?? options.log ?? console.log;
   if (log !== false) for (const batcher of app.get(BatchRegistry).batchers) logBatches(batcher, log);
-  return { server, url: serverUrl(server), ready: service.ready, shutdown: shutdownServer(server, { drain: () => app.close() }) };
+  return {
+    server,
+    url: serverUrl(server),
+    ready: service.ready,
+    shutdown: shutdownServer(server, { drain: () => app.close() }),
+  };
 }

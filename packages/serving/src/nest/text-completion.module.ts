@@ -38,7 +38,9 @@ class HideServerStack implements OnModuleInit {
   constructor(@Inject(HttpAdapterHost) private readonly adapterHost: HttpAdapterHost) {}
 
   onModuleInit(): void {
-    const instance = this.adapterHost.httpAdapter?.getInstance() as { disable?: (setting: string) => unknown } | undefined;
+    const instance = this.adapterHost.httpAdapter?.getInstance() as
+      | { disable?: (setting: string) => unknown }
+      | undefined;
     instance?.disable?.('x-powered-by');
   }
 }

@@ -93,7 +93,11 @@ export class DecodeLoop {
       }
     } catch (error) {
       // A failed model call fails every sequence in the loop: the runner reports it for each request.
-      for (const sequence of [...this.#waiting, ...this.#running(), ...(this.#chunking === undefined ? [] : [this.#chunking])]) {
+      for (const sequence of [
+        ...this.#waiting,
+        ...this.#running(),
+        ...(this.#chunking === undefined ? [] : [this.#chunking]),
+      ]) {
         sequence.cancelled = true;
       }
       this.#waiting = [];
@@ -144,7 +148,11 @@ export class DecodeLoop {
     }
     const admitted = new Set(group);
     this.#waiting = this.#waiting.filter((sequence) => !admitted.has(sequence));
-    const outputs = await this.#runPrefill(group.map((sequence) => sequence.prompt), undefined, longest);
+    const outputs = await this.#runPrefill(
+      group.map((sequence) => sequence.prompt),
+      undefined,
+      longest,
+    );
     const source = presentSource(outputs, longest, this.#geometry);
     const logits = outputs.logits?.data as Float32Array;
     const { vocabSize } = this.#geometry;

@@ -127,7 +127,9 @@ export class KvGroup<Row extends GroupRow> {
     const past = rows.reduce((longest, row) => Math.max(longest, row.length), 0);
     const source = this.#source;
     const unchanged =
-      rows.length === this.rows.length && past === source.past && rows.every((row, index) => row.source === source && row.row === index);
+      rows.length === this.rows.length &&
+      past === source.past &&
+      rows.every((row, index) => row.source === source && row.row === index);
     this.rows = rows;
     if (unchanged) return undefined;
     const retired = this.#source.data;

@@ -52,7 +52,8 @@ export function splitCost(lengths: readonly number[], ends: readonly number[], m
 export function splitByLength(lengths: readonly number[], model: StepCostModel, maxGroups: number): number[] {
   const count = lengths.length;
   if (count === 0) return [];
-  const groupCost = (from: number, to: number) => model.callMs + (to - from) * (model.rowMs + (lengths[to - 1] as number) * model.rowPastMs);
+  const groupCost = (from: number, to: number) =>
+    model.callMs + (to - from) * (model.rowMs + (lengths[to - 1] as number) * model.rowPastMs);
   // best[g][j]: least cost of the first j rows in g groups; cut[g][j]: where its last group starts.
   let best: number[] = Array.from({ length: count + 1 }, (_, j) => (j === 0 ? 0 : groupCost(0, j)));
   const cuts: number[][] = [Array.from({ length: count + 1 }, () => 0)];

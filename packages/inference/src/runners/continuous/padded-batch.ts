@@ -36,7 +36,13 @@ export interface KvRow {
  * Copies one row's real past (its `length` right-aligned entries in its source) into row `to` of `into`, whose
  * rows are `past` long, and zeroes the padding on its left. `into` must not be the row's own source arrays.
  */
-export function copyRow(row: KvRow, into: readonly Float32Array[], to: number, past: number, geometry: ModelGeometry): void {
+export function copyRow(
+  row: KvRow,
+  into: readonly Float32Array[],
+  to: number,
+  past: number,
+  geometry: ModelGeometry,
+): void {
   const { kvHeads, headDim } = geometry;
   const source = row.source;
   const pad = past - row.length;
@@ -56,7 +62,12 @@ export function copyRow(row: KvRow, into: readonly Float32Array[], to: number, p
  * Copies `rows` (from whatever sources they are in) into `into` (arrays long enough, none of them a row's source),
  * left-padded to `past`, and points each row at its new place. Returns the new source.
  */
-export function composeInto(rows: readonly KvRow[], into: readonly Float32Array[], past: number, geometry: ModelGeometry): KvSource {
+export function composeInto(
+  rows: readonly KvRow[],
+  into: readonly Float32Array[],
+  past: number,
+  geometry: ModelGeometry,
+): KvSource {
   rows.forEach((row, to) => copyRow(row, into, to, past, geometry));
   const composed = { data: into, past };
   rows.forEach((row, to) => {

@@ -105,7 +105,9 @@ export class RunningGroups<Row extends GroupRow> {
       const count = group.rows.length;
       const longest = group.longest;
       if (count === 0 || longest >= group.past) continue;
-      if (worthRegrouping(callCost(count, group.past, model), callCost(count, longest, model), count * longest, model)) {
+      if (
+        worthRegrouping(callCost(count, group.past, model), callCost(count, longest, model), count * longest, model)
+      ) {
         this.#compose(group, [...group.rows]);
         this.#stats.trims += 1;
       }

@@ -20,7 +20,11 @@ function lcg(seed: number): () => number {
  * Builds the lazy piece table for `decode`, or returns `undefined` when pieces do not reproduce `decode` on
  * random sequences of `vocabSize` ids.
  */
-export function tokenPieces(decode: (ids: readonly number[]) => string, vocabSize: number, anchor: number): PieceOf | undefined {
+export function tokenPieces(
+  decode: (ids: readonly number[]) => string,
+  vocabSize: number,
+  anchor: number,
+): PieceOf | undefined {
   const base = decode([anchor]);
   const cache = new Map<number, string | null>();
   const pieceOf: PieceOf = (id) => {
