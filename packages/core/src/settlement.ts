@@ -30,7 +30,7 @@ export class Settlement {
       item.resolve?.(value);
       return;
     }
-    this.settle(item, value, undefined, undefined, undefined);
+    this.#settle(item, value, undefined, undefined, undefined);
   }
 
   /**
@@ -64,16 +64,16 @@ export class Settlement {
     if (item.state !== ItemState.Running) return;
     this.#stats.failed += 1;
     (item.batch as NonNullable<Item['batch']>).failed += 1;
-    this.settle(item, undefined, error, isBatchError(error) ? error.code : ErrorCode.HANDLER_ERROR, undefined);
+    this.#settle(item, undefined, error, isBatchError(error) ? error.code : ErrorCode.HANDLER_ERROR, undefined);
   }
 
   /** An item refused at admission, or taken out of the queue (cancelled, expired, refused early, closed). */
   refuse(item: Item, refusal: Refusal): void {
-    this.settle(item, undefined, refusal.error, refusal.reason, refusal.cause);
+    this.#settle(item, undefined, refusal.error, refusal.reason, refusal.cause);
   }
 
   /** Settles `item` once: with `value` when `reason` is `undefined`, else rejected with `error`. */
-  settle(
+  #settle(
     item: Item,
     value: unknown,
     error: unknown,
