@@ -12,12 +12,18 @@ export interface BatchLifecycle {
   finish(batch: RunningBatch): void;
 }
 
+/** What the dispatcher asks of the runner: run a dispatched batch, and fail one that ran past its time. */
+export interface BatchExecutor {
+  run(batch: RunningBatch): Promise<void>;
+  timeOut(batch: RunningBatch, executionTimeoutMs: number): void;
+}
+
 /**
  * Runs a dispatched batch through the handler and settles its items from what comes back: N results for N
  * inputs (an `Error` fails its item; a throw or a wrong-length result fails the batch, or re-runs it by halves
  * with `onBatchError: 'isolate'`), or, for a streaming handler, steps of one slot per input.
  */
-export class BatchRunner {
+export class BatchRunner implements BatchExecutor {
   readonly #handler: AnyHandler;
   readonly #streaming: boolean;
   readonly #onBatchError: OnBatchError;
@@ -100,23 +106,7 @@ export class BatchRunner {
       for (const item of items) settlement.fail(item, error);
       return;
     }
-    let resolved = 0;
-    for (let index = 0; index < items.length; index += 1) {
-      const item = items[index] as Item;
-      const result: unknown = results[index];
-      if (result instanceof Error) {
-        settlement.fail(item, result);
-      } else if (item.watch === undefined && item.state === ItemState.Running) {
-        // The common case inline, counted once per batch below: nothing to unsubscribe, no stream.
-        item.state = ItemState.Settled;
-        resolved += 1;
-        item.resolve?.(result);
-      } else {
-        settlement.succeed(item, result);
-      }
-    }
-    // Resolving only queues the callers' continuations, so counting after the loop is seen by no one in between.
-    if (resolved > 0) settlement.resolved((items[0] as Item).batch as RunningBatch, resolved);
+    settlement.results(items, results);
   }
 
   async #runStream(items: Item[], inputs: unknown[], context: BatchContext, batch: RunningBatch): Promise<void> {

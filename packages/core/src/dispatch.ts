@@ -1,42 +1,52 @@
-import type { Admission } from './admission.js';
-import { type BatchLifecycle, type BatchRunner, controllerOf } from './batch-execution.js';
-import { ErrorCode } from './errors.js';
+import { type BatchExecutor, type BatchLifecycle, controllerOf } from './batch-execution.js';
 import { type Item, ItemState, RunningBatch } from './item.js';
 import type { KeyQueue } from './key-queue.js';
-import type { LatencyModel } from './latency-model.js';
+import type { Lifecycle } from './lifecycle.js';
 import type { Emitter, StatsRecorder } from './metrics.js';
 import type { ResolvedOptions, Settings } from './options.js';
+import type { Predictor } from './predictor.js';
 import type { QueueSet } from './queues.js';
+import type { Refusal, Refusals } from './refusals.js';
 import type { Settlement } from './settlement.js';
-import type { OverloadCause, RejectReason } from './types.js';
+
+/** What the dispatcher reads and writes, built before it (see `BatchEngine`'s constructor). */
+export interface DispatcherParts {
+  readonly options: ResolvedOptions<unknown>;
+  readonly settings: Settings;
+  readonly queues: QueueSet;
+  /** The batches whose handler runs: the dispatcher is the only writer (the predictor reads them). */
+  readonly running: RunningBatch[];
+  readonly predictor: Predictor;
+  readonly refusals: Refusals;
+  readonly lifecycle: Lifecycle;
+  readonly stats: StatsRecorder;
+  readonly emitter: Emitter;
+  readonly settlement: Settlement;
+}
 
 /**
  * When batches go. Work-conserving by default (`batchWaitTimeoutMs: 0`): while a slot is free, whatever is queued
  * goes at once, a synchronous burst of calls sharing one batch (the engine flushes once per tick); while every slot
  * is busy, arrivals gather and the next batch is formed when a slot frees. With `batchWaitTimeoutMs > 0`, a key's
- * batch also waits for that long after its first item unless it fills up first.
+ * batch also waits for that long after its first item unless it fills up first. Once closed, nothing waits.
  */
 export class Dispatcher implements BatchLifecycle {
   readonly #options: ResolvedOptions<unknown>;
   readonly #settings: Settings;
   readonly #queues: QueueSet;
+  /**
+   * Batches whose handler is still running; their count is the slots taken. An array, not a `Set`: it holds at most
+   * `maxConcurrentBatches` batches, and adding to and deleting from a set cost a measurable share of each batch.
+   */
+  readonly #running: RunningBatch[];
+  readonly #predictor: Predictor;
+  readonly #refusals: Refusals;
+  readonly #lifecycle: Lifecycle;
   readonly #stats: StatsRecorder;
   readonly #emitter: Emitter;
   readonly #settlement: Settlement;
-  readonly #model: LatencyModel;
-  readonly #onIdle: () => void;
   readonly #costed: boolean;
-  admission!: Admission;
-  runner!: BatchRunner;
-  /** Handler calls whose slot is taken. */
-  inFlight = 0;
-  /**
-   * Batches whose handler is still running, for the admission's prediction. An array, not a `Set`: it holds at most
-   * `maxConcurrentBatches` batches, and adding to and deleting from a set cost a measurable share of each batch.
-   */
-  readonly running: RunningBatch[] = [];
-  /** Set by `close()`: every queued item goes without waiting for its window. */
-  closing = false;
+  readonly #executor: BatchExecutor;
   /** An arrival is waiting for the end-of-tick flush (work-conserving mode). */
   flushWanted = false;
   #batchSeq = 0;
@@ -44,32 +54,34 @@ export class Dispatcher implements BatchLifecycle {
   #timerAt = Number.POSITIVE_INFINITY;
   #pumping = false;
 
-  constructor(
-    options: ResolvedOptions<unknown>,
-    settings: Settings,
-    queues: QueueSet,
-    stats: StatsRecorder,
-    emitter: Emitter,
-    settlement: Settlement,
-    model: LatencyModel,
-    costed: boolean,
-    onIdle: () => void,
-  ) {
-    this.#options = options;
-    this.#settings = settings;
-    this.#queues = queues;
-    this.#stats = stats;
-    this.#emitter = emitter;
-    this.#settlement = settlement;
-    this.#model = model;
+  /**
+   * `costed`: whether items have costs of their own (a `cost` option), so a batch's cost must be summed.
+   * `executor` builds the batch runner, which tells this dispatcher when a batch's slot frees and when it ends.
+   */
+  constructor(parts: DispatcherParts, costed: boolean, executor: (lifecycle: BatchLifecycle) => BatchExecutor) {
+    this.#options = parts.options;
+    this.#settings = parts.settings;
+    this.#queues = parts.queues;
+    this.#running = parts.running;
+    this.#predictor = parts.predictor;
+    this.#refusals = parts.refusals;
+    this.#lifecycle = parts.lifecycle;
+    this.#stats = parts.stats;
+    this.#emitter = parts.emitter;
+    this.#settlement = parts.settlement;
     this.#costed = costed;
-    this.#onIdle = onIdle;
+    this.#executor = executor(this);
+  }
+
+  /** Handler calls whose slot is taken. */
+  get inFlight(): number {
+    return this.#running.length;
   }
 
   /** After an item joined `queue`. */
   arrived(queue: KeyQueue, now: number): void {
     const settings = this.#settings;
-    if (this.inFlight >= settings.maxConcurrentBatches) return; // it joins the batch formed when a slot frees
+    if (this.#running.length >= settings.maxConcurrentBatches) return; // it joins the batch formed when a slot frees
     if (queue.isFull(settings.maxBatchSize, this.#options.maxBatchCost)) this.pump(now);
     else if (settings.batchWaitTimeoutMs === 0) this.flushWanted = true;
     else if (queue.items.length === 1) this.pump(now); // a new window: arm its timer
@@ -87,12 +99,12 @@ export class Dispatcher implements BatchLifecycle {
     if (this.#pumping) return;
     this.#pumping = true;
     try {
-      while (this.inFlight < this.#settings.maxConcurrentBatches && this.#queues.length > 0) {
+      while (this.#running.length < this.#settings.maxConcurrentBatches && this.#queues.length > 0) {
         const queue = this.#nextReady(now);
         if (queue === undefined) break;
         this.#dispatch(queue, now);
       }
-      if (this.#queues.deadlined > 0 && this.#model.ready) this.#refuseLate(now);
+      if (this.#queues.deadlined > 0 && this.#predictor.ready) this.#refuseLate(now);
       this.armTimer();
     } finally {
       this.#pumping = false;
@@ -121,13 +133,13 @@ export class Dispatcher implements BatchLifecycle {
   }
 
   #closingOr(waitMs: number): number {
-    return this.closing ? 0 : waitMs;
+    return this.#lifecycle.closed ? 0 : waitMs;
   }
 
   armTimer(): void {
     let at = Number.POSITIVE_INFINITY;
     const waitMs = this.#closingOr(this.#settings.batchWaitTimeoutMs);
-    if (waitMs > 0 && this.inFlight < this.#settings.maxConcurrentBatches) {
+    if (waitMs > 0 && this.#running.length < this.#settings.maxConcurrentBatches) {
       for (const queue of this.#queues.queues()) at = Math.min(at, queue.windowStart + waitMs);
     }
     if (at === this.#timerAt) return;
@@ -158,11 +170,10 @@ export class Dispatcher implements BatchLifecycle {
       cost = 0;
       for (const item of items) cost += item.cost;
     }
-    this.inFlight += 1;
     // A packed array, filled below (not `new Array(n)`: a holey array slows down every handler that maps it).
     const inputs: unknown[] = [];
     const batch = new RunningBatch(++this.#batchSeq, queue.key, items, inputs, cost, now);
-    this.running.push(batch);
+    this.#running.push(batch);
     const { maxBatchSize } = this.#settings;
     this.#stats.recordBatch(items.length, maxBatchSize);
     const queueTimesMs: number[] | undefined = this.#emitter.has('batchStart') ? [] : undefined;
@@ -192,12 +203,12 @@ export class Dispatcher implements BatchLifecycle {
     const { executionTimeoutMs } = this.#options;
     if (executionTimeoutMs !== Number.POSITIVE_INFINITY) {
       batch.timer = this.#options.clock.setTimeout(() => {
-        this.runner.timeOut(batch, executionTimeoutMs);
+        this.#executor.timeOut(batch, executionTimeoutMs);
         // The slot is freed now: a handler that ignores its signal must not stall every later batch.
         this.finish(batch);
       }, executionTimeoutMs);
     }
-    void this.runner.run(batch);
+    void this.#executor.run(batch);
   }
 
   /** The per-item part of a dispatch that only items with `onDispatch`, or a `batchStart` listener, need. */
@@ -219,12 +230,11 @@ export class Dispatcher implements BatchLifecycle {
     const now = clock.now();
     batch.endedAt = now;
     if (batch.timer !== undefined) clock.clearTimeout(batch.timer);
-    this.inFlight -= 1;
-    const { running } = this;
+    const running = this.#running;
     const index = running.indexOf(batch);
     running[index] = running[running.length - 1] as RunningBatch;
     running.pop();
-    if (!batch.broken) this.#model.add(batch.cost, now - batch.startedAt);
+    if (!batch.broken) this.#predictor.record(batch.cost, now - batch.startedAt);
     this.pump(now);
   }
 
@@ -238,20 +248,26 @@ export class Dispatcher implements BatchLifecycle {
       const { id: batchId, items, key, failed } = batch;
       this.#emitter.emit('batchEnd', { batchId, batchSize: items.length, key, executionMs, failed });
     }
-    this.#onIdle();
+    this.checkIdle();
   }
 
-  /** Takes a waiting item out and settles it with `error`. */
-  rejectQueued(item: Item, error: unknown, reason: RejectReason, cause?: OverloadCause): void {
+  /** Tells the lifecycle when nothing is queued and no batch runs (what a pending `close()` waits for). */
+  checkIdle(): void {
+    if (this.#queues.length === 0 && this.#running.length === 0) this.#lifecycle.idle();
+  }
+
+  /** Takes a waiting item out and settles it with the refusal. */
+  rejectQueued(item: Item, refusal: Refusal): void {
     this.#queues.remove(item);
-    this.#settlement.settle(item, undefined, error, reason, cause);
+    this.#settlement.refuse(item, refusal);
     this.armTimer();
-    this.#onIdle();
+    this.checkIdle();
   }
 
   /** Settles a running item before its batch ends; the handler's signal aborts once no item still wants a result. */
-  settleEarly(item: Item, error: unknown, reason: RejectReason): void {
-    this.#settlement.settle(item, undefined, error, reason, undefined);
+  settleEarly(item: Item, refusal: Refusal): void {
+    this.#settlement.refuse(item, refusal);
+    const { error } = refusal;
     const batch = item.batch as RunningBatch;
     batch.abandoned += 1;
     if (batch.open === 0) {
@@ -261,48 +277,17 @@ export class Dispatcher implements BatchLifecycle {
   }
 
   /**
-   * Refuses, now, the queued items the estimate says will miss their deadline or their `maxLatencyMs` (the model
+   * Refuses, now, the queued items the predictor says will miss their deadline or their `maxLatencyMs` (the model
    * slowed down since they were admitted), instead of answering them late: their clients can retry elsewhere while
    * there is still time.
    */
   #refuseLate(now: number): void {
-    const late: Array<[Item, number]> = [];
-    const { fair } = this.#queues;
-    // Admission let items in up to their limit on the estimate of the moment, so an estimate that merely wobbles
-    // (batch times on a shared CPU stray by ±10%) would refuse the ones admitted last after they waited most of
-    // their time; those would rather be answered a little late. An item is refused here only if it would be late
-    // even if batches ran as much faster than the fit as they have been straying from it (see `spread`): a model
-    // that really slowed down still has its queue refused early.
-    const optimism = 1 - this.#model.spread;
-    for (const queue of this.#queues.queues()) {
-      let cost = 0;
-      let count = 0;
-      // With fairness keys, an item waits for its own key's earlier work and the other keys' up to as much.
-      const own = fair ? new Map<unknown, number>() : undefined;
-      for (const item of queue.items) {
-        cost += item.cost;
-        count += 1;
-        const mine = own === undefined ? 0 : (own.get(item.fairnessKey) ?? 0) + item.cost;
-        own?.set(item.fairnessKey, mine);
-        const { deadlineAt } = item;
-        if (deadlineAt === undefined) continue;
-        const predictedMs =
-          own === undefined
-            ? this.admission.completionMs(cost, count, now)
-            : this.admission.fairCompletionMs(mine, item.fairnessKey, now);
-        if (now + predictedMs * optimism > deadlineAt) late.push([item, predictedMs]);
-      }
-    }
-    for (const [item, predictedMs] of late) {
+    for (const [item, predictedMs] of this.#predictor.late(now)) {
       const cause = item.latencyBound ? 'latency' : 'deadline';
       // The limit as the caller set it (from its arrival), against the wait predicted from its arrival too.
       const waitedMs = now - item.enqueuedAt;
-      const error = this.admission.overloaded(
-        cause,
-        waitedMs + predictedMs,
-        (item.deadlineAt as number) - item.enqueuedAt,
-      );
-      this.rejectQueued(item, error, ErrorCode.OVERLOADED, cause);
+      const limitMs = (item.deadlineAt as number) - item.enqueuedAt;
+      this.rejectQueued(item, this.#refusals.overloaded(cause, waitedMs + predictedMs, limitMs));
     }
   }
 }

@@ -1,14 +1,17 @@
-import { Admission, NO_OPTIONS } from './admission.js';
-import { type AnyHandler, BatchRunner } from './batch-execution.js';
-import { Dispatcher } from './dispatch.js';
-import { BatchError, ErrorCode } from './errors.js';
-import { Item, ItemState, Tick, Watch } from './item.js';
+import { type Admission, NO_OPTIONS } from './admission.js';
+import type { AnyHandler } from './batch-execution.js';
+import type { Dispatcher } from './dispatch.js';
+import { buildEngineParts } from './engine-parts.js';
+import { Item, Tick, Watch } from './item.js';
 import { ItemStream } from './item-stream.js';
-import { LatencyModel } from './latency-model.js';
-import { Emitter, StatsRecorder } from './metrics.js';
-import { DEFAULT_OPTIONS, type ResolvedOptions, Settings, checkHandler, resolveOptions } from './options.js';
-import { QueueSet } from './queues.js';
-import { Settlement } from './settlement.js';
+import type { ItemWatcher } from './item-watch.js';
+import type { Lifecycle } from './lifecycle.js';
+import type { Emitter, StatsRecorder } from './metrics.js';
+import { type ResolvedOptions, type Settings, checkHandler, resolveOptions } from './options.js';
+import type { Predictor } from './predictor.js';
+import type { QueueSet } from './queues.js';
+import type { Refusals } from './refusals.js';
+import type { Settlement } from './settlement.js';
 import type { BatcherEvents, BatcherOptions, BatcherStats, CallOptions, CloseOptions } from './types.js';
 import { MAX_FINITE, checkInteger, checkNumber } from './util/checks.js';
 import { describeValue } from './util/describe-value.js';
@@ -34,28 +37,27 @@ function checkInputs(inputs: unknown): void {
   if (!Array.isArray(inputs)) throw new TypeError(`Expected \`inputs\` to be an array, got ${describeValue(inputs)}`);
 }
 
-/** One options object for every item's abort listener, rather than a literal per call. */
-const ONCE = Object.freeze({ once: true });
-
 /**
- * One batcher's state and the way a call goes through it: admitted (`Admission`), queued (`QueueSet`), dispatched
- * (`Dispatcher`), run (`BatchRunner`) and settled (`Settlement`). The facade in `batcher.ts` wraps it in a function.
+ * One batcher's state and the way a call goes through it: admitted (`Admission`, on the `Predictor`'s estimate),
+ * queued (`QueueSet`), dispatched (`Dispatcher`), run (`BatchRunner`) and settled (`Settlement`), its roles built in
+ * dependency order by `buildEngineParts`; `Lifecycle` holds the one `closed` state, which only `close()` sets. The
+ * facade in `batcher.ts` wraps it in a function.
  */
 export class BatchEngine {
   readonly #options: ResolvedOptions<unknown>;
   readonly #settings: Settings;
   readonly #streaming: boolean;
-  readonly #queues = new QueueSet();
-  readonly #model = new LatencyModel();
-  readonly #emitter = new Emitter();
-  readonly #stats = new StatsRecorder();
+  readonly #lifecycle: Lifecycle;
+  readonly #queues: QueueSet;
+  readonly #emitter: Emitter;
+  readonly #stats: StatsRecorder;
+  readonly #predictor: Predictor;
+  readonly #refusals: Refusals;
   readonly #settlement: Settlement;
   readonly #admission: Admission;
   readonly #dispatcher: Dispatcher;
+  readonly #watcher: ItemWatcher;
   #seq = 0;
-  #closed = false;
-  #drained: Promise<void> | undefined;
-  #resolveDrained: (() => void) | undefined;
   #tick: Tick | undefined;
   /**
    * Runs once at the end of each tick that had calls: forgets the tick's clock reading and, in work-conserving
@@ -66,45 +68,23 @@ export class BatchEngine {
     this.#tick = undefined;
     if (this.#dispatcher.flushWanted) this.#dispatcher.flush(now);
   };
-  readonly #checkDrained = (): void => {
-    if (this.#resolveDrained !== undefined && this.#queues.length === 0 && this.#dispatcher.inFlight === 0) {
-      this.#resolveDrained();
-      this.#resolveDrained = undefined;
-    }
-  };
 
   constructor(handler: AnyHandler, streaming: boolean, options: BatcherOptions<unknown> | undefined) {
     checkHandler(handler);
     this.#streaming = streaming;
-    const resolved = resolveOptions(options);
-    this.#options = resolved;
-    this.#settings = new Settings(resolved);
-    const batchKey = resolved.batchKey === DEFAULT_OPTIONS.batchKey ? undefined : resolved.batchKey;
-    const cost = resolved.cost === DEFAULT_OPTIONS.cost ? undefined : resolved.cost;
-    this.#settlement = new Settlement(resolved.clock, this.#stats, this.#emitter);
-    const dispatcher = new Dispatcher(
-      resolved,
-      this.#settings,
-      this.#queues,
-      this.#stats,
-      this.#emitter,
-      this.#settlement,
-      this.#model,
-      cost !== undefined,
-      this.#checkDrained,
-    );
-    this.#admission = new Admission(
-      resolved,
-      this.#settings,
-      this.#queues,
-      this.#model,
-      dispatcher.running,
-      batchKey,
-      cost,
-    );
-    dispatcher.admission = this.#admission;
-    dispatcher.runner = new BatchRunner(handler, streaming, resolved.onBatchError, this.#settlement, dispatcher);
-    this.#dispatcher = dispatcher;
+    this.#options = resolveOptions(options);
+    const parts = buildEngineParts(handler, streaming, this.#options);
+    this.#settings = parts.settings;
+    this.#lifecycle = parts.lifecycle;
+    this.#queues = parts.queues;
+    this.#emitter = parts.emitter;
+    this.#stats = parts.stats;
+    this.#predictor = parts.predictor;
+    this.#refusals = parts.refusals;
+    this.#settlement = parts.settlement;
+    this.#admission = parts.admission;
+    this.#dispatcher = parts.dispatcher;
+    this.#watcher = parts.watcher;
   }
 
   /**
@@ -154,19 +134,18 @@ export class BatchEngine {
     return this.#dispatcher.inFlight;
   }
   get closed(): boolean {
-    return this.#closed;
+    return this.#lifecycle.closed;
   }
 
   stats(): BatcherStats {
-    const now = this.#options.clock.now();
-    const idle = this.#queues.length === 0 && this.#dispatcher.inFlight === 0;
-    const predicted = !this.#model.ready ? Number.NaN : idle ? 0 : this.#admission.admissionMs(1, undefined, 0, now);
+    const predictor = this.#predictor;
+    const predicted = predictor.latencyMs(this.#options.clock.now());
     const { name, maxLatencyMs } = this.#options;
     return this.#stats.snapshot(
       name,
       this.#queues.length,
       this.#dispatcher.inFlight,
-      this.#model.snapshot(),
+      predictor.estimate(),
       maxLatencyMs,
       predicted,
     );
@@ -178,6 +157,7 @@ export class BatchEngine {
 
   call(input: unknown, options: CallOptions = NO_OPTIONS): Promise<unknown> {
     if (options === NO_OPTIONS && this.#admission.plain) {
+      // oxlint-disable-next-line typescript/no-this-alias -- the shared executor reads the engine from here (see above)
       plainEngine = this;
       plainInput = input;
       return new Promise(submitPlain);
@@ -217,19 +197,14 @@ export class BatchEngine {
   }
 
   close(options: CloseOptions = {}): Promise<void> {
-    this.#closed = true;
-    this.#admission.closed = true;
-    this.#dispatcher.closing = true;
+    const drained = this.#lifecycle.close();
     if (options.force === true) {
-      const error = this.#admission.closedError();
-      for (const item of this.#queues.all()) this.#dispatcher.rejectQueued(item, error, ErrorCode.CLOSED);
+      const refusal = this.#refusals.closed();
+      for (const item of this.#queues.all()) this.#dispatcher.rejectQueued(item, refusal);
     }
-    this.#drained ??= new Promise((resolve) => {
-      this.#resolveDrained = resolve;
-    });
     this.#dispatcher.pump(this.#options.clock.now());
-    this.#checkDrained();
-    return this.#drained;
+    this.#dispatcher.checkIdle();
+    return drained;
   }
 
   /**
@@ -239,7 +214,7 @@ export class BatchEngine {
    */
   submitPlain(input: unknown, resolve: (value: unknown) => void, reject: (error: unknown) => void): void {
     const queues = this.#queues;
-    if (this.#closed || queues.length >= this.#options.maxQueueSize) {
+    if (this.#lifecycle.closed || queues.length >= this.#options.maxQueueSize) {
       this.#submit(input, NO_OPTIONS, resolve, reject, undefined);
       return;
     }
@@ -260,12 +235,12 @@ export class BatchEngine {
     const item = this.#item(input, options, tick, resolve, reject, sink);
     const timeoutMs = this.#timeoutMs(options);
     const admission = this.#admission;
-    const admitted =
+    const decision =
       options === NO_OPTIONS && admission.plain
         ? admission.admitPlain(now)
         : admission.admit(item, options, timeoutMs, now);
-    if (admitted) this.#enter(item, timeoutMs, now);
-    else this.#settlement.settle(item, undefined, admission.error, admission.reason, admission.cause);
+    if (decision.admitted) this.#enter(item, timeoutMs, now);
+    else this.#settlement.refuse(item, decision);
   }
 
   #item(
@@ -300,50 +275,17 @@ export class BatchEngine {
     const [first] = items;
     if (first === undefined) return;
     const timeoutMs = this.#timeoutMs(options);
-    const admission = this.#admission;
-    if (admission.admitGroup(first, items.slice(1), options, timeoutMs, now)) {
+    const decision = this.#admission.admitGroup(first, items.slice(1), options, timeoutMs, now);
+    if (decision.admitted) {
       for (const item of items) this.#enter(item, timeoutMs, now);
       return;
     }
-    // Read once: a `reject` listener may call the batcher while the items settle, and refill these fields.
-    const { error, reason, cause } = admission;
-    for (const item of items) this.#settlement.settle(item, undefined, error, reason, cause);
+    for (const item of items) this.#settlement.refuse(item, decision);
   }
 
   /** Queues an admitted item, watching its signal and deadline. */
   #enter(item: Item, timeoutMs: number, now: number): void {
-    if (item.watch !== undefined) this.#watch(item, item.watch, timeoutMs);
+    if (item.watch !== undefined) this.#watcher.watch(item, item.watch, timeoutMs);
     this.#dispatcher.arrived(this.#queues.insert(item, now), now);
-  }
-
-  /**
-   * Subscribes to the item's cancellation and deadline. Kept out of `#submit` because closures there would make
-   * every call allocate their scope, even calls with no signal and no deadline.
-   */
-  #watch(item: Item, watch: Watch, timeoutMs: number): void {
-    const { sink, signal } = watch;
-    if (sink !== undefined)
-      sink.onCancel = () => this.#cancel(item, new DOMException('The stream consumer stopped', 'AbortError'));
-    if (signal !== undefined) {
-      watch.onAbort = () => this.#cancel(item, signal.reason);
-      signal.addEventListener('abort', watch.onAbort, ONCE);
-    }
-    if (timeoutMs !== Number.POSITIVE_INFINITY) {
-      watch.timer = this.#options.clock.setTimeout(() => this.#expire(item, timeoutMs), timeoutMs);
-    }
-  }
-
-  /** Called when the caller aborts or stops consuming: queued, the item leaves; running, it settles now. */
-  #cancel(item: Item, reason: unknown): void {
-    if (item.state === ItemState.Queued) this.#dispatcher.rejectQueued(item, reason, 'CANCELLED');
-    else if (item.state === ItemState.Running) this.#dispatcher.settleEarly(item, reason, 'CANCELLED');
-  }
-
-  #expire(item: Item, timeoutMs: number): void {
-    (item.watch as Watch).timer = undefined;
-    const where = item.state === ItemState.Queued ? 'queued' : 'running';
-    const error = new BatchError(ErrorCode.DEADLINE_EXCEEDED, `Deadline of ${timeoutMs} ms exceeded while ${where}`);
-    if (item.state === ItemState.Queued) this.#dispatcher.rejectQueued(item, error, ErrorCode.DEADLINE_EXCEEDED);
-    else if (item.state === ItemState.Running) this.#dispatcher.settleEarly(item, error, ErrorCode.DEADLINE_EXCEEDED);
   }
 }

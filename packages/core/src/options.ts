@@ -15,8 +15,38 @@ const systemClock: Clock = {
   clearTimeout: (handle) => clearTimeout(handle as Parameters<typeof clearTimeout>[0]),
 };
 
-/** The library defaults; documented on {@link BatcherOptions}. */
-export const DEFAULT_OPTIONS = {
+/** The batcher options whose defaults are plain values (all but `batchKey`, `cost` and `clock`). */
+export type BatcherDefaults = Readonly<Required<Omit<BatcherOptions<unknown>, 'batchKey' | 'cost' | 'clock'>>>;
+
+/**
+ * The batcher's defaults, one frozen object: what `createBatcher` applies to every option not given (each one is
+ * documented with its `@default` on {@link BatcherOptions}). Packages and apps that expose these settings (flags,
+ * environment variables, module options) read their defaults from here instead of writing them again, so that a
+ * default changed here is changed everywhere. `batchKey` (none), `cost` (1 per input) and `clock` (the system's)
+ * default to functions and are left out.
+ *
+ * | option | default |
+ * | --- | --- |
+ * | `name` | `'default'` |
+ * | `maxBatchSize` | `8` |
+ * | `batchWaitTimeoutMs` | `0` (work-conserving) |
+ * | `maxConcurrentBatches` | `1` |
+ * | `maxQueueSize` | `1024` |
+ * | `maxLatencyMs` | `Infinity` (no latency limit) |
+ * | `timeoutMs` | `Infinity` |
+ * | `executionTimeoutMs` | `Infinity` |
+ * | `maxBatchCost` | `Infinity` |
+ * | `onBatchError` | `'fail-batch'` |
+ * | `retryAfterSeconds` | `1` |
+ *
+ * @example
+ * ```ts
+ * import { DEFAULTS } from '@microbatch/core';
+ *
+ * program.option('--max-batch-size <n>', 'inputs per model call', String(DEFAULTS.maxBatchSize)); // '8'
+ * ```
+ */
+export const DEFAULTS: BatcherDefaults = Object.freeze({
   name: 'default',
   maxBatchSize: 8,
   batchWaitTimeoutMs: 0,
@@ -25,13 +55,18 @@ export const DEFAULT_OPTIONS = {
   maxLatencyMs: Number.POSITIVE_INFINITY,
   timeoutMs: Number.POSITIVE_INFINITY,
   executionTimeoutMs: Number.POSITIVE_INFINITY,
-  batchKey: () => undefined,
-  cost: () => 1,
   maxBatchCost: Number.POSITIVE_INFINITY,
   onBatchError: 'fail-batch',
   retryAfterSeconds: 1,
+});
+
+/** {@link DEFAULTS} with the defaults of the function options: what `resolveOptions` applies. */
+export const DEFAULT_OPTIONS: Required<BatcherOptions<unknown>> = Object.freeze({
+  ...DEFAULTS,
+  batchKey: () => undefined,
+  cost: () => 1,
   clock: systemClock,
-} as const satisfies Required<BatcherOptions<unknown>>;
+});
 
 const ON_BATCH_ERROR: readonly OnBatchError[] = ['fail-batch', 'isolate'];
 

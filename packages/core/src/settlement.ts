@@ -1,6 +1,7 @@
 import { ErrorCode, isBatchError } from './errors.js';
 import { ItemState, type Item, type RunningBatch } from './item.js';
 import type { Emitter, StatsRecorder } from './metrics.js';
+import type { Refusal } from './refusals.js';
 import type { Clock, OverloadCause, RejectReason } from './types.js';
 
 /**
@@ -29,13 +30,33 @@ export class Settlement {
       item.resolve?.(value);
       return;
     }
-    this.settle(item, value, undefined, undefined, undefined);
+    this.#settle(item, value, undefined, undefined, undefined);
   }
 
-  /** Counts `count` items of `batch` that the runner settled inline (succeeded, with nothing to clean up). */
-  resolved(batch: RunningBatch, count: number): void {
-    this.#stats.succeeded += count;
-    batch.open -= count;
+  /**
+   * The handler's results for `items` of one batch, one each, in order: an `Error` fails its item, anything else is
+   * its value. The caller checked that there are as many results as items.
+   */
+  results(items: readonly Item[], results: readonly unknown[]): void {
+    let resolved = 0;
+    for (let index = 0; index < items.length; index += 1) {
+      const item = items[index] as Item;
+      const result: unknown = results[index];
+      if (result instanceof Error) {
+        this.fail(item, result);
+      } else if (item.watch === undefined && item.state === ItemState.Running) {
+        // The common case inline, counted once per batch below: nothing to unsubscribe, no stream.
+        item.state = ItemState.Settled;
+        resolved += 1;
+        item.resolve?.(result);
+      } else {
+        this.succeed(item, result);
+      }
+    }
+    // Resolving only queues the callers' continuations, so counting after the loop is seen by no one in between.
+    if (resolved === 0) return;
+    this.#stats.succeeded += resolved;
+    ((items[0] as Item).batch as RunningBatch).open -= resolved;
   }
 
   /** A running item's failure in the handler: thrown, an `Error` result, a bad result, an execution timeout. */
@@ -43,10 +64,16 @@ export class Settlement {
     if (item.state !== ItemState.Running) return;
     this.#stats.failed += 1;
     (item.batch as NonNullable<Item['batch']>).failed += 1;
-    this.settle(item, undefined, error, isBatchError(error) ? error.code : ErrorCode.HANDLER_ERROR, undefined);
+    this.#settle(item, undefined, error, isBatchError(error) ? error.code : ErrorCode.HANDLER_ERROR, undefined);
   }
 
-  settle(
+  /** An item refused at admission, or taken out of the queue (cancelled, expired, refused early, closed). */
+  refuse(item: Item, refusal: Refusal): void {
+    this.#settle(item, undefined, refusal.error, refusal.reason, refusal.cause);
+  }
+
+  /** Settles `item` once: with `value` when `reason` is `undefined`, else rejected with `error`. */
+  #settle(
     item: Item,
     value: unknown,
     error: unknown,

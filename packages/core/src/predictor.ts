@@ -1,0 +1,175 @@
+import type { Item, RunningBatch } from './item.js';
+import { LatencyModel } from './latency-model.js';
+import type { ResolvedOptions, Settings } from './options.js';
+import type { QueueSet } from './queues.js';
+import type { LatencyEstimate } from './types.js';
+
+/** A queued item the estimate puts past its limit, with the milliseconds predicted from now to its result. */
+export type LateItem = readonly [item: Item, predictedMs: number];
+
+/**
+ * The one place completion times are predicted: the latency model (fed each finished batch) read against the queue
+ * state (the queued work by key, fairness key and priority, and the running batches on `maxConcurrentBatches`
+ * slots). Admission asks it how long an arriving item would take ({@link admissionMs}), the dispatcher which queued
+ * items will now be late ({@link late}), and `stats()` what an item arriving now would be told ({@link latencyMs}).
+ */
+export class Predictor {
+  readonly #options: ResolvedOptions<unknown>;
+  readonly #settings: Settings;
+  readonly #queues: QueueSet;
+  readonly #running: readonly RunningBatch[];
+  readonly #model = new LatencyModel();
+
+  /** `running`: the batches whose handler runs, written by the dispatcher only. */
+  constructor(
+    options: ResolvedOptions<unknown>,
+    settings: Settings,
+    queues: QueueSet,
+    running: readonly RunningBatch[],
+  ) {
+    this.#options = options;
+    this.#settings = settings;
+    this.#queues = queues;
+    this.#running = running;
+  }
+
+  /** Whether enough batches ran for predictions to be trusted; until then only `maxQueueSize` bounds the queue. */
+  get ready(): boolean {
+    return this.#model.ready;
+  }
+
+  /** Feeds the model one finished batch (not one that failed as a whole or timed out: its time says nothing). */
+  record(cost: number, ms: number): void {
+    this.#model.add(cost, ms);
+  }
+
+  estimate(): LatencyEstimate {
+    return this.#model.snapshot();
+  }
+
+  /**
+   * Whether an item arriving now would be dispatched at once (nothing queued ahead, a slot free): it makes no one
+   * wait, and refusing it on its own predicted run time would stall the estimate on the slow batches of a past
+   * overload (nothing would run to correct it, and every request would be refused forever).
+   */
+  runsAtOnce(): boolean {
+    return this.#queues.length === 0 && this.#running.length < this.#settings.maxConcurrentBatches;
+  }
+
+  /**
+   * What `stats()` reports as `predictedLatencyMs`: {@link admissionMs} for one item of cost 1 arriving now; `NaN`
+   * until the estimate is ready, 0 while nothing is queued or running.
+   */
+  latencyMs(now: number): number {
+    if (!this.#model.ready) return Number.NaN;
+    if (this.#queues.length === 0 && this.#running.length === 0) return 0;
+    return this.admissionMs(1, undefined, 0, now);
+  }
+
+  /**
+   * {@link predictMs} read at the slow end of the band the fit's recent error allows: what admission compares, so
+   * that an item let in near its limit is not answered late when the next batches run slow.
+   */
+  admissionMs(cost: number, fairnessKey: unknown, priority: number, now: number, items = 1): number {
+    return this.predictMs(cost, fairnessKey, priority, now, items) * (1 + this.#model.spread);
+  }
+
+  /**
+   * Milliseconds from `now` until an item of this cost, fairness key and priority would have its result: the work
+   * that would be dispatched before it (all of it; with fairness keys, each other key's work up to this key's own;
+   * with priorities, the work of equal or higher priority), cut into batches, run after the running batches on
+   * `maxConcurrentBatches` slots. `items` arrive together (a group of that total cost): when the last one is done.
+   */
+  predictMs(cost: number, fairnessKey: unknown, priority: number, now: number, items = 1): number {
+    const queues = this.#queues;
+    if (queues.fair) {
+      return this.#fairCompletionMs((queues.tallies.get(fairnessKey)?.cost ?? 0) + cost, fairnessKey, now, items);
+    }
+    let costAhead = queues.cost;
+    let itemsAhead = queues.length;
+    if (queues.prioritized > 0 || priority !== 0) {
+      costAhead = 0;
+      itemsAhead = 0;
+      for (const queue of queues.queues()) {
+        for (const item of queue.items) {
+          if (item.priority < priority) break; // queues are ordered by priority
+          costAhead += item.cost;
+          itemsAhead += 1;
+        }
+      }
+    }
+    return this.completionMs(costAhead + cost, itemsAhead + items, now);
+  }
+
+  /** Milliseconds until the whole queue is done: what `QUEUE_FULL`'s `Retry-After` says. */
+  backlogMs(now: number): number {
+    return this.completionMs(this.#queues.cost, this.#queues.length, now);
+  }
+
+  /**
+   * The queued items with a deadline that the estimate now puts past it, even read at the fast end of its band.
+   * Admission let items in up to their limit on the estimate of the moment, so an estimate that merely wobbles
+   * (batch times on a shared CPU stray by ±10%) would refuse the ones admitted last after they waited most of their
+   * time; those would rather be answered a little late. An item is late here only if it would be late even if
+   * batches ran as much faster than the fit as they have been straying from it (see `LatencyModel.spread`): a model
+   * that really slowed down still has its queue refused early.
+   */
+  late(now: number): LateItem[] {
+    const late: LateItem[] = [];
+    const { fair } = this.#queues;
+    const optimism = 1 - this.#model.spread;
+    for (const queue of this.#queues.queues()) {
+      let cost = 0;
+      let count = 0;
+      // With fairness keys, an item waits for its own key's earlier work and the other keys' up to as much.
+      const own = fair ? new Map<unknown, number>() : undefined;
+      for (const item of queue.items) {
+        cost += item.cost;
+        count += 1;
+        const mine = own === undefined ? 0 : (own.get(item.fairnessKey) ?? 0) + item.cost;
+        own?.set(item.fairnessKey, mine);
+        const { deadlineAt } = item;
+        if (deadlineAt === undefined) continue;
+        const predictedMs =
+          own === undefined ? this.completionMs(cost, count, now) : this.#fairCompletionMs(mine, item.fairnessKey, now);
+        if (now + predictedMs * optimism > deadlineAt) late.push([item, predictedMs]);
+      }
+    }
+    return late;
+  }
+
+  /**
+   * Milliseconds until the work of `fairnessKey` up to `ownCost` is done when batches share work fairly: every other
+   * key's queued work counts up to `ownCost` too. `extra` items are not queued yet (the arriving one).
+   */
+  #fairCompletionMs(ownCost: number, fairnessKey: unknown, now: number, extra = 0): number {
+    const own = this.#queues.tallies.get(fairnessKey);
+    let cost = ownCost;
+    let items = extra + (own === undefined || own.cost <= 0 ? 0 : (own.count * Math.min(ownCost, own.cost)) / own.cost);
+    for (const [key, tally] of this.#queues.tallies) {
+      if (key === fairnessKey) continue;
+      const share = Math.min(tally.cost, ownCost);
+      cost += share;
+      items += tally.cost > 0 ? (tally.count * share) / tally.cost : tally.count;
+    }
+    return this.completionMs(cost, Math.max(1, Math.round(items)), now);
+  }
+
+  /** Milliseconds until `items` queued items of total `cost`, at the head of the queue, are done. */
+  completionMs(cost: number, items: number, now: number): number {
+    const model = this.#model;
+    const { maxBatchSize, maxConcurrentBatches: slots } = this.#settings;
+    const { maxBatchCost } = this.#options;
+    let batches = Math.ceil(items / maxBatchSize);
+    if (maxBatchCost !== Number.POSITIVE_INFINITY) batches = Math.max(batches, Math.ceil(cost / maxBatchCost));
+    // Each other batch key waiting forms batches of its own.
+    batches += Math.max(0, this.#queues.keys - 1);
+    const workMs = batches * model.predict(cost / batches);
+    let busyMs = 0;
+    for (const batch of this.#running) busyMs += Math.max(0, model.predict(batch.cost) - (now - batch.startedAt));
+    if (slots === 1) return busyMs + workMs;
+    // Work spread over the slots, its last batch on one slot: exact for one slot, cautious for several.
+    const batchMs = workMs / batches;
+    return Math.max(batchMs, (busyMs + workMs) / slots + (batchMs * (slots - 1)) / slots);
+  }
+}
