@@ -3,11 +3,12 @@ import type { BatchContext } from '@microbatch/core';
 import { writeJson } from '@microbatch/core/http';
 import type { TextGenerationInput } from '@microbatch/inference';
 import { Batch } from '@microbatch/nest';
-import { type Health, createHealth, instrumentBatcher, scrapeMetrics } from '@microbatch/prometheus';
+import { type Health, createHealth, scrapeMetrics } from '@microbatch/prometheus';
 import { Body, Controller, Get, Inject, Post, Query, Res, UseInterceptors } from '@nestjs/common';
 import { Registry } from 'prom-client';
 import { type CompletionsEndpoint, createCompletionsEndpoint } from '../completions-endpoint.js';
 import { type ModelList, modelList } from '../models-endpoint.js';
+import { instrumentTextCompletionService } from '../service-metrics.js';
 import type { TextCompletionService } from '../text-completion-model.js';
 import { PlainTextInterceptor } from './plain-text.interceptor.js';
 import { TEXT_COMPLETION_SERVICE } from './text-completion.constants.js';
@@ -40,7 +41,7 @@ export class TextCompletionController {
     // Liveness always 200; readiness 503 while the model loads and once the app drains.
     this.#health = createHealth({ batchers: service.batchers, ready: () => service.isReady() });
     // Prometheus metrics of the service's batchers, as the Express and Koa apps serve them.
-    for (const batcher of service.batchers) instrumentBatcher(batcher, { registry: this.#registry });
+    instrumentTextCompletionService(service, this.#registry);
   }
 
   /**
