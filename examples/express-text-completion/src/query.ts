@@ -64,10 +64,7 @@ export function describeBatches(results: readonly QueryResult[]): string {
   }
   return [...batches]
     .sort(([a], [b]) => a.localeCompare(b, 'en', { numeric: true }))
-    .map(
-      ([id, { size, queries }]) =>
-        `batch ${id}: size ${size} (${queries} of these ${queries === 1 ? 'query' : 'queries'})`,
-    )
+    .map(([id, { size, queries }]) => `batch ${id}: size ${size} (${queries} of these queries)`)
     .join(', ');
 }
 

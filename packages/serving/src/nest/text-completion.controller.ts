@@ -10,6 +10,7 @@ import { type CompletionsEndpoint, createCompletionsEndpoint } from '../completi
 import { type ModelList, modelList } from '../models-endpoint.js';
 import { instrumentTextCompletionService } from '../service-metrics.js';
 import type { TextCompletionService } from '../text-completion-model.js';
+import { DecodeBatchInterceptor } from './decode-batch.interceptor.js';
 import { PlainTextInterceptor } from './plain-text.interceptor.js';
 import { TEXT_COMPLETION_SERVICE } from './text-completion.constants.js';
 import { TextQueryPipe } from './text-query.pipe.js';
@@ -49,11 +50,14 @@ export class TextCompletionController {
    * per batch with every request's input, like Ray Serve's `@serve.batch` handler.
    */
   @Get()
-  @UseInterceptors(PlainTextInterceptor)
+  @UseInterceptors(PlainTextInterceptor, DecodeBatchInterceptor)
   @Batch()
   async complete(@Query('text', TextQueryPipe) inputs: TextGenerationInput[], context: BatchContext) {
     const outputs = await this.service.runBatch(inputs, { signal: context.signal });
-    return outputs.map((output, i) => (output instanceof Error ? output : `${inputs[i]?.prompt}${output.text}`));
+    // Continuous scheduling: each answer carries its decode-loop batch, which the interceptor sends as headers.
+    return outputs.map((output, i) =>
+      output instanceof Error ? output : { answer: `${inputs[i]?.prompt}${output.text}`, batch: output.batch },
+    );
   }
 
   /** OpenAI's completions API (JSON or `stream: true`); the shared endpoint writes the response itself. */
