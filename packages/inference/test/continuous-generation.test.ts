@@ -360,8 +360,13 @@ describe('continuous scheduling', () => {
     expect(total).toEqual({ tokens: 412, joined: 5, left: 5 });
   });
 
-  it('refuses past its capacity with QUEUE_FULL: the loop and an eighth more, queued as much again', async () => {
-    const continuous = pool({ maxSequences: 2 });
+  it('refuses past its capacity with QUEUE_FULL, counting requests', async () => {
+    const continuous = createWorkerPool({
+      runner: { task: 'text-generation', model: TINYSTORIES_DIR, maxSequences: 2 },
+      maxQueueSize: 3,
+    });
+    pools.push(continuous);
+    // The loop's 2 rows and an eighth more (rounded up).
     expect(continuous.concurrency).toBe(3);
     const input: TextGenerationInput = { prompt: 'The cat ', max_new_tokens: 2, temperature: 0 };
     // Still loading: three single requests wait; a fourth is refused, as is a batch that no longer fits.

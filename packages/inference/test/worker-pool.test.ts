@@ -154,7 +154,11 @@ describe('worker pool', () => {
   });
 
   it('refuses past its capacity with QUEUE_FULL (503, Retry-After) instead of queueing without bound', async () => {
-    const pool = testPool({}, 2);
+    const pool = createWorkerPoolForTesting(
+      { runner: { task: 'onnx', model: models.embedderOnnx }, size: 2, maxQueueSize: 2 },
+      {},
+    );
+    pools.push(pool);
     expect(pool.concurrency).toBe(2);
     // Still loading: nothing runs, so the queue fills: as much as the workers take at once, then refusals.
     const queued = [pool.run([OK]), pool.run([OK])];
@@ -162,11 +166,11 @@ describe('worker pool', () => {
     expect(isBatchError(refused, 'QUEUE_FULL')).toBe(true);
     expect((refused as BatchError).retryAfterSeconds).toBe(1);
     expect((refused as BatchError).message).toBe(
-      'Worker pool "inference" is full: 2 batches already wait for its workers (at most 2); ' +
+      'Worker pool "inference" is full: 2 batches already wait for its workers (maxQueueSize 2); ' +
         'feed it through a batcher with `pool.batcherOptions`',
     );
     expect(pool.stats().queueLength).toBe(2);
-    await Promise.all(queued);
+    await Promise.all([...queued, pool.ready]);
     // Ready: two batches run, two wait, the fifth is refused; each settles once.
     const outcomes = Array.from({ length: 5 }, () =>
       pool.run([OK]).then(
@@ -197,6 +201,9 @@ describe('worker pool', () => {
     );
     expect(() => createWorkerPool({ runner, threads: 1.5 })).toThrow(
       new TypeError('Expected `threads` to be an integer >= 1, got `1.5` (number)'),
+    );
+    expect(() => createWorkerPool({ runner, maxQueueSize: 0 })).toThrow(
+      new TypeError('Expected `maxQueueSize` to be an integer >= 1, got `0` (number)'),
     );
     expect(() => createWorkerPool({ runner: { ...runner, topP: 0 } })).toThrow(
       new TypeError('Expected `runner.topP` to be a number > 0 and <= 1, got `0` (number)'),

@@ -40,6 +40,14 @@ export interface WorkerPoolOptions<S extends RunnerSpec = RunnerSpec> {
    * @default 'inference'
    */
   readonly name?: string;
+  /**
+   * The most the pool queues for workers that are busy or loading, in the units of {@link WorkerPool.concurrency}
+   * (requests for continuous text generation, batches otherwise); past it `run` and `stream` reject with
+   * `QUEUE_FULL`. The default leaves room for five batchers given `pool.batcherOptions` sharing the pool (each sends
+   * at most `concurrency`); feed it through batchers, whose queues have admission and fair shares.
+   * @default 4 x concurrency
+   */
+  readonly maxQueueSize?: number;
 }
 
 /**
@@ -150,17 +158,17 @@ export interface WorkerPool<I, O, C = never> {
   /**
    * How much the workers take at once: `size` batches for request scheduling; for continuous, `size x (n + ceil(n/8))`
    * requests, where `n` is the runner's `maxSequences` (each worker decodes `n` of them and holds an eighth more,
-   * ready to take a freed row at its next step). The pool queues as much again for workers that are busy or still
-   * loading; past that `run` and `stream` reject with `QUEUE_FULL` (503 with `Retry-After`). A batcher given
-   * {@link batcherOptions} never sends more than the workers take.
+   * ready to take a freed row at its next step). The pool queues up to `maxQueueSize` more (4 x `concurrency` by
+   * default) for workers that are busy or still loading; past that `run` and `stream` reject with `QUEUE_FULL`
+   * (503 with `Retry-After`). A batcher given {@link batcherOptions} never sends more than the workers take.
    */
   readonly concurrency: number;
   /** The batcher options this pool needs (`maxConcurrentBatches`, and `maxBatchSize` / `batchKey` by scheduling). */
   readonly batcherOptions: PoolBatcherOptions<I>;
   /**
    * Runs one batch on a free worker, waiting in the pool's queue if all are busy or loading; rejects with
-   * `QUEUE_FULL` when the queue already holds {@link concurrency} units (items for continuous scheduling, batches
-   * otherwise): feed the pool through a batcher with {@link batcherOptions}, whose queue has admission and fairness.
+   * `QUEUE_FULL` when its queue is full (`maxQueueSize`, in items for continuous scheduling, batches otherwise): feed
+   * the pool through a batcher with {@link batcherOptions}, whose queue has admission and fairness.
    */
   run(inputs: readonly I[], options?: RunOptions): Promise<Array<O | Error>>;
   /** Runs one batch on a free worker and yields its steps: one slot per input each. */

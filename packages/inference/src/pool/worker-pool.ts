@@ -1,6 +1,6 @@
 import { BatchError, ErrorCode } from '@microbatch/core';
 import type { BatchHandler, StreamSlot, StreamingBatchHandler } from '@microbatch/core';
-import { resolvePoolOptions } from './pool-options.js';
+import { QUEUE_PER_CONCURRENCY, resolvePoolOptions } from './pool-options.js';
 import type { ResolvedPoolOptions as Resolved } from './pool-options.js';
 import { PoolWorker, workerScript } from './pool-worker.js';
 import type { PoolWorkerEvents, Task } from './pool-worker.js';
@@ -49,6 +49,7 @@ export class InferenceWorkerPool<I, O, C> implements WorkerPool<I, O, C> {
   #queue: Task[] = [];
   /** What the queue holds, in the units of `concurrency`: items for continuous scheduling, batches otherwise. */
   #queued = 0;
+  readonly #maxQueueSize: number;
   readonly #activityListeners = new Set<(activity: DecodeActivity) => void>();
   #nextTaskId = 1;
   #startup: { pending: number; resolve: () => void; reject: (error: unknown) => void } | undefined;
@@ -95,6 +96,7 @@ export class InferenceWorkerPool<I, O, C> implements WorkerPool<I, O, C> {
     // (`pnpm bench:fairness`: light p50 0.25 -> 0.05 s, p90 0.36 -> 0.11 s; the heavy client's tokens/s rose too).
     this.#capacity = continuous ? spec.maxSequences + Math.ceil(spec.maxSequences / 8) : 0;
     this.concurrency = continuous ? this.size * this.#capacity : this.size;
+    this.#maxQueueSize = this.#options.maxQueueSize ?? QUEUE_PER_CONCURRENCY * this.concurrency;
     // Continuous: every request goes to the worker on its own the moment it is dispatched, so it joins the decode
     // loop at its next step and is answered the step it ends. Request-level: whole batches, split by sampling.
     this.batcherOptions = (
@@ -210,16 +212,15 @@ export class InferenceWorkerPool<I, O, C> implements WorkerPool<I, O, C> {
     if (this.#unavailable !== undefined) return Promise.reject(this.#unavailable);
     if (signal?.aborted === true) return Promise.reject(signal.reason);
     if (inputs.length === 0) return Promise.resolve([]);
-    // The queue holds what the workers take at once, again; a caller that feeds the pool faster (not through a
-    // batcher with `batcherOptions`) is refused here instead of growing a queue without bound or admission. One
-    // batch larger than that may still wait alone.
+    // A caller that feeds the pool faster than batchers with `batcherOptions` do is refused here instead of growing
+    // a queue without bound or admission. One batch larger than the bound may still wait alone.
     const units = this.#unitsOf(inputs.length);
-    if (this.#queued > 0 && this.#queued + units > this.concurrency) {
+    if (this.#queued > 0 && this.#queued + units > this.#maxQueueSize) {
       return Promise.reject(
         new BatchError(
           ErrorCode.QUEUE_FULL,
           `Worker pool "${this.name}" is full: ${this.#queued} ${this.scheduling === 'continuous' ? 'requests' : 'batches'} ` +
-            `already wait for its workers (at most ${this.concurrency}); feed it through a batcher with \`pool.batcherOptions\``,
+            `already wait for its workers (maxQueueSize ${this.#maxQueueSize}); feed it through a batcher with \`pool.batcherOptions\``,
           { retryAfterSeconds: 1 },
         ),
       );
