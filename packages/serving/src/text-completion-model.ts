@@ -38,8 +38,8 @@ export interface TextCompletionModelOptions {
    */
   readonly id?: string;
   /**
-   * Most requests per model call: with `'continuous'` scheduling, the most sequences one worker decodes together;
-   * with `'request'`, the most requests one batch holds.
+   * `'request'` scheduling: the most requests one batch (one model call) holds. Continuous scheduling hands the
+   * decode loop one request at a time; its rows are {@link maxSequences}.
    * @default 8
    */
   readonly maxBatchSize?: number;
