@@ -121,7 +121,7 @@ async function main(): Promise<void> {
   const started = new Date();
   const pools = {
     continuous: createWorkerPool({
-      runner: { task: 'text-generation', model: MODEL, scheduling: 'continuous', maxBatchSize: MAX_BATCH },
+      runner: { task: 'text-generation', model: MODEL, scheduling: 'continuous', maxSequences: MAX_BATCH },
     }),
     request: createWorkerPool({ runner: { task: 'text-generation', model: MODEL, scheduling: 'request' } }),
   } satisfies Record<Scheduling, Pool>;

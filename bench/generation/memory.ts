@@ -115,7 +115,7 @@ export function measureMemoryInChild(model: string, env: Readonly<Record<string,
 
 if (process.argv[2] === '--child') {
   const pool = createWorkerPool({
-    runner: { task: 'text-generation', model: process.argv[3] as string, scheduling: 'continuous', maxBatchSize: 64 },
+    runner: { task: 'text-generation', model: process.argv[3] as string, scheduling: 'continuous', maxSequences: 64 },
   });
   await pool.ready;
   const result = await measureMemoryAfterLongPrompts(pool);

@@ -1,5 +1,6 @@
 // The tutorial's 9 parallel queries: `pnpm query` (root) or `pnpm --filter express-text-completion query [URL]`
-// against a running server (default http://127.0.0.1:8000). Prints each story and the batch sizes the server used.
+// against a running server (default http://127.0.0.1:8000). Prints each story and the batch it rode in: under
+// continuous scheduling (the default) the decode-loop step it shared with the most others, and how many shared it.
 import { pathToFileURL } from 'node:url';
 
 /** The tutorial's nine prompts, in its order (../shared/reference/ray-serve-batching-tutorial-text-generator.md). */
@@ -15,12 +16,15 @@ export const TUTORIAL_TEXTS = [
   'My best talent is',
 ] as const;
 
-/** One query's answer and the batch it rode in (from the `X-Batch-Id` / `X-Batch-Size` headers). */
+/**
+ * One query's answer and the batch it rode in (from the `X-Batch-Id` / `X-Batch-Size` headers): under continuous
+ * scheduling a decode-loop step (`w0-3f2a:57`) and its rows; under request scheduling the batcher's batch.
+ */
 export interface QueryResult {
   readonly text: string;
   readonly status: number;
   readonly body: string;
-  readonly batchId: number;
+  readonly batchId: string;
   readonly batchSize: number;
 }
 
@@ -40,19 +44,27 @@ export async function queryInParallel(
         text,
         status: response.status,
         body: await response.text(),
-        batchId: Number(response.headers.get('x-batch-id')),
+        batchId: response.headers.get('x-batch-id') ?? '',
         batchSize: Number(response.headers.get('x-batch-size')),
       };
     }),
   );
 }
 
-/** `batch #1: size 1, batch #2: size 8`: each batch once, in id order. */
+/**
+ * `batch w0-3f2a:2: size 8 (8 of these queries)`: each batch once, in id order, with how many of the queries carry
+ * its id (the size also counts other requests that shared it).
+ */
 export function describeBatches(results: readonly QueryResult[]): string {
-  const sizes = new Map(results.map((result) => [result.batchId, result.batchSize]));
-  return [...sizes]
-    .sort(([a], [b]) => a - b)
-    .map(([id, size]) => `batch #${id}: size ${size}`)
+  const batches = new Map<string, { size: number; queries: number }>();
+  for (const { batchId, batchSize } of results) {
+    const batch = batches.get(batchId) ?? { size: batchSize, queries: 0 };
+    batch.queries += 1;
+    batches.set(batchId, batch);
+  }
+  return [...batches]
+    .sort(([a], [b]) => a.localeCompare(b, 'en', { numeric: true }))
+    .map(([id, { size, queries }]) => `batch ${id}: size ${size} (${queries} of these queries)`)
     .join(', ');
 }
 
@@ -61,7 +73,7 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const url = process.argv.slice(2).find((arg) => arg !== '--');
   const results = await queryInParallel(url ?? process.env.URL ?? 'http://127.0.0.1:8000');
   for (const { status, body, batchId, batchSize } of results) {
-    console.log(`[${status}, batch #${batchId} of ${batchSize}] ${body.replaceAll('\n', ' ')}`);
+    console.log(`[${status}, batch ${batchId} of ${batchSize}] ${body.replaceAll('\n', ' ')}`);
   }
   console.log(`Batches seen: ${describeBatches(results)}`);
 }

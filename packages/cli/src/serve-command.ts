@@ -71,6 +71,8 @@ export async function serveCommand(flags: ServeFlags, fail: (message: string) =>
         createTextCompletionModel({
           model,
           maxBatchSize,
+          // `--max-batch-size` still sets the decode loop's rows under continuous scheduling, as it did.
+          ...(scheduling === 'continuous' ? { maxSequences: maxBatchSize } : {}),
           batchWaitTimeoutMs: batchWaitMs,
           maxLatencyMs,
           maxQueueSize,

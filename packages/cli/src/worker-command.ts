@@ -47,7 +47,7 @@ export async function workerCommand(flags: WorkerFlags, fail: (message: string) 
     task: 'text-generation',
     model,
     scheduling,
-    ...(scheduling === 'continuous' ? { maxBatchSize } : {}),
+    ...(scheduling === 'continuous' ? { maxSequences: maxBatchSize } : {}),
   } as const;
   const pool = createWorkerPool({ runner, size: workers, threads, executionProvider });
   try {

@@ -125,20 +125,23 @@ describe('microbatch serve', () => {
         error ? reject(error) : resolve(stdout),
       );
     });
-    const answers = [...query.matchAll(/^\[200, batch #(\d+) of (\d+)\] \S/gm)];
+    const answers = [...query.matchAll(/^\[200, batch (\S+) of (\d+)\] \S/gm)];
     expect(answers).toHaveLength(9);
     // Exactly the tutorial's nine prompts, each once (each story starts with its prompt).
-    const stories = [...query.matchAll(/^\[200, batch #\d+ of \d+\] (.*)$/gm)].map((match) => match[1] as string);
+    const stories = [...query.matchAll(/^\[200, batch \S+ of \d+\] (.*)$/gm)].map((match) => match[1] as string);
     expect(RAY_TUTORIAL_PROMPTS).toHaveLength(9);
     for (const prompt of RAY_TUTORIAL_PROMPTS)
       expect(stories.filter((story) => story.startsWith(prompt))).toHaveLength(1);
+    // Continuous scheduling: decode steps of at most 4 rows (`--max-batch-size 4`), each carried by no more
+    // queries than it had rows, and shared.
     const sizes = new Map(answers.map((match) => [match[1], Number(match[2])]));
-    expect([...sizes.values()].every((size) => size <= 4)).toBe(true);
-    expect([...sizes.values()].reduce((sum, size) => sum + size, 0)).toBe(9);
-    expect(query).toMatch(/^Batches seen: batch #\d+: size \d(, batch #\d+: size \d)+$/m);
+    expect([...sizes.values()].every((size) => size >= 1 && size <= 4)).toBe(true);
+    for (const [id, size] of sizes) expect(answers.filter((match) => match[1] === id).length).toBeLessThanOrEqual(size);
+    expect(Math.max(...sizes.values())).toBeGreaterThan(1);
+    expect(query).toMatch(/^Batches seen: batch w0-[0-9a-f]{4}:\d+: size \d \(\d of these queries\)(, .+)*$/m);
     server.child.kill('SIGTERM');
     expect((await server.exited).code).toBe(0);
-    // Not on a terminal, the CLI logs JSON lines (pino): the settings, each batch and the shutdown as fields.
+    // Not on a terminal, the CLI logs JSON lines (pino): the settings, the decode loop and the shutdown as fields.
     const lines = server.jsonLines() as Array<Record<string, unknown>>;
     expect(lines.find((line) => line.msg === 'microbatch serve')).toMatchObject({
       model: 'tinystories-656k',
@@ -148,12 +151,18 @@ describe('microbatch serve', () => {
       batchWaitMs: 2,
       scheduling: 'continuous',
     });
-    expect(lines.find((line) => line.msg === 'batch' && line.batcher === 'generate')).toMatchObject({
-      batchSize: 1,
-      queueWaitMs: expect.any(Number),
-      executionMs: expect.any(Number),
-      failed: 0,
+    // Continuous scheduling: the loop's activity at most once a second, no single-request "batch" records; every
+    // sequence that joined (the story, the completion, the nine queries) left, at most 4 rows a step.
+    const loop = lines.filter((line) => line.msg === 'decode loop');
+    expect(loop[0]).toMatchObject({
+      pool: 'inference',
+      steps: expect.any(Number),
+      tokensPerSecond: expect.any(Number),
     });
+    expect(loop.reduce((sum, line) => sum + Number(line.joined), 0)).toBe(11);
+    expect(loop.reduce((sum, line) => sum + Number(line.left), 0)).toBe(11);
+    expect(Math.max(...loop.map((line) => Number(line.maxRows)))).toBe(Math.max(...sizes.values()));
+    expect(lines.some((line) => line.msg === 'batch')).toBe(false);
     expect(lines.at(-1)).toMatchObject({ level: 30, msg: 'drained and closed; exiting' });
   });
 });

@@ -82,9 +82,10 @@ describe('microbatch worker + microbatch serve --queue', () => {
     const responses = await Promise.all(answers);
     expect(responses.map((response) => response.status)).toEqual(Array(8).fill(200));
     const ids = new Set(responses.map((response) => response.headers.get('x-batch-id')));
-    // One batch of the worker's, shared by both replicas' requests: its id says which worker and which batch.
+    // One decode step of the worker's continuous loop, shared by both replicas' requests (the worker's one pull):
+    // its id says which worker thread and which step.
     expect(ids.size).toBe(1);
-    expect([...ids][0]).toMatch(/^[0-9a-f]{8}-1$/);
+    expect([...ids][0]).toMatch(/^w0-[0-9a-f]{4}:1$/);
     expect(responses.map((response) => response.headers.get('x-batch-size'))).toEqual(Array(8).fill('8'));
     expect(await responses[0]?.text()).toMatch(/^The cat \S/);
     await until(
@@ -94,7 +95,7 @@ describe('microbatch worker + microbatch serve --queue', () => {
     expect(await redisCli(redis.port, ['XLEN', requests])).toBe('0'); // answered entries are acknowledged and deleted
     // The worker logs the batch as fields: both replicas' requests in one model call.
     const batch = (worker.jsonLines() as Array<Record<string, unknown>>).find((line) => line.msg === 'batch');
-    expect(batch).toMatchObject({ batchId: [...ids][0], handler: 'generate', batchSize: 8, replicas: 2, failed: 0 });
+    expect(batch).toMatchObject({ handler: 'generate', batchSize: 8, replicas: 2, failed: 0 });
   });
 
   it('streams completions through the queue as Server-Sent Events', async () => {

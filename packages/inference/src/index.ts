@@ -1,4 +1,5 @@
 export type {
+  DecodeActivity,
   PoolBatcherOptions,
   RunOptions,
   WorkerPool,
@@ -9,6 +10,7 @@ export { END_OF_STORY, TEXT_GENERATION_DEFAULTS, textGenerationBatchKey } from '
 export type {
   ChunkOf,
   ClassificationLabel,
+  DecodeBatch,
   FeatureExtractionRunnerSpec,
   FinishReason,
   InputOf,

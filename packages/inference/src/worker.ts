@@ -70,6 +70,7 @@ async function main(): Promise<void> {
     );
     return;
   }
+  runner.onActivity?.((activity) => send({ type: 'activity', activity }));
   // With request scheduling the pool sends one run at a time; with continuous scheduling runs overlap and the
   // runner merges them into its decode loop.
   port.on('message', (message: PoolMessage) => {

@@ -58,6 +58,15 @@ async function streamText(
   return text;
 }
 
+/** Results without their decode batch (which request-level scheduling does not report), to compare tokens. */
+function plain(results: readonly unknown[]): unknown[] {
+  return results.map((result) => {
+    if (typeof result !== 'object' || result === null || result instanceof Error) return result;
+    const { batch: _batch, ...rest } = result as TextGenerationOutput;
+    return rest;
+  });
+}
+
 async function runnerStats(target: Pool): Promise<Readonly<Record<string, number>>> {
   return (await target.runnerStats())[0] ?? {};
 }
@@ -86,7 +95,7 @@ describe('continuous scheduling', () => {
   it('gives the one-by-one greedy tokens for mixed prompts, max_tokens and staggered arrivals', async () => {
     // A small loop and prefill budget: requests queue in the worker, long prompts are prefilled in chunks, and
     // rows of very different lengths share steps.
-    const continuous = pool({ maxBatchSize: 3, maxPrefillTokens: 8 });
+    const continuous = pool({ maxSequences: 3, maxPrefillTokens: 8 });
     await continuous.ready;
     const inputs: TextGenerationInput[] = [
       { prompt: 'Once upon a time, ', max_new_tokens: 40, temperature: 0 },
@@ -116,7 +125,7 @@ describe('continuous scheduling', () => {
     };
     await send(0);
     while (started.length > 0) await Promise.all(started.splice(0));
-    expect(results).toEqual(expected);
+    expect(plain(results)).toEqual(expected);
     const stats = await runnerStats(continuous);
     expect(stats.joinedRunning).toBeGreaterThan(0);
     expect(stats.maxRows).toBeLessThanOrEqual(3);
@@ -137,7 +146,7 @@ describe('continuous scheduling', () => {
     const results = await Promise.all(
       inputs.map((input, index) => generate(input).then((result) => (order.push(index), result))),
     );
-    expect(results).toEqual(await oneByOne(inputs));
+    expect(plain(results)).toEqual(await oneByOne(inputs));
     // The shortest generation is answered first, not when the longest one ends.
     expect(order[0]).toBe(0);
     await generate.close();
@@ -158,7 +167,7 @@ describe('continuous scheduling', () => {
     });
     events.push('long done');
     expect(events).toEqual(['short done', 'long done']);
-    expect(await newcomer).toEqual(await oneByOne([short]));
+    expect(plain((await newcomer) as unknown[])).toEqual(await oneByOne([short]));
     expect(text).toBe(alone?.text);
     const after = await runnerStats(continuous);
     // The newcomer was merged into a running batch: 300 + 4 tokens in fewer than 300 + 4 decode steps.
@@ -168,7 +177,7 @@ describe('continuous scheduling', () => {
   });
 
   it('frees a cancelled request slot at the next step and leaves the others unchanged', async () => {
-    const continuous = pool({ maxBatchSize: 2 });
+    const continuous = pool({ maxSequences: 2 });
     await continuous.ready;
     const long = { prompt: LONG_RUNNER, max_new_tokens: 200, temperature: 0 };
     const other = { prompt: 'Once upon a time, ', max_new_tokens: 200, temperature: 0 };
@@ -186,7 +195,7 @@ describe('continuous scheduling', () => {
     events.push('long done');
     expect(await cancelled).toEqual(new Error('client went away'));
     expect(events).toEqual(['short done', 'long done']);
-    expect(await late).toEqual(await oneByOne([short]));
+    expect(plain((await late) as unknown[])).toEqual(await oneByOne([short]));
     expect(text).toBe(((await oneByOne([long]))[0] as TextGenerationOutput).text);
     expect((await runnerStats(continuous)).maxRows).toBe(2);
     expect(continuous.stats()).toMatchObject({ restarts: 0, runningItems: 0 });
@@ -206,13 +215,13 @@ describe('continuous scheduling', () => {
     const stats = await runnerStats(continuous);
     expect(stats.maxRows).toBe(4);
     expect(stats.decodeCalls).toBe(stats.decodeSteps);
-    expect(results[0]).toEqual((await oneByOne([greedy]))[0]);
+    expect(plain(results)[0]).toEqual((await oneByOne([greedy]))[0]);
     // A nucleus that keeps only the top token samples greedily.
-    expect(results[3]).toEqual((await oneByOne([{ ...inputs[3], temperature: 0 } as TextGenerationInput]))[0]);
+    expect(plain(results)[3]).toEqual((await oneByOne([{ ...inputs[3], temperature: 0 } as TextGenerationInput]))[0]);
     for (const result of results) expect(result.usage.completion_tokens).toBeGreaterThan(0);
     // Each request draws from its own seeded stream: the same run on a fresh pool samples the same tokens.
     const again = pool({ seed: 3 });
-    expect(await again.run(inputs)).toEqual(results);
+    expect(plain(await again.run(inputs))).toEqual(plain(results));
   });
 
   it('streams pieces that add up to the non-streamed result while other requests come and go', async () => {
@@ -240,8 +249,8 @@ describe('continuous scheduling', () => {
         return { text, finish_reason: last?.finish_reason, usage: last?.usage };
       }),
     );
-    expect(streamed).toEqual(expected);
-    expect(expected).toEqual(await oneByOne(inputs));
+    expect(streamed).toEqual(plain(expected));
+    expect(plain(expected)).toEqual(await oneByOne(inputs));
     await streaming.close();
   });
 
@@ -277,7 +286,7 @@ describe('continuous scheduling', () => {
     ]);
     expect(isBatchError((outcomes[0] as PromiseRejectedResult).reason, 'UNAVAILABLE')).toBe(true);
     expect(crashing.stats()).toMatchObject({ crashes: 1, restarts: 1 });
-    await expect(crashing.run([{ prompt: 'The cat ', max_new_tokens: 4, temperature: 0 }])).resolves.toEqual(
+    expect(plain(await crashing.run([{ prompt: 'The cat ', max_new_tokens: 4, temperature: 0 }]))).toEqual(
       await oneByOne([{ prompt: 'The cat ', max_new_tokens: 4, temperature: 0 }]),
     );
   });
@@ -305,13 +314,86 @@ describe('continuous scheduling', () => {
     await generate.close();
   });
 
+  it('reports the decode step each request shared with the most others, as an id they all carry', async () => {
+    const continuous = pool({ maxSequences: 4 });
+    await continuous.ready;
+    const activity: { tokens: number; joined: number; left: number }[] = [];
+    const off = continuous.onDecodeActivity(({ tokens, joined, left }) => activity.push({ tokens, joined, left }));
+    // One run of three prompts: the loop prefills them together, so all three share their first step.
+    const inputs: TextGenerationInput[] = [
+      { prompt: 'Once upon a time, ', max_new_tokens: 6, temperature: 0 },
+      { prompt: 'The cat ', max_new_tokens: 3, temperature: 0 },
+      { prompt: 'Hi ', max_new_tokens: 1, temperature: 0 },
+    ];
+    const results = (await continuous.run(inputs)) as TextGenerationOutput[];
+    const ids = results.map((result) => result.batch?.id);
+    expect(ids[0]).toMatch(/^w0-[0-9a-f]{4}:1$/);
+    expect(results.map((result) => result.batch)).toEqual(inputs.map(() => ({ id: ids[0], size: 3 })));
+    // Streamed: the first chunk carries the step so far; a second request that joins later shares the first's
+    // steps, so both report 2 rows (the first's most, the second's first step), with the newcomer's step id.
+    const first: TextGenerationChunk[] = [];
+    const long = (async () => {
+      for await (const step of continuous.stream([{ prompt: LONG_RUNNER, max_new_tokens: 400, temperature: 0 }])) {
+        const slot = step[0];
+        if (typeof slot === 'object' && slot !== null && 'text' in slot) first.push(slot);
+      }
+    })();
+    while (first.length === 0) await new Promise((resolve) => setTimeout(resolve, 1));
+    expect(first[0]?.batch).toEqual({ id: expect.stringMatching(/^w0-[0-9a-f]{4}:\d+$/), size: 1 });
+    expect(first.slice(1).every((chunk) => chunk.batch === undefined)).toBe(true);
+    const [joined] = (await continuous.run([{ prompt: 'The cat ', max_new_tokens: 2, temperature: 0 }])) as [
+      TextGenerationOutput,
+    ];
+    await long;
+    expect(joined.batch?.size).toBe(2);
+    // The loop's own reports, each sent before the answers of the steps it covers: every request joined and left
+    // once, and every token generated is counted (6 + 3 + 1, 400, 2).
+    off();
+    const total = activity.reduce(
+      (sum, each) => ({
+        tokens: sum.tokens + each.tokens,
+        joined: sum.joined + each.joined,
+        left: sum.left + each.left,
+      }),
+      { tokens: 0, joined: 0, left: 0 },
+    );
+    expect(total).toEqual({ tokens: 412, joined: 5, left: 5 });
+  });
+
+  it('refuses past its capacity with QUEUE_FULL, counting requests', async () => {
+    const continuous = createWorkerPool({
+      runner: { task: 'text-generation', model: TINYSTORIES_DIR, maxSequences: 2 },
+      maxQueueSize: 3,
+    });
+    pools.push(continuous);
+    // The loop's 2 rows and an eighth more (rounded up).
+    expect(continuous.concurrency).toBe(3);
+    const input: TextGenerationInput = { prompt: 'The cat ', max_new_tokens: 2, temperature: 0 };
+    // Still loading: three single requests wait; a fourth is refused, as is a batch that no longer fits.
+    const queued = [continuous.run([input]), continuous.run([input, input])];
+    const refused = await continuous.run([input]).then(
+      () => expect.unreachable('expected QUEUE_FULL'),
+      (error: unknown) => error,
+    );
+    expect(isBatchError(refused, 'QUEUE_FULL')).toBe(true);
+    expect(toHttpError(refused)).toMatchObject({ status: 503, headers: { 'Retry-After': '1' } });
+    expect((await Promise.all(queued)).flat()).toHaveLength(3);
+  });
+
   it('validates its scheduling options once, with TypeError', () => {
     const runner = { task: 'text-generation', model: TINYSTORIES_DIR } as const;
     expect(() => createWorkerPool({ runner: { ...runner, scheduling: 'step' as never } })).toThrow(
       new TypeError("Expected `runner.scheduling` to be one of 'continuous', 'request', got `\"step\"` (string)"),
     );
-    expect(() => createWorkerPool({ runner: { ...runner, maxBatchSize: 0 } })).toThrow(
-      new TypeError('Expected `runner.maxBatchSize` to be an integer >= 1, got `0` (number)'),
+    expect(() => createWorkerPool({ runner: { ...runner, maxSequences: 0 } })).toThrow(
+      new TypeError('Expected `runner.maxSequences` to be an integer >= 1, got `0` (number)'),
+    );
+    // The old name of the loop's rows is refused, naming the new one, rather than ignored.
+    expect(() => createWorkerPool({ runner: { ...runner, maxBatchSize: 8 } as never })).toThrow(
+      new TypeError(
+        '`runner.maxBatchSize` is now `runner.maxSequences` (the rows of a decode step); the batcher keeps ' +
+          '`maxBatchSize`, got `runner.maxBatchSize: 8`',
+      ),
     );
   });
 });

@@ -130,7 +130,7 @@ const idsOf = (sequence: Sequence): number[] => {
  */
 async function runLoop(
   plan: readonly { readonly at: number; readonly sequence: Sequence }[],
-  options: { maxBatchSize: number; maxPrefillTokens: number; maxGroups: number; costModel: StepCostModel },
+  options: { maxSequences: number; maxPrefillTokens: number; maxGroups: number; costModel: StepCostModel },
   onIteration: (stats: DecodeLoopStats) => void = () => undefined,
 ): Promise<DecodeLoopStats> {
   const session = fakeSession();
@@ -158,6 +158,7 @@ async function runLoop(
     },
     // The fake session's checks throw: the loop reports them here.
     failed: rejectDone,
+    activity: () => undefined,
   });
   const later = pending.findIndex((entry) => entry.at > 0);
   const first = pending.splice(0, later < 0 ? pending.length : later).map((entry) => entry.sequence);
@@ -178,7 +179,7 @@ describe('the continuous loop’s KV cache', () => {
       at: index < 4 ? 0 : (index * 5) % 23,
       sequence: sequence(prompt(1 + ((index * 7) % 19), index), 1 + ((index * 11) % 40)),
     }));
-    const stats = await runLoop(plan, { maxBatchSize: 5, maxPrefillTokens: 8, maxGroups: 3, costModel });
+    const stats = await runLoop(plan, { maxSequences: 5, maxPrefillTokens: 8, maxGroups: 3, costModel });
     for (const { sequence: each } of plan) expect(idsOf(each)).toEqual(alone(each.prompt, maxOf(each)));
     expect(stats.regroups).toBeGreaterThan(0);
     expect(stats.decodeCalls).toBeGreaterThan(stats.decodeSteps);
@@ -192,7 +193,7 @@ describe('the continuous loop’s KV cache', () => {
       at: index < 12 ? 0 : (index * 7) % 31,
       sequence: sequence(prompt(1 + ((index * 13) % 29), index), 2 + ((index * 17) % 45)),
     }));
-    const stats = await runLoop(plan, { maxBatchSize: 12, maxPrefillTokens: 16, maxGroups: 4, costModel });
+    const stats = await runLoop(plan, { maxSequences: 12, maxPrefillTokens: 16, maxGroups: 4, costModel });
     for (const { sequence: each } of plan) expect(idsOf(each)).toEqual(alone(each.prompt, maxOf(each)));
     expect(stats.regroups).toBeGreaterThan(10);
   });
@@ -203,7 +204,7 @@ describe('the continuous loop’s KV cache', () => {
       at: index < 3 ? 0 : index * 3,
       sequence: sequence(prompt(2 + ((index * 5) % 9), index), 3 + ((index * 13) % 30)),
     }));
-    const stats = await runLoop(plan, { maxBatchSize: 4, maxPrefillTokens: 64, maxGroups: 4, costModel });
+    const stats = await runLoop(plan, { maxSequences: 4, maxPrefillTokens: 64, maxGroups: 4, costModel });
     for (const { sequence: each } of plan) expect(idsOf(each)).toEqual(alone(each.prompt, maxOf(each)));
     expect(stats.decodeCalls).toBe(stats.decodeSteps);
   });
@@ -221,7 +222,7 @@ describe('the continuous loop’s KV cache', () => {
     const copies: { decodeSteps: number; rowsCopied: number; regroups: number }[] = [];
     const stats = await runLoop(
       [...first, newcomer],
-      { maxBatchSize: 4, maxPrefillTokens: 64, maxGroups: 4, costModel },
+      { maxSequences: 4, maxPrefillTokens: 64, maxGroups: 4, costModel },
       (now) => copies.push({ decodeSteps: now.decodeSteps, rowsCopied: now.rowsCopied, regroups: now.regroups }),
     );
     for (const { sequence: each } of [...first, newcomer]) expect(idsOf(each)).toEqual(alone(each.prompt, maxOf(each)));
@@ -242,7 +243,7 @@ describe('prefill admission', () => {
   it('prefills newcomers of very different lengths together only when their padding costs less than a call', async () => {
     const run = async (costModel: StepCostModel) => {
       const plan = [sequence(prompt(2, 1), 3), sequence(prompt(12, 2), 3)].map((each) => ({ at: 0, sequence: each }));
-      const stats = await runLoop(plan, { maxBatchSize: 4, maxPrefillTokens: 64, maxGroups: 1, costModel });
+      const stats = await runLoop(plan, { maxSequences: 4, maxPrefillTokens: 64, maxGroups: 1, costModel });
       for (const { sequence: each } of plan) expect(idsOf(each)).toEqual(alone(each.prompt, maxOf(each)));
       return stats.prefillCalls;
     };

@@ -153,6 +153,42 @@ describe('worker pool', () => {
     expect(pool.isReady).toBe(false);
   });
 
+  it('refuses past its capacity with QUEUE_FULL (503, Retry-After) instead of queueing without bound', async () => {
+    const pool = createWorkerPoolForTesting(
+      { runner: { task: 'onnx', model: models.embedderOnnx }, size: 2, maxQueueSize: 2 },
+      {},
+    );
+    pools.push(pool);
+    expect(pool.concurrency).toBe(2);
+    // Still loading: nothing runs, so the queue fills: as much as the workers take at once, then refusals.
+    const queued = [pool.run([OK]), pool.run([OK])];
+    const refused = await rejection(pool.run([OK]));
+    expect(isBatchError(refused, 'QUEUE_FULL')).toBe(true);
+    expect((refused as BatchError).retryAfterSeconds).toBe(1);
+    expect((refused as BatchError).message).toBe(
+      'Worker pool "inference" is full: 2 batches already wait for its workers (maxQueueSize 2); ' +
+        'feed it through a batcher with `pool.batcherOptions`',
+    );
+    expect(pool.stats().queueLength).toBe(2);
+    await Promise.all([...queued, pool.ready]);
+    // Ready: two batches run, two wait, the fifth is refused; each settles once.
+    const outcomes = Array.from({ length: 5 }, () =>
+      pool.run([OK]).then(
+        () => 'ok',
+        (error: unknown) => error,
+      ),
+    );
+    expect(pool.stats()).toMatchObject({ busyWorkers: 2, queueLength: 2 });
+    const settled = await Promise.all(outcomes);
+    expect(settled.slice(0, 4)).toEqual(['ok', 'ok', 'ok', 'ok']);
+    expect(isBatchError(settled[4], 'QUEUE_FULL')).toBe(true);
+    // Through a batcher with its options, a flood waits in the batcher (admission, fairness), never refused here.
+    const batcher = createBatcher(pool.handler, { ...pool.batcherOptions, maxBatchSize: 2 });
+    const results = await Promise.all(Array.from({ length: 40 }, () => batcher(OK)));
+    expect(results).toHaveLength(40);
+    await batcher.close();
+  });
+
   it('refuses streaming on a runner that does not stream', () => {
     const pool = testPool({});
     expect(() => pool.stream([OK])).toThrow(new TypeError('The onnx runner does not stream; use `run()` / `handler`'));
@@ -165,6 +201,9 @@ describe('worker pool', () => {
     );
     expect(() => createWorkerPool({ runner, threads: 1.5 })).toThrow(
       new TypeError('Expected `threads` to be an integer >= 1, got `1.5` (number)'),
+    );
+    expect(() => createWorkerPool({ runner, maxQueueSize: 0 })).toThrow(
+      new TypeError('Expected `maxQueueSize` to be an integer >= 1, got `0` (number)'),
     );
     expect(() => createWorkerPool({ runner: { ...runner, topP: 0 } })).toThrow(
       new TypeError('Expected `runner.topP` to be a number > 0 and <= 1, got `0` (number)'),

@@ -1,3 +1,5 @@
+export { instrumentDecodeLoop } from './decode-loop.js';
+export type { DecodeLoopActivity, DecodeLoopMetricsSource } from './decode-loop.js';
 export { createHealth } from './health.js';
 export type { Health, HealthBody, HealthOptions } from './health.js';
 export { instrumentBatcher } from './instrument.js';

@@ -16,7 +16,8 @@ export interface Instrumentation {
 
 /**
  * Records a batcher's Ray Serve-style metrics in a prom-client registry, labelled `name` = `batcher.name`:
- * histograms of queue wait (ms), execution time (ms), batch size and batch utilisation (% of `maxBatchSize`),
+ * histograms of queue wait (ms), execution time (ms), batch size and batch utilisation (% of `maxBatchSize`; not
+ * recorded with `batchSizes: false`, for a batcher that feeds a continuous decode loop one request at a time),
  * gauges of queue length and in-flight batches, and counters of batches, items and rejections by `reason`; for
  * latency-aware admission, gauges of the predicted latency and of the estimate (`ms_per_cost`, `ms_per_batch`) and
  * a counter of `OVERLOADED` refusals by `cause` (latency, deadline, fair_share).
@@ -35,12 +36,12 @@ export interface Instrumentation {
 export function instrumentBatcher(batcher: BatcherBase, options: InstrumentOptions = {}): Instrumentation {
   const ok = isObjectLike(batcher) && typeof batcher.on === 'function' && typeof batcher.name === 'string';
   if (!ok) fail('batcher', 'a batcher from `createBatcher`', batcher);
-  const { registry, prefix, buckets } = resolveOptions(options);
+  const { registry, prefix, buckets, batchSizes } = resolveOptions(options);
 
   const set = MetricSet.for(registry, prefix, buckets);
   // Read once: the label must stay the same series for the life of the instrumentation.
   const { name } = batcher;
-  set.add(batcher);
+  set.add(batcher, batchSizes);
   const unsubscribe = [
     batcher.on('batchStart', (payload) => set.batchStart(name, payload)),
     batcher.on('batchEnd', (payload) => set.batchEnd(name, payload)),

@@ -79,6 +79,8 @@ function statOf(
 /** One instrumented batcher: what the gauges read, and which `reason` series exist, to remove them later. */
 interface Entry {
   readonly batcher: BatcherBase;
+  /** Whether its batch sizes are recorded (see `InstrumentOptions.batchSizes`). */
+  readonly sizes: boolean;
   readonly reasons: Set<string>;
 }
 
@@ -174,7 +176,7 @@ export class MetricSet {
   }
 
   /** Starts a batcher's series; throws if its name is taken, since two batchers would then share one series. */
-  add(batcher: BatcherBase): void {
+  add(batcher: BatcherBase, sizes: boolean): void {
     const { name } = batcher;
     if (this.#entries.has(name)) {
       throw new TypeError(
@@ -182,7 +184,7 @@ export class MetricSet {
           `got a second batcher named ${JSON.stringify(name)} (prefix ${JSON.stringify(this.#prefix)})`,
       );
     }
-    const entry: Entry = { batcher, reasons: new Set(Object.values(REASON_LABELS)) };
+    const entry: Entry = { batcher, sizes, reasons: new Set(Object.values(REASON_LABELS)) };
     this.#entries.set(name, entry);
     const m = this.#metrics;
     // Series start at 0 instead of appearing on first use, so `rate()` and absence alerts work from the start.
@@ -190,7 +192,8 @@ export class MetricSet {
     m.items.inc({ name }, 0);
     for (const reason of entry.reasons) m.rejections.inc({ name, reason }, 0);
     for (const cause of Object.values(CAUSE_LABELS)) m.overloaded.inc({ name, cause }, 0);
-    for (const histogram of [m.queueWait, m.execution, m.batchSize, m.utilization]) histogram.zero({ name });
+    for (const histogram of [m.queueWait, m.execution]) histogram.zero({ name });
+    if (sizes) for (const histogram of [m.batchSize, m.utilization]) histogram.zero({ name });
   }
 
   /** Removes a batcher's series; the last one out unregisters the metrics, leaving the registry as it was. */
@@ -220,8 +223,10 @@ export class MetricSet {
     const m = this.#metrics;
     m.batches.inc({ name });
     m.items.inc({ name }, batchSize);
-    m.batchSize.observe({ name }, batchSize);
-    m.utilization.observe({ name }, (100 * batchSize) / maxBatchSize);
+    if (this.#entries.get(name)?.sizes === true) {
+      m.batchSize.observe({ name }, batchSize);
+      m.utilization.observe({ name }, (100 * batchSize) / maxBatchSize);
+    }
     for (const ms of queueTimesMs) m.queueWait.observe({ name }, ms);
   }
 

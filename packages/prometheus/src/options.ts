@@ -17,7 +17,7 @@ export interface MetricBuckets {
    */
   readonly executionMs?: readonly number[];
   /**
-   * Per batch: how many items it held.
+   * Per batch: how many items it held; also the buckets of `instrumentDecodeLoop`'s rows per decode step.
    * @default [1, 2, 4, 8, 16, 32, 64, 128, 256]
    */
   readonly batchSize?: readonly number[];
@@ -46,6 +46,14 @@ export interface InstrumentOptions {
    * @default DEFAULT_BUCKETS
    */
   readonly buckets?: MetricBuckets;
+  /**
+   * Whether `batch_size` and `batch_utilization_percent` are recorded for the batcher. Turn it off for a batcher
+   * that feeds a continuous decode loop (`@microbatch/inference`): it hands the loop one request at a time, so its
+   * batches are 1 by construction and say nothing of the batching; the loop's rows per step are what
+   * `instrumentDecodeLoop` records as `decode_rows`.
+   * @default true
+   */
+  readonly batchSizes?: boolean;
 }
 
 /**
@@ -69,6 +77,7 @@ export const DEFAULT_OPTIONS = {
   registry: register,
   prefix: 'microbatch_',
   buckets: DEFAULT_BUCKETS,
+  batchSizes: true,
 } as const satisfies Required<InstrumentOptions>;
 
 /** Checks that `value` quacks like a prom-client registry; a plain object here would fail only at scrape time. */
@@ -92,6 +101,7 @@ export interface ResolvedOptions {
   readonly registry: AnyRegistry;
   readonly prefix: string;
   readonly buckets: Required<MetricBuckets>;
+  readonly batchSizes: boolean;
 }
 
 /** Applies the defaults to {@link InstrumentOptions} and checks every value. */
@@ -109,7 +119,9 @@ export function resolveOptions(options: InstrumentOptions): ResolvedOptions {
     const list = given[key];
     if (list !== undefined) buckets[key] = checkBuckets(`buckets.${key}`, list);
   }
-  return { registry, prefix, buckets };
+  const batchSizes = options.batchSizes ?? DEFAULT_OPTIONS.batchSizes;
+  if (typeof batchSizes !== 'boolean') fail('batchSizes', 'a boolean', batchSizes);
+  return { registry, prefix, buckets, batchSizes };
 }
 
 function checkBuckets(name: string, value: unknown): readonly number[] {

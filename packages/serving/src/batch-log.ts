@@ -1,4 +1,5 @@
 import type { BatcherBase } from '@microbatch/core';
+import type { DecodeActivity } from '@microbatch/inference';
 
 /** Where log lines go: `console.log` by default. */
 export type LogLine = (line: string) => void;
@@ -85,6 +86,105 @@ export function logBatches(batcher: BatcherBase, log: LogTarget = console.log): 
     offStart();
     offEnd();
     queueTimes.clear();
+  };
+}
+
+/**
+ * Where a continuous text-generation model's decode loops report what they do: a worker pool of
+ * `@microbatch/inference` (`pool.onDecodeActivity`).
+ *
+ * @example
+ * ```ts
+ * const source: DecodeLoopSource = model.pool;
+ * ```
+ */
+export interface DecodeLoopSource {
+  readonly name: string;
+  onDecodeActivity(listener: (activity: DecodeActivity) => void): () => void;
+}
+
+/**
+ * Logs what the decode loops of continuous scheduling did, at most once per `intervalMs` and only when they did
+ * something: steps, rows per step (mean and max: the real batch sizes), tokens/s, and the sequences that joined and
+ * left. Under continuous scheduling the batchers hand the loop one request at a time, so their per-batch lines
+ * ({@link logBatches}) would only say "size 1"; this is the batching that runs. Returns the function that stops it
+ * (and logs what the current window has seen).
+ *
+ * @example
+ * ```ts
+ * logDecodeLoop(model.pool);
+ * // [inference] decode loop, last 1.0 s: 412 steps, 6.3 rows per step (max 9), 2601 tokens/s, 9 joined, 9 left
+ * ```
+ */
+export function logDecodeLoop(source: DecodeLoopSource, log: LogTarget = console.log, intervalMs = 1_000): () => void {
+  checkLogTarget(log);
+  if (typeof source !== 'object' || source === null || typeof source.onDecodeActivity !== 'function') {
+    throw new TypeError('Expected `source` to be a worker pool of `@microbatch/inference` (with `onDecodeActivity`)');
+  }
+  let steps = 0;
+  let rows = 0;
+  let maxRows = 0;
+  let tokens = 0;
+  let joined = 0;
+  let left = 0;
+  let windowStart = 0;
+  let timer: NodeJS.Timeout | undefined;
+  const flush = (): void => {
+    timer = undefined;
+    if (steps === 0 && joined === 0 && left === 0) return;
+    const windowMs = Math.max(1, performance.now() - windowStart);
+    const meanRows = steps === 0 ? 0 : rows / steps;
+    const tokensPerSecond = Math.round((tokens * 1_000) / windowMs);
+    if (isLogger(log)) {
+      log.info(
+        {
+          pool: source.name,
+          windowMs: Math.round(windowMs),
+          steps,
+          meanRows: round1(meanRows),
+          maxRows,
+          tokensPerSecond,
+          joined,
+          left,
+        },
+        'decode loop',
+      );
+    } else {
+      log(
+        `[${source.name}] decode loop, last ${(windowMs / 1_000).toFixed(1)} s: ${steps} steps, ` +
+          `${meanRows.toFixed(1)} rows per step (max ${maxRows}), ${tokensPerSecond} tokens/s, ` +
+          `${joined} joined, ${left} left`,
+      );
+    }
+    steps = rows = maxRows = tokens = joined = left = 0;
+    // The next window opens now: at most one line per interval.
+    windowStart = performance.now();
+    timer = setTimeout(flush, intervalMs);
+    timer.unref();
+  };
+  const off = source.onDecodeActivity((activity) => {
+    if (timer === undefined) {
+      // The report covers the worker's last `activity.ms`: the window starts where it did.
+      windowStart = performance.now() - activity.ms;
+      timer = setTimeout(flush, intervalMs);
+      timer.unref();
+    }
+    steps += activity.steps;
+    tokens += activity.tokens;
+    joined += activity.joined;
+    left += activity.left;
+    activity.stepsByRows.forEach((count, size) => {
+      rows += count * size;
+      if (count > 0) maxRows = Math.max(maxRows, size);
+    });
+  });
+  return () => {
+    off();
+    if (timer !== undefined) clearTimeout(timer);
+    // What the last window saw is logged now rather than lost.
+    flush();
+    if (timer !== undefined) clearTimeout(timer);
+    timer = undefined;
   };
 }
 

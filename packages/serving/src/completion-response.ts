@@ -1,5 +1,34 @@
 import { randomBytes } from 'node:crypto';
-import type { FinishReason, TextGenerationChunk, TextGenerationOutput, TokenUsage } from '@microbatch/inference';
+import type {
+  DecodeBatch,
+  FinishReason,
+  TextGenerationChunk,
+  TextGenerationOutput,
+  TokenUsage,
+} from '@microbatch/inference';
+
+/**
+ * The `X-Batch-Size` / `X-Batch-Id` headers of continuous scheduling, from the decode-loop step that batched a
+ * generation (`output.batch`, or a stream's first chunk's): how many sequences got a token in that step, the most
+ * this generation shared a step with by the time the headers go out (its whole life for a JSON answer, up to its
+ * first chunk for a stream), and the step's id, which every generation that shared that step as its largest carries
+ * too. Of several generations (the prompts of one request), the largest step's. `{}` without a `batch` (request
+ * scheduling), so the batcher's dispatch headers stand.
+ *
+ * @example
+ * ```ts
+ * res.set(decodeBatchHeaders([output])); // { 'X-Batch-Size': '9', 'X-Batch-Id': 'w0-3f2a:57' }
+ * ```
+ */
+export function decodeBatchHeaders(
+  generations: readonly { readonly batch?: DecodeBatch | undefined }[],
+): Record<string, string> {
+  let largest: DecodeBatch | undefined;
+  for (const { batch } of generations) {
+    if (batch !== undefined && (largest === undefined || batch.size > largest.size)) largest = batch;
+  }
+  return largest === undefined ? {} : { 'X-Batch-Size': String(largest.size), 'X-Batch-Id': largest.id };
+}
 
 /**
  * One choice of an OpenAI completion (or of a streamed chunk, where `finish_reason` is `null` until the last one).

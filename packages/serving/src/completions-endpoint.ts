@@ -7,6 +7,7 @@ import { type CompletionRequest, type CompletionRequestLimits, parseCompletionRe
 import {
   type Completion,
   completionMeta,
+  decodeBatchHeaders,
   toCompletion,
   toCompletionChunk,
   toUsageChunk,
@@ -68,10 +69,19 @@ export function createCompletionsEndpoint(
     }
     // Fair shares per user: OpenAI's `user` field, else the client's address.
     const fairnessKey = request?.user ?? res.req?.socket?.remoteAddress;
+    // Continuous scheduling: the decode loop's batch replaces the batcher's dispatch headers (`X-Batch-Size: 1`),
+    // with the answer, or with a stream's first chunk (headers go out with the first event).
+    const setBatch = (headers: Record<string, string>): void => {
+      if (res.headersSent) return;
+      for (const [name, value] of Object.entries(headers)) res.setHeader(name, value);
+    };
     const target: RequestBatcher | StreamingRequestBatcher =
       request?.stream === true
-        ? { streaming: true, stream: (parsed, call) => streamAll(model, parsed, { ...call, fairnessKey }) }
-        : { streaming: false, call: (parsed, call) => completeAll(model, parsed, { ...call, fairnessKey }) };
+        ? { streaming: true, stream: (parsed, call) => streamAll(model, parsed, { ...call, fairnessKey }, setBatch) }
+        : {
+            streaming: false,
+            call: (parsed, call) => completeAll(model, parsed, { ...call, fairnessKey }, setBatch),
+          };
     // Core's request path does the rest: disconnect → cancellation, `X-Batch-*` headers at dispatch, SSE, errors.
     await serveBatched<CompletionRequest, Completion>(target as Batcher<CompletionRequest, Completion>, {
       res,
@@ -92,7 +102,8 @@ export function createCompletionsEndpoint(
 async function completeAll(
   model: CompletionsModel,
   request: CompletionRequest,
-  call: CallOptions = {},
+  call: CallOptions,
+  setBatch: (headers: Record<string, string>) => void,
 ): Promise<Completion> {
   const done = new AbortController();
   const signal = call.signal === undefined ? done.signal : AbortSignal.any([call.signal, done.signal]);
@@ -101,6 +112,7 @@ async function completeAll(
   try {
     // Admitted all together or refused together: a request is never half started when it is refused.
     const outputs: TextGenerationOutput[] = await model.generate.callAll(request.inputs, { ...call, signal });
+    setBatch(decodeBatchHeaders(outputs));
     return toCompletion(completionMeta(model.id), outputs);
   } finally {
     done.abort();
@@ -110,12 +122,17 @@ async function completeAll(
 async function* streamAll(
   model: CompletionsModel,
   request: CompletionRequest,
-  call: CallOptions = {},
+  call: CallOptions,
+  setBatch: (headers: Record<string, string>) => void,
 ): AsyncGenerator<Completion, void, undefined> {
   const meta = completionMeta(model.id);
   const usages: TokenUsage[] = [];
   if (call.signal !== undefined) setMaxListeners(request.inputs.length + MAX_LISTENERS_SLACK, call.signal);
+  let first = true;
   for await (const [index, chunk] of mergeStreams(model.streamer.streamAll(request.inputs, call))) {
+    // Pulled before the headers go out: the first chunk's batch is what the headers can still say.
+    if (first) setBatch(decodeBatchHeaders([chunk]));
+    first = false;
     if (chunk.usage !== null) usages.push(chunk.usage);
     yield toCompletionChunk(meta, index, chunk);
   }

@@ -1,9 +1,15 @@
-export { isLogger, logBatches, logRefusals } from './batch-log.js';
-export type { LogLine, LogTarget, Logger } from './batch-log.js';
+export { isLogger, logBatches, logDecodeLoop, logRefusals } from './batch-log.js';
+export type { DecodeLoopSource, LogLine, LogTarget, Logger } from './batch-log.js';
 export type { TextCompletionAppOptions } from './app-options.js';
 export { MIN_TEMPERATURE, OPENAI_DEFAULT_MAX_TOKENS, parseCompletionRequest } from './completion-request.js';
 export type { CompletionRequest, CompletionRequestLimits } from './completion-request.js';
-export { completionMeta, toCompletion, toCompletionChunk, toUsageChunk } from './completion-response.js';
+export {
+  completionMeta,
+  decodeBatchHeaders,
+  toCompletion,
+  toCompletionChunk,
+  toUsageChunk,
+} from './completion-response.js';
 export type { Completion, CompletionChoice, CompletionMeta } from './completion-response.js';
 export { createCompletionsEndpoint } from './completions-endpoint.js';
 export type { CompletionsEndpoint, CompletionsModel } from './completions-endpoint.js';

@@ -12,7 +12,14 @@ import type {
   TextGenerationParser,
   WorkerPool,
 } from '@microbatch/inference';
-import { type LogLine, type Logger, logBatches, logRefusals } from './batch-log.js';
+import {
+  type DecodeLoopSource,
+  type LogLine,
+  type Logger,
+  logBatches,
+  logDecodeLoop,
+  logRefusals,
+} from './batch-log.js';
 
 /**
  * Options of {@link createTextCompletionModel}.
@@ -31,11 +38,17 @@ export interface TextCompletionModelOptions {
    */
   readonly id?: string;
   /**
-   * Most requests per model call: with `'continuous'` scheduling, the most sequences one worker decodes together;
-   * with `'request'`, the most requests one batch holds.
+   * `'request'` scheduling: the most requests one batch (one model call) holds. Continuous scheduling hands the
+   * decode loop one request at a time; its rows are {@link maxSequences}.
    * @default 8
    */
   readonly maxBatchSize?: number;
+  /**
+   * `'continuous'` only: the most sequences one worker's decode loop runs together (the rows of a decode step; the
+   * `runner.maxSequences` of `@microbatch/inference`).
+   * @default 8
+   */
+  readonly maxSequences?: number;
   /**
    * How requests share the model (see `@microbatch/inference`): `'continuous'` joins each request to the worker's
    * running decode loop at its next step and answers it the step it finishes; `'request'` runs each batch as one
@@ -109,6 +122,11 @@ export interface TextCompletionService {
   readonly streamer: StreamingBatcher<TextGenerationInput, TextGenerationChunk>;
   /** Both batchers, for health checks and metrics. */
   readonly batchers: readonly BatcherBase[];
+  /**
+   * Continuous scheduling in this process: the decode loops, whose activity the log and the metrics report (the
+   * batchers then hand the loops one request at a time, so their batch sizes are 1 by construction).
+   */
+  readonly decodeLoop?: DecodeLoopSource;
   /** Resolves once the service can serve; rejects (naming the reason) if it never will. */
   readonly ready: Promise<void>;
   /** Whether the service can serve now, for readiness probes. */
@@ -211,8 +229,9 @@ export function createTextCompletionModel(options: TextCompletionModelOptions): 
       `Expected \`scheduling\` to be one of 'continuous', 'request', got ${JSON.stringify(scheduling)}`,
     );
   }
+  const maxSequences = options.maxSequences ?? 8;
   const pool = createWorkerPool({
-    runner: { task: 'text-generation', model, scheduling, ...(scheduling === 'continuous' ? { maxBatchSize } : {}) },
+    runner: { task: 'text-generation', model, scheduling, ...(scheduling === 'continuous' ? { maxSequences } : {}) },
     size: workers,
     threads,
     executionProvider,
@@ -230,11 +249,15 @@ export function createTextCompletionModel(options: TextCompletionModelOptions): 
   const generate = createBatcher(pool.handler, { ...batcherOptions, name: 'generate' });
   const streamer = createStreamingBatcher(pool.streamingHandler, { ...batcherOptions, name: 'stream' });
   const batchers = [generate, streamer] as const;
+  const decodeLoop = pool.scheduling === 'continuous' ? pool : undefined;
+  let stopLoopLog = (): void => undefined;
   if (log !== false) {
     for (const batcher of batchers) {
-      logBatches(batcher, log);
+      // Continuous: the batchers' batches are single requests; the loop's log says how they were batched.
+      if (decodeLoop === undefined) logBatches(batcher, log);
       logRefusals(batcher, log);
     }
+    if (decodeLoop !== undefined) stopLoopLog = logDecodeLoop(decodeLoop, log);
   }
 
   // Until the tokenizer is loaded, the cheap parser checks requests; the worker then makes the token check itself.
@@ -256,6 +279,7 @@ export function createTextCompletionModel(options: TextCompletionModelOptions): 
     generate,
     streamer,
     batchers,
+    ...(decodeLoop === undefined ? {} : { decodeLoop }),
     ready,
     isReady: () => pool.isReady && validate !== undefined && !batchers.some((batcher) => batcher.closed),
     validate: (body) => (validate ?? parse)(body),
@@ -263,6 +287,8 @@ export function createTextCompletionModel(options: TextCompletionModelOptions): 
     drain,
     close: async () => {
       await drain();
+      // Every answer is out, and the loop's last steps were reported before them: the log's last line goes now.
+      stopLoopLog();
       await pool.close();
     },
   };

@@ -40,6 +40,14 @@ export interface WorkerPoolOptions<S extends RunnerSpec = RunnerSpec> {
    * @default 'inference'
    */
   readonly name?: string;
+  /**
+   * The most the pool queues for workers that are busy or loading, in the units of {@link WorkerPool.concurrency}
+   * (requests for continuous text generation, batches otherwise); past it `run` and `stream` reject with
+   * `QUEUE_FULL`. The default leaves room for five batchers given `pool.batcherOptions` sharing the pool (each sends
+   * at most `concurrency`); feed it through batchers, whose queues have admission and fair shares.
+   * @default 4 x concurrency
+   */
+  readonly maxQueueSize?: number;
 }
 
 /**
@@ -68,7 +76,7 @@ export interface WorkerPoolStats {
   /** Workers with a loaded model (idle or busy). */
   readonly readyWorkers: number;
   readonly busyWorkers: number;
-  /** Batches waiting for a free worker. */
+  /** Batches waiting for a free worker (at most {@link WorkerPool.concurrency} units; see `run`). */
   readonly queueLength: number;
   /** Workers that died unexpectedly. */
   readonly crashes: number;
@@ -76,6 +84,32 @@ export interface WorkerPoolStats {
   readonly restarts: number;
   /** Items the workers are running now (for continuous text generation: sequences admitted to decode loops). */
   readonly runningItems: number;
+}
+
+/**
+ * What one worker's decode loop did in a window of `ms` milliseconds. A step is one loop iteration that produced
+ * tokens: one prefill call for newcomers, then one decode step over every running row; its rows are the sequences
+ * that got a token in it.
+ *
+ * @example
+ * ```ts
+ * pool.onDecodeActivity(({ steps, tokens, ms }) => console.log(`${steps} steps, ${(tokens / ms) * 1000} tokens/s`));
+ * ```
+ */
+export interface DecodeActivity {
+  /** The worker's index in the pool. */
+  readonly worker: number;
+  /** The window's length. */
+  readonly ms: number;
+  readonly steps: number;
+  /** `stepsByRows[r]`: how many of the steps had `r` rows (the histogram of rows per step). */
+  readonly stepsByRows: readonly number[];
+  /** Tokens generated (a newcomer gets two in its first step: prefill's and the decode step's). */
+  readonly tokens: number;
+  /** Sequences that got their first token. */
+  readonly joined: number;
+  /** Sequences that finished or were cancelled after joining. */
+  readonly left: number;
 }
 
 /**
@@ -122,13 +156,20 @@ export interface WorkerPool<I, O, C = never> {
    */
   readonly scheduling: 'continuous' | 'request';
   /**
-   * How many batches the pool takes at once: `size` for request scheduling; for continuous, `size x 2 x maxBatchSize`
-   * single requests (each worker decodes `maxBatchSize` of them and holds as many ready to join at the next step).
+   * How much the workers take at once: `size` batches for request scheduling; for continuous, `size x (n + ceil(n/8))`
+   * requests, where `n` is the runner's `maxSequences` (each worker decodes `n` of them and holds an eighth more,
+   * ready to take a freed row at its next step). The pool queues up to `maxQueueSize` more (4 x `concurrency` by
+   * default) for workers that are busy or still loading; past that `run` and `stream` reject with `QUEUE_FULL`
+   * (503 with `Retry-After`). A batcher given {@link batcherOptions} never sends more than the workers take.
    */
   readonly concurrency: number;
   /** The batcher options this pool needs (`maxConcurrentBatches`, and `maxBatchSize` / `batchKey` by scheduling). */
   readonly batcherOptions: PoolBatcherOptions<I>;
-  /** Runs one batch on a free worker (waiting for one if all are busy or loading). */
+  /**
+   * Runs one batch on a free worker, waiting in the pool's queue if all are busy or loading; rejects with
+   * `QUEUE_FULL` when its queue is full (`maxQueueSize`, in items for continuous scheduling, batches otherwise): feed
+   * the pool through a batcher with {@link batcherOptions}, whose queue has admission and fairness.
+   */
   run(inputs: readonly I[], options?: RunOptions): Promise<Array<O | Error>>;
   /** Runs one batch on a free worker and yields its steps: one slot per input each. */
   stream(inputs: readonly I[], options?: RunOptions): AsyncIterable<StreamSlot<C>[]>;
@@ -137,6 +178,12 @@ export interface WorkerPool<I, O, C = never> {
   /** `stream` as a streaming batch handler. */
   readonly streamingHandler: StreamingBatchHandler<I, C>;
   stats(): WorkerPoolStats;
+  /**
+   * Listens to the decode loops of continuous text generation: each worker reports what its loop did a few times a
+   * second while it runs (steps, rows per step, tokens, joins, leaves), and once when it goes idle. Never called for
+   * other runners. Returns the function that stops listening.
+   */
+  onDecodeActivity(listener: (activity: DecodeActivity) => void): () => void;
   /**
    * Each worker's runner counters; for continuous text generation: `decodeSteps`, `decodedRows`, `prefillCalls`,
    * `joinedRunning` (newcomers merged into a running batch), `maxRows`, and ms in `decodeRunMs` / `prefillRunMs`

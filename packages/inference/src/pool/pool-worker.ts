@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { BatchError, ErrorCode } from '@microbatch/core';
+import type { DecodeActivity } from './pool-types.js';
 import type { ItemResult, PoolMessage, StepSlot, WorkerInit, WorkerMessage } from './protocol.js';
 
 // The sources (src/pool/*.ts, run by vitest) sit two folders below the package root and the bundled
@@ -39,6 +40,8 @@ export interface PoolWorkerEvents {
   crashed(worker: PoolWorker, error: BatchError, tasks: readonly Task[]): void;
   /** The worker finished a batch and can take more. */
   idle(worker: PoolWorker): void;
+  /** The worker's decode loop reported what it did (continuous text generation). */
+  activity(activity: DecodeActivity): void;
 }
 
 type State = 'loading' | 'idle' | 'busy' | 'retiring' | 'gone';
@@ -246,6 +249,10 @@ export class PoolWorker {
     if (this.#state === 'gone') return;
     if (message.type === 'batch') {
       for (const inner of message.messages) this.#onMessage(inner);
+      return;
+    }
+    if (message.type === 'activity') {
+      this.#events.activity(message.activity);
       return;
     }
     if (message.type === 'stats') {

@@ -1,6 +1,7 @@
 // The messages between the pool (main thread) and a worker. Everything here crosses `postMessage`, so it is
 // plain data: errors travel as `SerializedError` and become `BatchError`s again on the main thread.
 import type { ResolvedRunnerSpec } from '../spec/runner-spec.js';
+import type { DecodeActivity } from './pool-types.js';
 
 /** Test-only behaviour injected through `createWorkerPoolForTesting`; never set by the public API. */
 export interface TestHooks {
@@ -68,6 +69,7 @@ export type WorkerMessage =
   | { readonly type: 'result'; readonly id: number; readonly results: readonly ItemResult[] }
   | { readonly type: 'failed'; readonly id: number; readonly error: SerializedError }
   | { readonly type: 'stats'; readonly id: number; readonly stats: Readonly<Record<string, number>> }
+  | { readonly type: 'activity'; readonly activity: DecodeActivity }
   | { readonly type: 'batch'; readonly messages: readonly WorkerMessage[] };
 
 /** Thrown by runners for a bad item; becomes an `INVALID_INPUT` result for that item only. */

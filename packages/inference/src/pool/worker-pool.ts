@@ -1,10 +1,17 @@
 import { BatchError, ErrorCode } from '@microbatch/core';
 import type { BatchHandler, StreamSlot, StreamingBatchHandler } from '@microbatch/core';
-import { resolvePoolOptions } from './pool-options.js';
+import { QUEUE_PER_CONCURRENCY, resolvePoolOptions } from './pool-options.js';
 import type { ResolvedPoolOptions as Resolved } from './pool-options.js';
 import { PoolWorker, workerScript } from './pool-worker.js';
 import type { PoolWorkerEvents, Task } from './pool-worker.js';
-import type { PoolBatcherOptions, RunOptions, WorkerPool, WorkerPoolOptions, WorkerPoolStats } from './pool-types.js';
+import type {
+  DecodeActivity,
+  PoolBatcherOptions,
+  RunOptions,
+  WorkerPool,
+  WorkerPoolOptions,
+  WorkerPoolStats,
+} from './pool-types.js';
 import type { ItemResult, StepSlot, TestHooks, WorkerInit } from './protocol.js';
 import { resolveRunnerSpec, taskStreams, textGenerationBatchKey } from '../spec/runner-spec.js';
 import type { ChunkOf, InputOf, OutputOf, RunnerSpec } from '../spec/runner-types.js';
@@ -40,6 +47,10 @@ export class InferenceWorkerPool<I, O, C> implements WorkerPool<I, O, C> {
    */
   readonly #cancelling = new Map<PoolWorker, number>();
   #queue: Task[] = [];
+  /** What the queue holds, in the units of `concurrency`: items for continuous scheduling, batches otherwise. */
+  #queued = 0;
+  readonly #maxQueueSize: number;
+  readonly #activityListeners = new Set<(activity: DecodeActivity) => void>();
   #nextTaskId = 1;
   #startup: { pending: number; resolve: () => void; reject: (error: unknown) => void } | undefined;
   #unavailable: BatchError | undefined;
@@ -64,6 +75,9 @@ export class InferenceWorkerPool<I, O, C> implements WorkerPool<I, O, C> {
       this.#replace(worker.index);
     },
     idle: () => this.#dispatch(),
+    activity: (activity) => {
+      for (const listener of this.#activityListeners) listener(activity);
+    },
   };
 
   constructor(options: WorkerPoolOptions, hooks: TestHooks | undefined) {
@@ -80,8 +94,9 @@ export class InferenceWorkerPool<I, O, C> implements WorkerPool<I, O, C> {
     // The rest wait in the batcher, where fair queuing and admission order them: with twice the capacity in the
     // worker, a light client's requests queued behind up to a loop's worth of heavy ones, first come first served
     // (`pnpm bench:fairness`: light p50 0.25 -> 0.05 s, p90 0.36 -> 0.11 s; the heavy client's tokens/s rose too).
-    this.#capacity = continuous ? spec.maxBatchSize + Math.ceil(spec.maxBatchSize / 8) : 0;
+    this.#capacity = continuous ? spec.maxSequences + Math.ceil(spec.maxSequences / 8) : 0;
     this.concurrency = continuous ? this.size * this.#capacity : this.size;
+    this.#maxQueueSize = this.#options.maxQueueSize ?? QUEUE_PER_CONCURRENCY * this.concurrency;
     // Continuous: every request goes to the worker on its own the moment it is dispatched, so it joins the decode
     // loop at its next step and is answered the step it ends. Request-level: whole batches, split by sampling.
     this.batcherOptions = (
@@ -135,6 +150,18 @@ export class InferenceWorkerPool<I, O, C> implements WorkerPool<I, O, C> {
     };
   }
 
+  onDecodeActivity(listener: (activity: DecodeActivity) => void): () => void {
+    if (typeof listener !== 'function') {
+      throw new TypeError(`Expected \`listener\` to be a function, got \`${String(listener)}\` (${typeof listener})`);
+    }
+    // Wrapped, so the same function subscribed twice is two subscriptions, each removed by its own call.
+    const subscription = (activity: DecodeActivity): void => listener(activity);
+    this.#activityListeners.add(subscription);
+    return () => {
+      this.#activityListeners.delete(subscription);
+    };
+  }
+
   async runnerStats(): Promise<Readonly<Record<string, number>>[]> {
     return Promise.all(this.#workers.map((worker) => worker?.runnerStats() ?? Promise.resolve({})));
   }
@@ -145,6 +172,7 @@ export class InferenceWorkerPool<I, O, C> implements WorkerPool<I, O, C> {
     const error = new BatchError(ErrorCode.CLOSED, `Worker pool "${this.name}" is closed`);
     this.#startup?.reject(error);
     this.#startup = undefined;
+    this.#queued = 0;
     for (const task of this.#queue.splice(0)) task.reject(error);
     // Busy workers are asked to stop first: terminating one inside onnxruntime's native run aborts the process.
     const busy = this.#workers.filter(
@@ -184,6 +212,19 @@ export class InferenceWorkerPool<I, O, C> implements WorkerPool<I, O, C> {
     if (this.#unavailable !== undefined) return Promise.reject(this.#unavailable);
     if (signal?.aborted === true) return Promise.reject(signal.reason);
     if (inputs.length === 0) return Promise.resolve([]);
+    // A caller that feeds the pool faster than batchers with `batcherOptions` do is refused here instead of growing
+    // a queue without bound or admission. One batch larger than the bound may still wait alone.
+    const units = this.#unitsOf(inputs.length);
+    if (this.#queued > 0 && this.#queued + units > this.#maxQueueSize) {
+      return Promise.reject(
+        new BatchError(
+          ErrorCode.QUEUE_FULL,
+          `Worker pool "${this.name}" is full: ${this.#queued} ${this.scheduling === 'continuous' ? 'requests' : 'batches'} ` +
+            `already wait for its workers (maxQueueSize ${this.#maxQueueSize}); feed it through a batcher with \`pool.batcherOptions\``,
+          { retryAfterSeconds: 1 },
+        ),
+      );
+    }
     return new Promise((resolve, reject) => {
       let settled = false;
       const settle = (): boolean => {
@@ -216,6 +257,7 @@ export class InferenceWorkerPool<I, O, C> implements WorkerPool<I, O, C> {
       const onAbort = () => this.#abort(task);
       signal?.addEventListener('abort', onAbort, { once: true });
       this.#queue.push(task);
+      this.#queued += units;
       this.#dispatch();
     });
   }
@@ -231,6 +273,7 @@ export class InferenceWorkerPool<I, O, C> implements WorkerPool<I, O, C> {
       }
       if (worker === undefined) break;
       this.#queue.shift();
+      this.#queued -= this.#unitsOf(task.inputs.length);
       worker.run(task);
     }
     const alive = this.#workers.some((worker) => worker !== undefined);
@@ -246,8 +289,14 @@ export class InferenceWorkerPool<I, O, C> implements WorkerPool<I, O, C> {
             expose: false,
           },
         );
+      this.#queued = 0;
       for (const task of this.#queue.splice(0)) task.reject(error);
     }
+  }
+
+  /** A batch of `items` in the units of `concurrency`. */
+  #unitsOf(items: number): number {
+    return this.scheduling === 'continuous' ? items : 1;
   }
 
   /**
@@ -260,7 +309,10 @@ export class InferenceWorkerPool<I, O, C> implements WorkerPool<I, O, C> {
   #abort(task: Task): void {
     const reason: unknown = task.signal?.reason;
     const queued = this.#queue.indexOf(task);
-    if (queued >= 0) this.#queue.splice(queued, 1);
+    if (queued >= 0) {
+      this.#queue.splice(queued, 1);
+      this.#queued -= this.#unitsOf(task.inputs.length);
+    }
     const worker = this.#workers.find((candidate) => candidate?.has(task) === true);
     task.reject(reason);
     if (worker === undefined) return;

@@ -1,12 +1,14 @@
 // Continuous (iteration-level) text generation: the runner drives the ONNX session itself through one decode loop
 // per worker. Every `run()` call adds its requests to the loop, which merges them into the running batch at its
 // next iteration; each request's result (and stream) ends the step its sequence ends.
+import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { AutoTokenizer } from '@huggingface/transformers';
 import { InferenceSession } from 'onnxruntime-node';
+import type { DecodeActivity } from '../pool/pool-types.js';
 import type { ItemResult, StepSlot, WorkerInit } from '../pool/protocol.js';
-import type { TextGenerationRunnerSpec } from '../spec/runner-types.js';
+import type { DecodeBatch, TextGenerationRunnerSpec } from '../spec/runner-types.js';
 import { calibrateStepCost } from './continuous/calibrate.js';
 import { DecodeLoop } from './continuous/decode-loop.js';
 import { MAX_LENGTH_GROUPS } from './continuous/length-groups.js';
@@ -90,16 +92,23 @@ export async function loadContinuousGenerationRunner(spec: Spec, init: WorkerIni
   };
   const eos = generation.eos_token_id ?? config.eos_token_id ?? tokenizer.eos_token_id;
   const costModel = await calibrateStepCost(session, geometry);
-  return new ContinuousGenerationRunner(spec, tokenizer, session, geometry, costModel, {
+  return new ContinuousGenerationRunner(init.index, spec, tokenizer, session, geometry, costModel, {
     contextLength: spec.contextLength > 0 ? spec.contextLength : (config.max_position_embeddings ?? 512),
     eosTokenIds: new Set<number>([eos ?? []].flat().map(Number)),
   });
 }
 
+/** One input of a `run()` call: its sequence, and whether its first chunk (which carries its batch) went out. */
+interface TaskItem {
+  readonly index: number;
+  readonly sequence: Sequence;
+  streamed: boolean;
+}
+
 /** One `run()` call: its inputs' sequences and how to answer it. */
 interface Task {
   readonly size: number;
-  readonly items: readonly { readonly index: number; readonly sequence: Sequence }[];
+  readonly items: readonly TaskItem[];
   readonly results: ItemResult[];
   readonly emit: EmitStep | undefined;
   readonly resolve: (results: ItemResult[]) => void;
@@ -115,9 +124,13 @@ class ContinuousGenerationRunner implements Runner {
   readonly #decode: (ids: readonly number[]) => string;
   readonly #pieceOf: PieceOf | undefined;
   readonly #tasks = new Set<Task>();
+  /** Prefix of this worker's step ids: its index, and a nonce so a replaced worker's steps are not taken for its own. */
+  readonly #stepPrefix: string;
+  #onActivity: ((activity: DecodeActivity) => void) | undefined;
   #arrivals = 0;
 
   constructor(
+    worker: number,
     spec: Spec,
     tokenizer: Tokenizer,
     session: InferenceSession,
@@ -126,6 +139,7 @@ class ContinuousGenerationRunner implements Runner {
     facts: { readonly contextLength: number; readonly eosTokenIds: ReadonlySet<number> },
   ) {
     this.#spec = spec;
+    this.#stepPrefix = `w${worker}-${randomBytes(2).toString('hex')}`;
     this.#tokenizer = tokenizer;
     this.#facts = facts;
     this.#costModel = costModel;
@@ -136,12 +150,16 @@ class ContinuousGenerationRunner implements Runner {
       session,
       geometry,
       {
-        maxBatchSize: spec.maxBatchSize,
+        maxSequences: spec.maxSequences,
         maxPrefillTokens: spec.maxPrefillTokens,
         maxGroups: MAX_LENGTH_GROUPS,
         costModel,
       },
-      { afterIteration: () => this.#afterIteration(), failed: (error) => this.#failAll(error) },
+      {
+        afterIteration: () => this.#afterIteration(),
+        failed: (error) => this.#failAll(error),
+        activity: (window) => this.#onActivity?.({ worker, ...window }),
+      },
     );
   }
 
@@ -157,10 +175,18 @@ class ContinuousGenerationRunner implements Runner {
     }
     if (valid.length === 0) return Promise.resolve(results);
     return new Promise((resolve, reject) => {
-      const items = valid.map(({ index, value }) => ({ index, sequence: this.#sequence(value, cancelled) }));
+      const items = valid.map(({ index, value }) => ({
+        index,
+        sequence: this.#sequence(value, cancelled),
+        streamed: false,
+      }));
       this.#tasks.add({ size: inputs.length, items, results, emit, resolve, reject });
       this.#loop.add(items.map((item) => item.sequence));
     });
+  }
+
+  onActivity(listener: (activity: DecodeActivity) => void): void {
+    this.#onActivity = listener;
   }
 
   stats(): Record<string, number> {
@@ -204,11 +230,14 @@ class ContinuousGenerationRunner implements Runner {
       if (task.emit !== undefined) {
         let any = false;
         const slots: StepSlot[] = new Array<StepSlot>(task.size).fill(null);
-        for (const { index, sequence } of task.items) {
+        for (const item of task.items) {
+          const { index, sequence } = item;
           if (sequence.cancelled) continue;
           const chunk = sequence.output.takeChunk();
           if (chunk !== null) {
-            slots[index] = { chunk };
+            // The first chunk says which step batched the sequence so far (a server sends it as headers).
+            slots[index] = { chunk: item.streamed ? chunk : { ...chunk, batch: this.#batchOf(sequence) } };
+            item.streamed = true;
             any = true;
           }
         }
@@ -218,12 +247,17 @@ class ContinuousGenerationRunner implements Runner {
         for (const { index, sequence } of task.items) {
           task.results[index] = sequence.cancelled
             ? { ok: false, error: { code: 'HANDLER_ERROR', message: 'Generation cancelled' } }
-            : { ok: true, value: sequence.output.output() };
+            : { ok: true, value: { ...sequence.output.output(), batch: this.#batchOf(sequence) } };
         }
         this.#tasks.delete(task);
         task.resolve(task.results);
       }
     }
+  }
+
+  /** The most sequences that shared a step with this one, and the id of the first step with that many. */
+  #batchOf(sequence: Sequence): DecodeBatch {
+    return { id: `${this.#stepPrefix}:${sequence.batchStep}`, size: sequence.batchRows };
   }
 
   #failAll(error: unknown): void {

@@ -1,5 +1,6 @@
 // What the worker needs from a runner, and the helpers runners share. Runners live only in the worker bundle:
 // importing them loads onnxruntime-node and transformers.js, which must never happen on the main thread.
+import type { DecodeActivity } from '../pool/pool-types.js';
 import { serializeError } from '../pool/protocol.js';
 import type { ItemResult, StepSlot } from '../pool/protocol.js';
 
@@ -16,6 +17,8 @@ export interface Runner {
   run(inputs: readonly unknown[], emit: EmitStep | undefined, cancelled?: () => boolean): Promise<ItemResult[]>;
   /** Counters the runner keeps, for benchmarks and tests (plain data). */
   stats?(): Record<string, number>;
+  /** Continuous text generation: where the decode loop reports its activity (a few times a second while busy). */
+  onActivity?(listener: (activity: DecodeActivity) => void): void;
 }
 
 /** Runs `check` on each input; the ones that throw become `INVALID_INPUT` results and the rest are returned. */

@@ -45,7 +45,7 @@ export const TEXT_GENERATION_DEFAULTS = {
   contextLength: 0,
   seed: -1,
   scheduling: 'continuous',
-  maxBatchSize: 32,
+  maxSequences: 32,
   maxPrefillTokens: 512,
 } as const satisfies Required<TextGenerationRunnerSpec>;
 
@@ -117,7 +117,13 @@ export function resolveRunnerSpec(spec: RunnerSpec): ResolvedRunnerSpec {
       checkInteger('runner.contextLength', resolved.contextLength, 0);
       checkInteger('runner.seed', resolved.seed, -1);
       checkOneOf('runner.scheduling', resolved.scheduling, ['continuous', 'request']);
-      checkInteger('runner.maxBatchSize', resolved.maxBatchSize, 1);
+      if ('maxBatchSize' in given) {
+        throw new TypeError(
+          '`runner.maxBatchSize` is now `runner.maxSequences` (the rows of a decode step); the batcher keeps ' +
+            `\`maxBatchSize\`, got \`runner.maxBatchSize: ${String(given.maxBatchSize)}\``,
+        );
+      }
+      checkInteger('runner.maxSequences', resolved.maxSequences, 1);
       checkInteger('runner.maxPrefillTokens', resolved.maxPrefillTokens, 1);
       return { ...resolved, stop: [...resolved.stop] };
     }

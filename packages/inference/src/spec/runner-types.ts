@@ -56,10 +56,11 @@ export interface TextGenerationRunnerSpec {
    */
   readonly scheduling?: 'continuous' | 'request';
   /**
-   * `'continuous'` only: the most sequences one worker decodes together (more wait in the pool's queue).
+   * `'continuous'` only: the most sequences one worker's decode loop runs together (the rows of a decode step).
+   * Not the batcher's `maxBatchSize`: under continuous scheduling the batcher hands the loop one request at a time.
    * @default 32
    */
-  readonly maxBatchSize?: number;
+  readonly maxSequences?: number;
   /**
    * `'continuous'` only: the most prompt tokens (padded) one prefill call processes between two decode steps, so a
    * newcomer's prefill delays the running sequences by a bounded time. A longer prompt is prefilled in chunks of
@@ -214,6 +215,22 @@ export interface TokenUsage {
 }
 
 /**
+ * Which decode-loop step batched a sequence of continuous text generation: the `size` sequences that got a token in
+ * step `id` together, the most this sequence shared a step with (itself included) by the time it was reported, and
+ * the first step with that many. Sequences that carry the same `id` shared that step. Step ids name the worker
+ * (`w0-3f2a:57`: worker 0, started with nonce 3f2a, its 57th loop iteration).
+ *
+ * @example
+ * ```ts
+ * const { text, batch } = await generate(input); // batch: { id: 'w0-3f2a:57', size: 9 }
+ * ```
+ */
+export interface DecodeBatch {
+  readonly id: string;
+  readonly size: number;
+}
+
+/**
  * The result of one text-generation request.
  *
  * @example
@@ -226,6 +243,8 @@ export interface TextGenerationOutput {
   readonly text: string;
   readonly finish_reason: FinishReason;
   readonly usage: TokenUsage;
+  /** Continuous scheduling: the decode-loop step that batched this generation (see {@link DecodeBatch}). */
+  readonly batch?: DecodeBatch;
 }
 
 /**
@@ -241,6 +260,11 @@ export interface TextGenerationChunk {
   readonly text: string;
   readonly finish_reason: FinishReason | null;
   readonly usage: TokenUsage | null;
+  /**
+   * Continuous scheduling, on a generation's first chunk only: the step that batched it so far (see
+   * {@link DecodeBatch}), so a server can send it as headers with the first token.
+   */
+  readonly batch?: DecodeBatch;
 }
 
 /**

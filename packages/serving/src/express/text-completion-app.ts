@@ -2,12 +2,14 @@
 // Prometheus metrics. Every route shares ONE service: concurrent requests coalesce into one model call.
 import { writeHttpError, writeJson } from '@microbatch/core/http';
 import { batchErrorHandler, batchRoute, jsonBody } from '@microbatch/express';
-import { createHealth, instrumentBatcher, metricsHandler, toNodeHandler } from '@microbatch/prometheus';
+import { createHealth, metricsHandler, toNodeHandler } from '@microbatch/prometheus';
 import express from 'express';
 import { Registry } from 'prom-client';
 import type { TextCompletionAppOptions } from '../app-options.js';
+import { decodeBatchHeaders } from '../completion-response.js';
 import { createCompletionsEndpoint } from '../completions-endpoint.js';
 import { noRoute } from '../routes.js';
+import { instrumentTextCompletionService } from '../service-metrics.js';
 import { modelList } from '../models-endpoint.js';
 import { type ListenOptions, type RunningServer, startServer } from '../serve.js';
 import type { TextCompletionService } from '../text-completion-model.js';
@@ -40,7 +42,12 @@ export function createTextCompletionApp(
     batchRoute({
       batcher: service.generate,
       input: (req) => parseTextQuery(req.query.text, service.validate),
-      output: (result, req, res) => res.type('text/plain').send(textQueryAnswer(req.query.text, result)),
+      // Continuous scheduling: the decode loop's batch, not the batcher's single-request dispatch.
+      output: (result, req, res) =>
+        res
+          .set(decodeBatchHeaders([result]))
+          .type('text/plain')
+          .send(textQueryAnswer(req.query.text, result)),
       // Each client address gets a fair share of admission and of each batch.
       callOptions: (req) => ({ fairnessKey: req.socket.remoteAddress }),
     }),
@@ -60,7 +67,7 @@ export function createTextCompletionApp(
 
   // Prometheus metrics of both batchers (queue wait, execution time, batch size, rejections by reason).
   const registry = new Registry();
-  for (const batcher of service.batchers) instrumentBatcher(batcher, { registry });
+  instrumentTextCompletionService(service, registry);
   app.get('/metrics', metricsHandler(registry));
 
   app.use((req, res) => writeHttpError(res, noRoute(req.method, req.path)));

@@ -2,12 +2,14 @@
 // route shares ONE service: concurrent requests coalesce into one model call.
 import { Router } from '@koa/router';
 import { batchErrorHandler, batchRoute, jsonBody } from '@microbatch/koa';
-import { createHealth, instrumentBatcher, scrapeMetrics } from '@microbatch/prometheus';
+import { createHealth, scrapeMetrics } from '@microbatch/prometheus';
 import Koa from 'koa';
 import { Registry } from 'prom-client';
 import type { TextCompletionAppOptions } from '../app-options.js';
+import { decodeBatchHeaders } from '../completion-response.js';
 import { createCompletionsEndpoint } from '../completions-endpoint.js';
 import { noRoute } from '../routes.js';
+import { instrumentTextCompletionService } from '../service-metrics.js';
 import { modelList } from '../models-endpoint.js';
 import { type ListenOptions, type RunningServer, startServer } from '../serve.js';
 import type { TextCompletionService } from '../text-completion-model.js';
@@ -43,6 +45,8 @@ export function createTextCompletionApp(service: TextCompletionService, options:
       // Each client address gets a fair share of admission and of each batch.
       callOptions: (ctx) => ({ fairnessKey: ctx.req.socket.remoteAddress }),
       output: (result, ctx) => {
+        // Continuous scheduling: the decode loop's batch, not the batcher's single-request dispatch.
+        ctx.set(decodeBatchHeaders([result]));
         ctx.type = 'text/plain';
         ctx.body = textQueryAnswer(ctx.query.text, result);
       },
@@ -73,7 +77,7 @@ export function createTextCompletionApp(service: TextCompletionService, options:
 
   // Prometheus metrics of both batchers, as the Express and Nest apps serve them.
   const registry = new Registry();
-  for (const batcher of service.batchers) instrumentBatcher(batcher, { registry });
+  instrumentTextCompletionService(service, registry);
   router.get('/metrics', async (ctx) => {
     ({ status: ctx.status, contentType: ctx.type, body: ctx.body } = await scrapeMetrics(registry));
   });

@@ -1,5 +1,7 @@
 import 'reflect-metadata';
 
+export { DecodeBatchInterceptor } from './decode-batch.interceptor.js';
+export type { DecodeBatchAnswer } from './decode-batch.interceptor.js';
 export { PlainTextInterceptor } from './plain-text.interceptor.js';
 export { startTextCompletionApp } from './start.js';
 export { TEXT_COMPLETION_SERVICE } from './text-completion.constants.js';

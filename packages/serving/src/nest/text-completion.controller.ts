@@ -3,12 +3,14 @@ import type { BatchContext } from '@microbatch/core';
 import { writeJson } from '@microbatch/core/http';
 import type { TextGenerationInput } from '@microbatch/inference';
 import { Batch } from '@microbatch/nest';
-import { type Health, createHealth, instrumentBatcher, scrapeMetrics } from '@microbatch/prometheus';
+import { type Health, createHealth, scrapeMetrics } from '@microbatch/prometheus';
 import { Body, Controller, Get, Inject, Post, Query, Res, UseInterceptors } from '@nestjs/common';
 import { Registry } from 'prom-client';
 import { type CompletionsEndpoint, createCompletionsEndpoint } from '../completions-endpoint.js';
 import { type ModelList, modelList } from '../models-endpoint.js';
+import { instrumentTextCompletionService } from '../service-metrics.js';
 import type { TextCompletionService } from '../text-completion-model.js';
+import { DecodeBatchInterceptor } from './decode-batch.interceptor.js';
 import { PlainTextInterceptor } from './plain-text.interceptor.js';
 import { TEXT_COMPLETION_SERVICE } from './text-completion.constants.js';
 import { TextQueryPipe } from './text-query.pipe.js';
@@ -40,7 +42,7 @@ export class TextCompletionController {
     // Liveness always 200; readiness 503 while the model loads and once the app drains.
     this.#health = createHealth({ batchers: service.batchers, ready: () => service.isReady() });
     // Prometheus metrics of the service's batchers, as the Express and Koa apps serve them.
-    for (const batcher of service.batchers) instrumentBatcher(batcher, { registry: this.#registry });
+    instrumentTextCompletionService(service, this.#registry);
   }
 
   /**
@@ -48,11 +50,14 @@ export class TextCompletionController {
    * per batch with every request's input, like Ray Serve's `@serve.batch` handler.
    */
   @Get()
-  @UseInterceptors(PlainTextInterceptor)
+  @UseInterceptors(PlainTextInterceptor, DecodeBatchInterceptor)
   @Batch()
   async complete(@Query('text', TextQueryPipe) inputs: TextGenerationInput[], context: BatchContext) {
     const outputs = await this.service.runBatch(inputs, { signal: context.signal });
-    return outputs.map((output, i) => (output instanceof Error ? output : `${inputs[i]?.prompt}${output.text}`));
+    // Continuous scheduling: each answer carries its decode-loop batch, which the interceptor sends as headers.
+    return outputs.map((output, i) =>
+      output instanceof Error ? output : { answer: `${inputs[i]?.prompt}${output.text}`, batch: output.batch },
+    );
   }
 
   /** OpenAI's completions API (JSON or `stream: true`); the shared endpoint writes the response itself. */

@@ -13,13 +13,15 @@ import type { StepCostModel } from './length-groups.js';
 import { RunningGroups } from './running-groups.js';
 import { sampleToken } from './sampler.js';
 import type { Sequence } from './sequence.js';
+import { ActivityCounter } from './loop-activity.js';
+import type { ActivityWindow } from './loop-activity.js';
 import { emptyLoopStats } from './loop-stats.js';
 import type { DecodeLoopStats } from './loop-stats.js';
 
 /** Bounds of the loop. */
 export interface DecodeLoopOptions {
-  /** The most sequences decoded together. */
-  readonly maxBatchSize: number;
+  /** The most sequences decoded together (the rows of a step). */
+  readonly maxSequences: number;
   /** The most (padded) prompt tokens one prefill call may process; longer prompts are prefilled in chunks of this size. */
   readonly maxPrefillTokens: number;
   /** The most length groups a decode step is split into (1: one padded batch). */
@@ -34,6 +36,8 @@ export interface DecodeLoopHooks {
   afterIteration(): void;
   /** A model call failed: every sequence in the loop was dropped; fail their requests with `error`. */
   failed(error: unknown): void;
+  /** What the loop did since its last report: every `ACTIVITY_REPORT_MS` while it runs, and when it goes idle. */
+  activity(window: ActivityWindow): void;
 }
 
 const now = () => performance.now();
@@ -49,6 +53,12 @@ export class DecodeLoop {
   /** The running rows, by length groups, each with its own left-padded KV cache. */
   readonly #groups: RunningGroups<Sequence>;
   #loop: Promise<void> | undefined;
+  /** The sequences that got a token in this iteration, each once, and how many tokens they got. */
+  #stepped: Sequence[] = [];
+  #stepTokens = 0;
+  /** Running rows cancelled since the last removal: they leave the loop at the next one. */
+  #leavers = 0;
+  readonly #activity = new ActivityCounter();
   readonly stats: DecodeLoopStats = emptyLoopStats();
 
   constructor(session: InferenceSession, geometry: ModelGeometry, options: DecodeLoopOptions, hooks: DecodeLoopHooks) {
@@ -78,12 +88,18 @@ export class DecodeLoop {
         const joining = await this.#prefill();
         const composeStart = now();
         const left = this.#groups.remove((sequence) => sequence.done);
+        // Finished rows were counted at their last step; cancelled ones leave now.
+        this.#activity.left(this.#leavers);
+        this.#leavers = 0;
         if (joining.length > 0 || left > 0) {
           if (joining.length > 0 && this.#running().length > 0) this.stats.joinedRunning += joining.length;
           this.#groups.place(joining);
         }
         this.stats.composeMs += now() - composeStart;
         if (this.#running().length > 0) await this.#decode();
+        // A report goes out before the answers of the sequences that ended in this step, so whoever hears an answer
+        // has heard the step that produced it (a server that drains and exits logs it).
+        if (this.#activity.due(this.#endStep())) this.#hooks.activity(this.#activity.take());
         const answerStart = now();
         this.#hooks.afterIteration();
         this.stats.answerMs += now() - answerStart;
@@ -93,6 +109,7 @@ export class DecodeLoop {
       }
     } catch (error) {
       // A failed model call fails every sequence in the loop: the runner reports it for each request.
+      this.#activity.left(this.#running().filter((sequence) => !sequence.done).length);
       for (const sequence of [
         ...this.#waiting,
         ...this.#running(),
@@ -103,8 +120,36 @@ export class DecodeLoop {
       this.#waiting = [];
       this.#groups.clear();
       this.#chunking = undefined;
+      this.#stepped = [];
+      this.#stepTokens = 0;
       this.#hooks.failed(error);
     }
+    // Idle: what the last window saw goes out now rather than with the next burst.
+    if (this.#activity.due(true)) this.#hooks.activity(this.#activity.take());
+  }
+
+  /**
+   * Closes the iteration's step: every sequence that got a token in it learns how many did (the rows that shared the
+   * iteration's model calls), which it reports as its batch if it is the most it has shared a step with. Returns
+   * whether a sequence ended in it (it leaves the loop; its answer goes out after this iteration).
+   */
+  #endStep(): boolean {
+    const rows = this.#stepped.length;
+    if (rows === 0) return false;
+    const step = this.stats.iterations;
+    let ended = 0;
+    for (const sequence of this.#stepped) {
+      if (rows > sequence.batchRows) {
+        sequence.batchRows = rows;
+        sequence.batchStep = step;
+      }
+      if (sequence.done) ended += 1;
+    }
+    this.#activity.step(rows, this.#stepTokens);
+    this.#activity.left(ended);
+    this.#stepped = [];
+    this.#stepTokens = 0;
+    return ended > 0;
   }
 
   #dropCancelled(): void {
@@ -114,14 +159,17 @@ export class DecodeLoop {
     };
     this.#waiting = this.#waiting.filter(check);
     if (this.#chunking !== undefined && !check(this.#chunking)) this.#chunking = undefined;
-    for (const sequence of this.#running()) check(sequence);
+    for (const sequence of this.#running()) {
+      // A running row cancelled now leaves at this iteration's removal (one that finished was counted already).
+      if (!sequence.done && !check(sequence)) this.#leavers += 1;
+    }
   }
 
   /** Runs at most one prefill call; returns the sequences that got their first token and keep generating. */
   async #prefill(): Promise<Sequence[]> {
     const budget = this.#options.maxPrefillTokens;
     const busy = this.#running().filter((sequence) => !sequence.done).length + (this.#chunking === undefined ? 0 : 1);
-    let free = this.#options.maxBatchSize - busy;
+    let free = this.#options.maxSequences - busy;
     if (this.#chunking !== undefined) return this.#prefillChunk(this.#chunking);
     const head = this.#waiting[0];
     if (head === undefined || free <= 0) return [];
@@ -166,6 +214,7 @@ export class DecodeLoop {
     });
     // Logits for every prompt position, a megabyte or more: freed now rather than by the next full collection.
     releaseBuffers([logits]);
+    this.#activity.joined(group.length);
     return group.filter((sequence) => !sequence.done);
   }
 
@@ -189,6 +238,7 @@ export class DecodeLoop {
     const { vocabSize } = this.#geometry;
     this.#take(sequence, logits.subarray((chunk.length - 1) * vocabSize, chunk.length * vocabSize));
     releaseBuffers([logits]);
+    this.#activity.joined(1);
     return sequence.done ? [] : [sequence];
   }
 
@@ -245,6 +295,11 @@ export class DecodeLoop {
     sequence.next = token;
     sequence.output.push(token);
     this.stats.generatedTokens += 1;
+    this.#stepTokens += 1;
+    if (sequence.lastStep !== this.stats.iterations) {
+      sequence.lastStep = this.stats.iterations;
+      this.#stepped.push(sequence);
+    }
     this.stats.sampleMs += now() - started;
   }
 }

@@ -14,6 +14,11 @@ export class Sequence implements KvRow {
   /** Prompt tokens already prefilled, for prompts prefilled in chunks. */
   prefilled = 0;
   cancelled = false;
+  /** The loop step (iteration) in which it last got a token, so a step counts each sequence once. */
+  lastStep = -1;
+  /** The most sequences that got a token in one step together with it (itself included), and the first such step. */
+  batchRows = 0;
+  batchStep = -1;
 
   constructor(
     readonly prompt: readonly number[],
