@@ -8,4 +8,4 @@ import { start } from './app.js';
 
 const model = process.env.MODEL_DIR ?? bundledModelDir();
 const maxLatencyMs = Number(process.env.MAX_LATENCY_MS ?? 1_500);
-await serveUntilSignal((where) => start({ ...where, model, maxBatchSize: 8, maxLatencyMs }), listenOptionsFromEnv());
+await serveUntilSignal((where) => start({ ...where, model, maxSequences: 8, maxLatencyMs }), listenOptionsFromEnv());

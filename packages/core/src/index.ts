@@ -4,7 +4,7 @@ export { createBatcher, createStreamingBatcher } from './batcher.js';
 export { isBatcher } from './batcher-brand.js';
 export { BatchError, ErrorCode, exposeError, isBatchError } from './errors.js';
 export type { BatchErrorOptions } from './errors.js';
-export { validateBatcherOptions } from './options.js';
+export { DEFAULTS, validateBatcherOptions } from './options.js';
 export { BATCHER_BRAND, END, SKIP } from './types.js';
 export type {
   BatchContext,

@@ -33,6 +33,17 @@ export const DEFAULT_OPTIONS = {
   clock: systemClock,
 } as const satisfies Required<BatcherOptions<unknown>>;
 
+/**
+ * The library defaults, frozen: what every batcher (and the packages built on core: serving, redis, cli) uses for an
+ * option nobody set. Read them here instead of writing the numbers again.
+ *
+ * @example
+ * ```ts
+ * DEFAULTS.maxQueueSize; // 1024
+ * ```
+ */
+export const DEFAULTS: Readonly<typeof DEFAULT_OPTIONS> = Object.freeze(DEFAULT_OPTIONS);
+
 const ON_BATCH_ERROR: readonly OnBatchError[] = ['fail-batch', 'isolate'];
 
 /**
