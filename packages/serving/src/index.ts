@@ -1,7 +1,12 @@
 export { isLogger, logBatches, logRefusals } from './batch-log.js';
 export type { LogLine, LogTarget, Logger } from './batch-log.js';
 export type { TextCompletionAppOptions } from './app-options.js';
-export { MIN_TEMPERATURE, OPENAI_DEFAULT_MAX_TOKENS, parseCompletionRequest } from './completion-request.js';
+export {
+  IGNORED_COMPLETION_FIELDS,
+  MIN_TEMPERATURE,
+  OPENAI_DEFAULT_MAX_TOKENS,
+  parseCompletionRequest,
+} from './completion-request.js';
 export type { CompletionRequest, CompletionRequestLimits } from './completion-request.js';
 export { completionMeta, toCompletion, toCompletionChunk, toUsageChunk } from './completion-response.js';
 export type { Completion, CompletionChoice, CompletionMeta } from './completion-response.js';
