@@ -82,7 +82,8 @@ describe('a route with the default `input` and no body', () => {
     const route = koaAdapter.batchRoute({ handler });
     app.use((ctx, next) => (ctx.method === 'POST' ? next() : parse(ctx, next)));
     app.use(route);
-    const server = await listen(app.callback());
+    const callback = app.callback();
+    const server = await listen((req, res) => void callback(req, res));
     servers.push(server);
     expect(await send(server, JSON_POST)).toEqual({ status: 400, body: NOT_READ });
     expect(await send(server, { method: 'GET' })).toEqual({ status: 400, body: NONE });

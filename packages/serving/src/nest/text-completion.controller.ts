@@ -53,7 +53,7 @@ export class TextCompletionController {
     const { service } = this;
     return serveBatched(service.generate, {
       res,
-      readInput: () => parseTextQuery(text, service.validate),
+      readInput: () => parseTextQuery(text, (body) => service.validate(body)),
       // Each client address gets a fair share of admission and of each batch.
       callOptions: () => ({ fairnessKey: req.socket.remoteAddress }),
       setHeaders: (headers) => {
