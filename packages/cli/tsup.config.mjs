@@ -6,6 +6,8 @@ rmSync(new URL('./dist', import.meta.url), { recursive: true, force: true });
 const common = {
   sourcemap: true,
   target: 'node20',
+  // Error classes keep their names in logs and stack traces (`BatchError`, not esbuild's `_BatchError`).
+  keepNames: true,
   // Everything the CLI uses is a dependency and stays one (the repository's tsconfig `paths` would otherwise pull
   // the workspace packages' sources in).
   external: [/^@microbatch\//],

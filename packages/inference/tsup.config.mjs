@@ -12,6 +12,8 @@ export default {
   clean: true,
   sourcemap: true,
   target: 'node20',
+  // Error classes keep their names in logs and stack traces (`BatchError`, not esbuild's `_BatchError`).
+  keepNames: true,
   // `import.meta.url` locates dist/worker.js; the shim provides it in the CommonJS build.
   shims: true,
   // Model runtimes stay external: they are large, native (onnxruntime-node), and must load only in workers. The

@@ -7,4 +7,6 @@ export default {
   clean: true,
   sourcemap: true,
   target: 'node20',
+  // Error classes keep their names in logs and stack traces (`BatchError`, not esbuild's `_BatchError`).
+  keepNames: true,
 };

@@ -7,6 +7,8 @@ export default {
   clean: true,
   sourcemap: true,
   target: 'node20',
+  // Error classes keep their names in logs and stack traces (`BatchError`, not esbuild's `_BatchError`).
+  keepNames: true,
   // esbuild compiles the legacy decorators but cannot emit decorator metadata; the library does not need it (every
   // constructor parameter names its token with `@Inject()`), so the build reads a tsconfig that does not ask for it.
   tsconfig: 'tsconfig.build.json',

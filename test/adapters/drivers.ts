@@ -106,7 +106,8 @@ const expressDriver: Driver = {
   route<I, O>(options: NeutralRouteOptions<I, O>): Route<I, O> {
     const { input, output, callOptions, ...rest } = options;
     const middleware = expressAdapter.batchRoute<I, O>({
-      ...rest,
+      // The suite also gives neither or both of `handler` and `batcher` on purpose (the run-time errors).
+      ...(rest as expressAdapter.BatchRouteOptions<I, O>),
       input: input && ((req) => input(expressRequest(req))),
       output: output && ((result, req, res) => output(result, expressRequest(req), expressReply(res))),
       callOptions: callOptions && ((req) => callOptions(expressRequest(req))),
@@ -160,7 +161,8 @@ const koaDriver: Driver = {
   route<I, O>(options: NeutralRouteOptions<I, O>): Route<I, O> {
     const { input, output, callOptions, ...rest } = options;
     const middleware = koaAdapter.batchRoute<I, O, RouterContext>({
-      ...rest,
+      // The suite also gives neither or both of `handler` and `batcher` on purpose (the run-time errors).
+      ...(rest as koaAdapter.BatchRouteOptions<I, O, RouterContext>),
       input: input && ((ctx) => input(koaRequest(ctx))),
       output: output && ((result, ctx) => output(result, koaRequest(ctx), koaReply(ctx))),
       callOptions: callOptions && ((ctx) => callOptions(koaRequest(ctx))),

@@ -86,11 +86,13 @@ async function createProject(name, type, microbatch, deps) {
   return dir;
 }
 
-async function npmInstall(dir) {
-  await run('npm', ['install', '--no-package-lock', '--prefer-offline', '--no-audit', '--no-fund'], {
-    cwd: dir,
-    timeoutMs: 8 * MINUTE,
-  });
+/**
+ * `npm install` in `dir`. `engineStrict`: a package (ours or any dependency) whose `engines` exclude this Node fails
+ * the install (EBADENGINE as an error, not a warning nobody reads).
+ */
+async function npmInstall(dir, { engineStrict = false } = {}) {
+  const args = ['install', '--no-package-lock', '--prefer-offline', '--no-audit', '--no-fund'];
+  await run('npm', engineStrict ? [...args, '--engine-strict'] : args, { cwd: dir, timeoutMs: 8 * MINUTE });
 }
 
 /** Creates the three projects and installs them: started as soon as the tarballs exist, while attw runs. */
@@ -120,14 +122,21 @@ async function installProjects() {
       rxjs: '^7.8.0',
     },
   );
-  // The CLI brings serving, inference and Nest 12; the Nest 12 e2e runs here too.
-  projects.cli = await createProject('cli', 'module', ['@microbatch/cli', '@microbatch/nest'], {
+  // The CLI alone, as `npm install @microbatch/cli` gets it: serving, inference, Express and Koa, no Nest (an
+  // optional peer: Nest 12 pulls file-type@22, which needs Node >= 22). Installed engine-strict on this Node.
+  projects.cli = await createProject('cli', 'module', ['@microbatch/cli'], {});
+  // Everything, with Nest 12 (ESM): the Nest 12 e2e, the READMEs' imports and the official `openai` client (openai@7
+  // wants Node 22 too) run here.
+  projects.full = await createProject('full', 'module', ['@microbatch/cli', '@microbatch/nest'], {
+    openai: '^7.0.0',
+    '@nestjs/common': '^12.0.0',
+    '@nestjs/core': '^12.0.0',
+    '@nestjs/platform-express': '^12.0.0',
     'reflect-metadata': '^0.2.2',
     rxjs: '^7.8.0',
-    openai: '^7.0.0',
   });
-  // One after the other: they share the npm cache.
-  for (const dir of Object.values(projects)) await npmInstall(dir);
+  // One after the other: they share the npm cache. Only Nest 12's project may hold a package needing a newer Node.
+  for (const [name, dir] of Object.entries(projects)) await npmInstall(dir, { engineStrict: name !== 'full' });
 }
 
 let installing;
@@ -242,7 +251,7 @@ for (const [label, project, fixture] of [
   ['Express 4 from CommonJS', 'nest11', 'express.cjs'],
   ['Koa from ESM', 'web', 'koa.mjs'],
   ['Nest 11 from CommonJS', 'nest11', 'nest11.cjs'],
-  ['Nest 12 from ESM', 'cli', 'nest12.mjs'],
+  ['Nest 12 from ESM', 'full', 'nest12.mjs'],
 ]) {
   test(`${label}: concurrent requests share batches`, { timeout: MINUTE }, async () => {
     assert.ok(projects[project], `the ${project} project was not installed`);
@@ -255,7 +264,7 @@ test(
   "the READMEs' imports type-check against the installed declarations, from ESM and from CommonJS",
   { timeout: 2 * MINUTE },
   async () => {
-    assert.ok(projects.cli, 'the cli project was not installed');
+    assert.ok(projects.full, 'the full project was not installed');
     const readmes = [join(ROOT, 'README.md')];
     for (const dir of await readdir(join(ROOT, 'packages'))) {
       if (existsSync(join(ROOT, 'packages', dir, 'README.md'))) readmes.push(join(ROOT, 'packages', dir, 'README.md'));
@@ -281,8 +290,8 @@ test(
     }
     assert.ok(count > 10, `only ${count} imported names found in the READMEs`);
     const source = `${lines.join('\n')}\nexport {};\n`;
-    await writeFile(join(projects.cli, 'docs-imports.mts'), source);
-    await writeFile(join(projects.cli, 'docs-imports.cts'), source);
+    await writeFile(join(projects.full, 'docs-imports.mts'), source);
+    await writeFile(join(projects.full, 'docs-imports.cts'), source);
     const tsconfig = {
       compilerOptions: {
         module: 'nodenext',
@@ -295,9 +304,9 @@ test(
       },
       files: ['docs-imports.mts', 'docs-imports.cts'],
     };
-    await writeFile(join(projects.cli, 'tsconfig.json'), JSON.stringify(tsconfig));
-    await run(join(ROOT, 'node_modules', '.bin', 'tsc'), ['-p', join(projects.cli, 'tsconfig.json')], {
-      cwd: projects.cli,
+    await writeFile(join(projects.full, 'tsconfig.json'), JSON.stringify(tsconfig));
+    await run(join(ROOT, 'node_modules', '.bin', 'tsc'), ['-p', join(projects.full, 'tsconfig.json')], {
+      cwd: projects.full,
       timeoutMs: MINUTE,
     });
     console.log(`${count} names imported by the READMEs resolve for import and require`);
@@ -315,6 +324,28 @@ test(
       timeoutMs: MINUTE,
     });
     assert.match(help.stdout, /--model/);
+    const { version } = JSON.parse(await readFile(join(ROOT, 'packages', 'cli', 'package.json'), 'utf8'));
+    assert.equal((await run(bin, ['--version'], { cwd: projects.cli })).stdout.trim(), version);
+    // Nest is an optional peer of the CLI: without it, `--framework nest` says what to install, and nothing else
+    // loads it (the serve below is Express).
+    const nest = await run(bin, ['serve', '--model', MODEL, '--framework', 'nest', '--port', '0'], {
+      cwd: projects.cli,
+      timeoutMs: MINUTE,
+    }).then(
+      () => assert.fail('--framework nest started without Nest installed'),
+      (error) => error.message,
+    );
+    assert.match(nest, /--framework nest needs @nestjs\/common @nestjs\/core/);
+    // esbuild's renamed classes (`_BatchError`) would show in logs: the builds keep the names.
+    const names = await run(
+      process.execPath,
+      [
+        '-e',
+        "import('@microbatch/core').then((m) => console.log(new m.BatchError('INVALID_INPUT', 'x').stack.split('\\n')[0], require('@microbatch/core').BatchError.name))",
+      ],
+      { cwd: projects.cli },
+    );
+    assert.equal(names.stdout.trim(), 'BatchError: x BatchError');
     // Installed, the repository's bundled model is not there: a clear error that says what to pass instead.
     const bundled = await run(
       process.execPath,
@@ -372,7 +403,7 @@ test(
       console.log(`cli: completion ${JSON.stringify(body.choices[0].text)}`);
       // What the official client sees: the served model listed, and a completion from it.
       const { stdout } = await run(process.execPath, ['openai-client.mjs', base], {
-        cwd: projects.cli,
+        cwd: projects.full,
         timeoutMs: MINUTE,
       });
       const seen = JSON.parse(stdout);

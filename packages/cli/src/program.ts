@@ -1,3 +1,4 @@
+import { DEFAULTS } from '@microbatch/core';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { LOG_FORMATS } from './logger.js';
 
@@ -23,7 +24,8 @@ export const FRAMEWORKS = ['express', 'koa', 'nest'] as const;
 export const SCHEDULINGS = ['continuous', 'request'] as const;
 
 /**
- * The checked flags of `microbatch serve`.
+ * The checked flags of `microbatch serve`. A model setting nobody gave is `undefined`: the library's default applies
+ * (core's `DEFAULTS`, the worker pool's, the runner's), written nowhere else.
  *
  * @example
  * ```ts
@@ -34,18 +36,22 @@ export interface ServeFlags {
   readonly task: 'text-generation';
   readonly model: string;
   readonly modelsDir: string;
-  readonly maxBatchSize: number;
-  readonly batchWaitMs: number;
+  /** `--scheduling request` only: the most requests one batch (one generate call) holds. */
+  readonly maxBatchSize?: number;
+  /** `--scheduling continuous` only: the most sequences one worker decodes together. */
+  readonly maxSequences?: number;
+  /** `--scheduling request` only: how long the first request of a batch waits for company. */
+  readonly batchWaitMs?: number;
   /** Refuse (503 `OVERLOADED`) what is predicted to take longer than this; absent: no limit. */
   readonly maxLatencyMs?: number;
   /** The most requests waiting (with `queue`: queued or running across every replica); then 503 `QUEUE_FULL`. */
-  readonly maxQueueSize: number;
+  readonly maxQueueSize?: number;
   readonly port: number;
   readonly host: string;
   readonly framework: (typeof FRAMEWORKS)[number];
-  readonly workers: number;
-  readonly threads: number;
-  readonly executionProvider: string;
+  readonly workers?: number;
+  readonly threads?: number;
+  readonly executionProvider?: string;
   readonly scheduling: (typeof SCHEDULINGS)[number];
   readonly logFormat: (typeof LOG_FORMATS)[number];
   /** `redis://host:port`: serve as a web replica of workers behind this queue, with no local model. */
@@ -64,15 +70,74 @@ export interface WorkerFlags {
   readonly queue: string;
   readonly model: string;
   readonly modelsDir: string;
-  readonly maxBatchSize: number;
-  readonly batchWaitMs: number;
-  readonly workers: number;
-  readonly threads: number;
-  readonly executionProvider: string;
+  /** The most entries one pull takes (one handler call). */
+  readonly maxBatchSize?: number;
+  /** `--scheduling continuous` only: the most sequences one worker thread decodes together. */
+  readonly maxSequences?: number;
+  readonly batchWaitMs?: number;
+  readonly workers?: number;
+  readonly threads?: number;
+  readonly executionProvider?: string;
   readonly scheduling: (typeof SCHEDULINGS)[number];
   readonly logFormat: (typeof LOG_FORMATS)[number];
-  readonly claimIdleMs: number;
-  readonly maxDeliveries: number;
+  readonly claimIdleMs?: number;
+  readonly maxDeliveries?: number;
+}
+
+/** The ways `microbatch` runs a model, each with the flags that mean something there. */
+type Mode = 'serve continuous' | 'serve request' | 'web replica' | 'worker continuous' | 'worker request';
+
+/**
+ * Where each model flag has an effect; given anywhere else, it is refused at once, naming it. Flags absent here
+ * (`--model`, `--port`, `--framework`, `--log-format` ...) mean the same in every mode.
+ */
+const FLAG_MODES: Readonly<Record<string, { readonly flag: string; readonly modes: readonly Mode[] }>> = {
+  modelsDir: {
+    flag: '--models-dir',
+    modes: ['serve continuous', 'serve request', 'worker continuous', 'worker request'],
+  },
+  maxBatchSize: { flag: '--max-batch-size', modes: ['serve request', 'worker continuous', 'worker request'] },
+  maxSequences: { flag: '--max-sequences', modes: ['serve continuous', 'worker continuous'] },
+  batchWaitMs: { flag: '--batch-wait-ms', modes: ['serve request', 'worker continuous', 'worker request'] },
+  maxLatencyMs: { flag: '--max-latency-ms', modes: ['serve continuous', 'serve request', 'web replica'] },
+  maxQueueSize: { flag: '--max-queue-size', modes: ['serve continuous', 'serve request', 'web replica'] },
+  workers: { flag: '--workers', modes: ['serve continuous', 'serve request', 'worker continuous', 'worker request'] },
+  threads: { flag: '--threads', modes: ['serve continuous', 'serve request', 'worker continuous', 'worker request'] },
+  executionProvider: {
+    flag: '--execution-provider',
+    modes: ['serve continuous', 'serve request', 'worker continuous', 'worker request'],
+  },
+  scheduling: {
+    flag: '--scheduling',
+    modes: ['serve continuous', 'serve request', 'worker continuous', 'worker request'],
+  },
+};
+
+/** Why `key`'s flag has no effect in `mode`: the second half of its error. */
+function whyUseless(key: string, mode: Mode): string {
+  if (mode === 'web replica') {
+    return key === 'modelsDir'
+      ? 'a web replica (--queue) loads no model; --model only names the queue'
+      : 'a web replica (--queue) runs no model, its workers do: set it on `microbatch worker` (a replica honours ' +
+          '--max-latency-ms and --max-queue-size)';
+  }
+  if (key === 'maxSequences') {
+    return 'with --scheduling request there is no decode loop; a batch holds up to --max-batch-size requests';
+  }
+  return (
+    'with --scheduling continuous the batcher hands the decode loop one request at a time (a batch of 1); ' +
+    'bound the loop with --max-sequences'
+  );
+}
+
+/** The first flag given on the command line that has no effect in `mode`, as an error message naming it. */
+function uselessFlag(command: Command, mode: Mode): string | undefined {
+  for (const [key, { flag, modes }] of Object.entries(FLAG_MODES)) {
+    if (command.getOptionValueSource(key) === 'cli' && !modes.includes(mode)) {
+      return `${flag} has no effect here: ${whyUseless(key, mode)}`;
+    }
+  }
+  return undefined;
 }
 
 function integer(min: number, max = Number.MAX_SAFE_INTEGER): (value: string) => number {
@@ -107,8 +172,32 @@ function milliseconds(value: string): number {
 }
 
 /**
+ * Options of {@link createProgram}.
+ *
+ * @example
+ * ```ts
+ * createProgram(serve, worker, { version: '0.1.0' });
+ * ```
+ */
+export interface ProgramOptions {
+  /** What `microbatch --version` prints; without it there is no `--version`. */
+  readonly version?: string;
+}
+
+const MODEL_HELP = 'local model directory in transformers.js layout (or a hub id already under --models-dir)';
+const LOG_FORMAT_HELP =
+  'JSON lines (json), colourised lines (pretty), or pretty on a terminal and JSON otherwise (auto)';
+const POOL_HELP = {
+  workers: 'worker threads, each with its own copy of the model (default: 1)',
+  threads: 'onnxruntime intra-op threads per worker thread (default: 1)',
+  executionProvider: 'onnxruntime execution provider (default: cpu)',
+} as const;
+
+/**
  * The `microbatch` command line: `serve` and `worker` with their flags, checked by commander (a bad flag prints
- * commander's error and exits 1). Each command's function is called with its parsed flags.
+ * commander's error and exits 1). A flag that has no effect in the mode chosen (`serve --queue ... --workers 2`,
+ * `--max-batch-size` under continuous scheduling) is refused the same way, naming it, before anything starts. Each
+ * command's function is called with its parsed flags; a model flag left out is `undefined` (the library default).
  *
  * @example
  * ```ts
@@ -118,118 +207,137 @@ function milliseconds(value: string): number {
 export function createProgram(
   serve: (flags: ServeFlags) => Promise<void>,
   worker: (flags: WorkerFlags) => Promise<void>,
+  options: ProgramOptions = {},
 ): Command {
   const program = new Command('microbatch')
     .description('Serve batched models over HTTP.')
     .showHelpAfterError('(add --help for the flags)');
+  if (options.version !== undefined) program.version(options.version, '-V, --version', 'print the version');
   program
     .command('serve')
     .description(
-      'Serve a local model with request batching: GET /?text=, OpenAI-compatible POST /v1/completions, /healthz, /readyz.',
+      'Serve a model with request batching: GET /?text=, OpenAI-compatible POST /v1/completions, /healthz, ' +
+        '/readyz, /metrics. Locally (the model in worker threads of this process), or with --queue as a web ' +
+        'replica of `microbatch worker`s. A flag with no effect in the mode chosen is refused, naming it.',
     )
     .addOption(
       new Option('--task <task>', 'what the model does').choices(['text-generation']).default('text-generation'),
     )
-    .requiredOption(
-      '--model <dir>',
-      'local model directory in transformers.js layout (or a hub id already under --models-dir)',
-    )
-    .option('--models-dir <dir>', 'where hub ids are looked up', 'models')
-    .option('--max-batch-size <n>', 'most requests per model call', integer(1), 8)
-    .option(
-      '--batch-wait-ms <ms>',
-      'how long the first request of a batch waits for company (0: work-conserving, a batch goes when a worker is free)',
-      milliseconds,
-      0,
-    )
-    .option(
-      '--max-latency-ms <ms>',
-      'refuse at once (503 OVERLOADED + Retry-After) a request predicted to take longer than this',
-      positiveMilliseconds,
-    )
-    .option(
-      '--max-queue-size <n>',
-      'the most requests waiting (with --queue: queued or running across all replicas); then 503 QUEUE_FULL',
-      integer(1),
-      1_024,
-    )
-    .option('--port <n>', 'port to listen on (0: any free port)', integer(0, 65_535), 8000)
-    .option('--host <host>', 'address to listen on', '127.0.0.1')
-    .addOption(new Option('--framework <name>', 'which example app serves').choices(FRAMEWORKS).default('express'))
-    .option('--workers <n>', 'worker threads, each with its own copy of the model', integer(1), 1)
-    .option('--threads <n>', 'onnxruntime intra-op threads per worker', integer(1), 1)
-    .option('--execution-provider <name>', 'onnxruntime execution provider', 'cpu')
+    .requiredOption('--model <dir>', `${MODEL_HELP}; with --queue: only the queue's name (its last part)`)
+    .option('--models-dir <dir>', 'where hub ids are looked up (not with --queue)', 'models')
     .addOption(
       new Option(
         '--scheduling <how>',
-        'continuous: requests join the running decode loop; request: one generate call per batch',
+        'continuous: each request joins the running decode loop at its next step and leaves the step it ends; ' +
+          'request: one generate call per batch, until its longest request ends (not with --queue: the workers ' +
+          'choose)',
       )
         .choices(SCHEDULINGS)
         .default('continuous'),
     )
-    .addOption(
-      new Option(
-        '--log-format <format>',
-        'JSON lines (json), colourised lines (pretty), or pretty on a terminal and JSON otherwise (auto)',
-      )
-        .choices(LOG_FORMATS)
-        .default('auto'),
+    .option(
+      '--max-batch-size <n>',
+      `--scheduling request: the most requests one batch (one generate call) holds (default: ${DEFAULTS.maxBatchSize}). ` +
+        'Refused under continuous scheduling (the batcher hands the loop one request at a time: see ' +
+        '--max-sequences) and with --queue (set it on the workers)',
+      integer(1),
     )
+    .option(
+      '--max-sequences <n>',
+      "--scheduling continuous: the most sequences one worker thread decodes together (default: the runner's, 32); " +
+        'more wait in the batcher. Refused under request scheduling and with --queue',
+      integer(1),
+    )
+    .option(
+      '--batch-wait-ms <ms>',
+      '--scheduling request: how long the first request of a batch waits for company (default: ' +
+        `${DEFAULTS.batchWaitTimeoutMs}, work-conserving: a batch goes when a worker is free). Refused under ` +
+        'continuous scheduling (a request joins the loop at once) and with --queue',
+      milliseconds,
+    )
+    .option(
+      '--max-latency-ms <ms>',
+      'refuse at once (503 OVERLOADED + Retry-After) a request predicted to take longer than this (default: no ' +
+        "limit). Locally: predicted from the batcher's queue and its batch times; with --queue: from this replica's " +
+        'requests in the queue and the time each took per request ahead of it',
+      positiveMilliseconds,
+    )
+    .option(
+      '--max-queue-size <n>',
+      `the most requests waiting, then 503 QUEUE_FULL (default: ${DEFAULTS.maxQueueSize}). Locally: per batcher ` +
+        '(whole and streamed completions); with --queue: queued or running across all replicas',
+      integer(1),
+    )
+    .option('--port <n>', 'port to listen on (0: any free port)', integer(0, 65_535), 8000)
+    .option('--host <host>', 'address to listen on', '127.0.0.1')
+    .addOption(new Option('--framework <name>', 'which app serves').choices(FRAMEWORKS).default('express'))
+    .option('--workers <n>', `${POOL_HELP.workers}; not with --queue`, integer(1))
+    .option('--threads <n>', `${POOL_HELP.threads}; not with --queue`, integer(1))
+    .option('--execution-provider <name>', `${POOL_HELP.executionProvider}; not with --queue`)
+    .addOption(new Option('--log-format <format>', LOG_FORMAT_HELP).choices(LOG_FORMATS).default('auto'))
     .option(
       '--queue <url>',
       'serve as a web replica of the workers behind this Redis queue (redis://HOST:PORT), with no local model',
       redisUrl,
     )
-    .action((flags: ServeFlags) => serve(flags));
+    .action((flags: ServeFlags, command: Command) => {
+      const refused = uselessFlag(command, flags.queue === undefined ? `serve ${flags.scheduling}` : 'web replica');
+      if (refused !== undefined) command.error(`error: ${refused}`);
+      return serve(flags);
+    });
   program
     .command('worker')
     .description(
-      "Run a model worker: pull batches from a Redis queue, formed from every web replica's requests, and answer them.",
+      "Run a model worker: pull batches from a Redis queue, formed from every web replica's requests, and answer " +
+        'them. A flag with no effect under the scheduling chosen is refused, naming it.',
     )
     .requiredOption('--queue <url>', 'the Redis queue (redis://HOST:PORT)', redisUrl)
-    .requiredOption(
-      '--model <dir>',
-      'local model directory in transformers.js layout (or a hub id already under --models-dir)',
-    )
+    .requiredOption('--model <dir>', MODEL_HELP)
     .option('--models-dir <dir>', 'where hub ids are looked up', 'models')
-    .option('--max-batch-size <n>', 'most entries one pull (one model call) takes', integer(1), 8)
-    .option(
-      '--batch-wait-ms <ms>',
-      'after a pull that found fewer, wait this long to top the batch up (0: take what is waiting)',
-      milliseconds,
-      0,
-    )
-    .option('--workers <n>', 'worker threads, each with its own copy of the model (batches run at once)', integer(1), 1)
-    .option('--threads <n>', 'onnxruntime intra-op threads per worker', integer(1), 1)
-    .option('--execution-provider <name>', 'onnxruntime execution provider', 'cpu')
     .addOption(
       new Option(
         '--scheduling <how>',
-        'continuous: requests join the running decode loop; request: one generate call per batch',
+        'continuous: pulled requests join the running decode loop; request: one generate call per pull',
       )
         .choices(SCHEDULINGS)
         .default('continuous'),
     )
-    .addOption(
-      new Option(
-        '--log-format <format>',
-        'JSON lines (json), colourised lines (pretty), or pretty on a terminal and JSON otherwise (auto)',
-      )
-        .choices(LOG_FORMATS)
-        .default('auto'),
+    .option(
+      '--max-batch-size <n>',
+      `the most entries one pull takes (default: ${DEFAULTS.maxBatchSize}). Request scheduling: one generate call ` +
+        '(split by sampling settings); continuous: that many join the decode loop together, up to --max-sequences',
+      integer(1),
     )
     .option(
-      '--claim-idle-ms <ms>',
-      'take over entries another worker has held unanswered this long (it died)',
+      '--max-sequences <n>',
+      "--scheduling continuous: the most sequences one worker thread decodes together (default: the runner's, 32). " +
+        'Refused under request scheduling',
+      integer(1),
+    )
+    .option(
+      '--batch-wait-ms <ms>',
+      'after a pull that found fewer than --max-batch-size entries, wait this long to top the batch up (default: ' +
+        `${DEFAULTS.batchWaitTimeoutMs}: take what is waiting)`,
       milliseconds,
-      5_000,
+    )
+    .option('--workers <n>', `${POOL_HELP.workers}; their batches run at once`, integer(1))
+    .option('--threads <n>', POOL_HELP.threads, integer(1))
+    .option('--execution-provider <name>', POOL_HELP.executionProvider)
+    .addOption(new Option('--log-format <format>', LOG_FORMAT_HELP).choices(LOG_FORMATS).default('auto'))
+    .option(
+      '--claim-idle-ms <ms>',
+      'take over entries another worker has held unanswered this long (it died) (default: 5000)',
+      milliseconds,
     )
     .option(
       '--max-deliveries <n>',
-      'answer an entry with an error once it was delivered this many times',
+      'answer an entry with an error once it was delivered this many times (default: 3)',
       integer(1),
-      3,
     )
-    .action((flags: WorkerFlags) => worker(flags));
+    .action((flags: WorkerFlags, command: Command) => {
+      const refused = uselessFlag(command, `worker ${flags.scheduling}`);
+      if (refused !== undefined) command.error(`error: ${refused}`);
+      return worker(flags);
+    });
   return program;
 }

@@ -5,6 +5,8 @@ import type {
   TextCompletionAppOptions,
   TextCompletionService,
 } from '@microbatch/serving';
+import { DEFAULTS } from '@microbatch/core';
+import { dropUndefined } from '@microbatch/core/util';
 import { createRedisQueue } from '@microbatch/redis';
 import { createQueuedTextCompletionService, createTextCompletionModel } from '@microbatch/serving';
 import { serveUntilSignal } from './lifecycle.js';
@@ -18,6 +20,13 @@ type StartApp = (
   where: ListenOptions,
   options?: TextCompletionAppOptions,
 ) => Promise<RunningServer>;
+
+/** What each framework's app needs installed (optional peer dependencies of this package). */
+const FRAMEWORK_PACKAGES: Record<ServeFlags['framework'], readonly string[]> = {
+  express: ['express'],
+  koa: ['koa', '@koa/router', '@koa/bodyparser'],
+  nest: ['@nestjs/common', '@nestjs/core', '@nestjs/platform-express', 'reflect-metadata', 'rxjs'],
+};
 
 // Loaded on demand: `--framework express` never loads NestJS.
 const APPS: Record<ServeFlags['framework'], () => Promise<{ startTextCompletionApp: StartApp }>> = {
@@ -37,54 +46,55 @@ const APPS: Record<ServeFlags['framework'], () => Promise<{ startTextCompletionA
  * ```
  */
 export async function serveCommand(flags: ServeFlags, fail: (message: string) => never): Promise<void> {
-  if (flags.queue !== undefined) return serveFromQueue(flags, flags.queue);
+  if (flags.queue !== undefined) return serveFromQueue(flags, flags.queue, fail);
   let model: string;
   try {
     model = await resolveModelDir(flags.model, { modelsDir: flags.modelsDir });
   } catch (error) {
     fail(error instanceof Error ? error.message : String(error));
   }
-  const { startTextCompletionApp } = await APPS[flags.framework]();
-  const { maxBatchSize, batchWaitMs, maxLatencyMs, maxQueueSize, workers, threads, executionProvider, scheduling } =
-    flags;
+  const { startTextCompletionApp } = await loadApp(flags.framework, fail);
   const logger = createLogger(flags.logFormat);
-  logger.info(
-    {
-      model: basename(model),
-      task: flags.task,
-      framework: flags.framework,
-      maxBatchSize,
-      batchWaitMs,
-      maxLatencyMs: maxLatencyMs ?? null,
-      maxQueueSize,
-      workers,
-      threads,
-      executionProvider,
-      scheduling,
-    },
-    'microbatch serve',
-  );
   // The app releases the model itself if it cannot listen (the workers would keep the process alive).
   await serveUntilSignal(
-    (where) =>
-      startTextCompletionApp(
-        createTextCompletionModel({
-          model,
-          maxBatchSize,
-          // `--max-batch-size` still sets the decode loop's rows under continuous scheduling, as it did.
-          ...(scheduling === 'continuous' ? { maxSequences: maxBatchSize } : {}),
-          batchWaitTimeoutMs: batchWaitMs,
-          maxLatencyMs,
-          maxQueueSize,
-          workers,
-          threads,
-          executionProvider,
-          scheduling,
-          logger,
-        }),
-        where,
-        { logger },
-      ),
+    (where) => {
+      const service = createTextCompletionModel({
+        model,
+        scheduling: flags.scheduling,
+        maxBatchSize: flags.maxBatchSize,
+        maxSequences: flags.maxSequences,
+        batchWaitTimeoutMs: flags.batchWaitMs,
+        maxLatencyMs: flags.maxLatencyMs,
+        maxQueueSize: flags.maxQueueSize,
+        workers: flags.workers,
+        threads: flags.threads,
+        executionProvider: flags.executionProvider,
+        logger,
+      });
+      // What runs, read back from the batcher and the pool rather than from the flags.
+      const { generate, pool } = service;
+      logger.info(
+        {
+          model: basename(model),
+          task: flags.task,
+          framework: flags.framework,
+          scheduling: pool.scheduling,
+          maxBatchSize: generate.maxBatchSize,
+          batchWaitMs: generate.batchWaitTimeoutMs,
+          maxConcurrentBatches: generate.maxConcurrentBatches,
+          maxLatencyMs: flags.maxLatencyMs ?? null,
+          maxQueueSize: flags.maxQueueSize ?? DEFAULTS.maxQueueSize,
+          workers: pool.size,
+          ...dropUndefined({
+            maxSequences: flags.maxSequences,
+            threads: flags.threads,
+            executionProvider: flags.executionProvider,
+          }),
+        },
+        'microbatch serve',
+      );
+      return startTextCompletionApp(service, where);
+    },
     { port: flags.port, host: flags.host },
     logger,
   );
@@ -95,32 +105,53 @@ export async function serveCommand(flags: ServeFlags, fail: (message: string) =>
  * `--model` (a folder's name, or the name itself), where workers of that model pull them, batched with every other
  * replica's. The HTTP API is the same; `/readyz` is ready while Redis is connected and a worker is alive.
  */
-async function serveFromQueue(flags: ServeFlags, url: string): Promise<void> {
+async function serveFromQueue(flags: ServeFlags, url: string, fail: (message: string) => never): Promise<void> {
   const queue = queueName(flags.model);
   const logger = createLogger(flags.logFormat);
+  const { startTextCompletionApp } = await loadApp(flags.framework, fail);
   logger.info(
     {
       model: queue,
       task: flags.task,
       framework: flags.framework,
       queue: redact(url),
-      maxQueueSize: flags.maxQueueSize,
+      maxQueueSize: flags.maxQueueSize ?? DEFAULTS.maxQueueSize,
+      maxLatencyMs: flags.maxLatencyMs ?? null,
     },
     'microbatch serve (web replica)',
   );
-  const { startTextCompletionApp } = await APPS[flags.framework]();
   await serveUntilSignal(
     (where) =>
       startTextCompletionApp(
         createQueuedTextCompletionService(createRedisQueue({ url, queue, maxQueueSize: flags.maxQueueSize }), {
           id: queue,
+          maxLatencyMs: flags.maxLatencyMs,
         }),
         where,
-        { logger },
       ),
     { port: flags.port, host: flags.host },
     logger,
   );
+}
+
+/**
+ * The chosen framework's app, loaded only now: `--framework express` never loads NestJS, and a framework that is
+ * not installed (they are optional peer dependencies) is an error saying what to install.
+ */
+async function loadApp(
+  framework: ServeFlags['framework'],
+  fail: (message: string) => never,
+): Promise<{ startTextCompletionApp: StartApp }> {
+  try {
+    return await APPS[framework]();
+  } catch (error) {
+    const code = (error as { code?: unknown } | null)?.code;
+    if (code !== 'ERR_MODULE_NOT_FOUND' && code !== 'MODULE_NOT_FOUND') throw error;
+    return fail(
+      `--framework ${framework} needs ${FRAMEWORK_PACKAGES[framework].join(' ')} installed beside @microbatch/cli ` +
+        `(${error instanceof Error ? error.message.split('\n')[0] : String(error)})`,
+    );
+  }
 }
 
 /** A Redis URL as it may be logged: without its password. */

@@ -1,3 +1,5 @@
+import { DEFAULTS } from '@microbatch/core';
+import { dropUndefined } from '@microbatch/core/util';
 import { createWorkerPool, textGenerationBatchKey } from '@microbatch/inference';
 import { createRedisWorker } from '@microbatch/redis';
 import { TEXT_COMPLETION_HANDLERS } from '@microbatch/serving';
@@ -28,28 +30,26 @@ export async function workerCommand(flags: WorkerFlags, fail: (message: string) 
   const { maxBatchSize, batchWaitMs, workers, threads, executionProvider, claimIdleMs, maxDeliveries, scheduling } =
     flags;
   const logger = createLogger(flags.logFormat);
-  logger.info(
-    {
-      model: queue,
-      queue: redact(flags.queue),
-      maxBatchSize,
-      batchWaitMs,
-      workers,
-      threads,
-      executionProvider,
-      scheduling,
-      claimIdleMs,
-      maxDeliveries,
-    },
-    'microbatch worker',
-  );
   const runner = {
     task: 'text-generation',
     model,
     scheduling,
-    ...(scheduling === 'continuous' ? { maxSequences: maxBatchSize } : {}),
+    ...dropUndefined({ maxSequences: flags.maxSequences }),
   } as const;
-  const pool = createWorkerPool({ runner, size: workers, threads, executionProvider });
+  const pool = createWorkerPool({ runner, ...dropUndefined({ size: workers, threads, executionProvider }) });
+  // What runs: read back from the pool where it knows, the flags given otherwise (the rest are the defaults).
+  logger.info(
+    {
+      model: queue,
+      queue: redact(flags.queue),
+      scheduling: pool.scheduling,
+      workers: pool.size,
+      maxBatchSize: maxBatchSize ?? DEFAULTS.maxBatchSize,
+      batchWaitMs: batchWaitMs ?? DEFAULTS.batchWaitTimeoutMs,
+      ...dropUndefined({ maxSequences: flags.maxSequences, threads, executionProvider, claimIdleMs, maxDeliveries }),
+    },
+    'microbatch worker',
+  );
   try {
     await pool.ready;
   } catch (error) {

@@ -69,6 +69,45 @@ describe('microbatch serve', () => {
     expect(stderr).toContain(message);
   });
 
+  // A flag with no effect in the mode chosen is refused before anything starts (the queue's port is closed: a
+  // replica that started would fail on Redis instead, later and with another message).
+  const QUEUE = ['--queue', 'redis://127.0.0.1:1', '--model', 'tinystories-656k'];
+  it.each([
+    [['serve', ...QUEUE, '--workers', '2'], '--workers', 'a web replica (--queue) runs no model'],
+    [['serve', ...QUEUE, '--threads', '2'], '--threads', 'a web replica (--queue) runs no model'],
+    [['serve', ...QUEUE, '--scheduling', 'request'], '--scheduling', 'a web replica (--queue) runs no model'],
+    [['serve', ...QUEUE, '--execution-provider', 'cpu'], '--execution-provider', 'a web replica'],
+    [['serve', ...QUEUE, '--max-batch-size', '4'], '--max-batch-size', 'a web replica'],
+    [['serve', ...QUEUE, '--batch-wait-ms', '5'], '--batch-wait-ms', 'a web replica'],
+    [['serve', ...QUEUE, '--models-dir', 'elsewhere'], '--models-dir', 'a web replica (--queue) loads no model'],
+    [['serve', '--model', MODEL, '--max-batch-size', '4'], '--max-batch-size', 'with --scheduling continuous'],
+    [['serve', '--model', MODEL, '--batch-wait-ms', '5'], '--batch-wait-ms', 'with --scheduling continuous'],
+    [
+      ['serve', '--model', MODEL, '--scheduling', 'request', '--max-sequences', '4'],
+      '--max-sequences',
+      'with --scheduling request there is no decode loop',
+    ],
+    [
+      ['worker', ...QUEUE, '--scheduling', 'request', '--max-sequences', '4'],
+      '--max-sequences',
+      'with --scheduling request there is no decode loop',
+    ],
+  ])('refuses %j at once, naming the flag, with exit code 1', async (args, flag, why) => {
+    const { code, stdout, stderr } = await run(args);
+    expect(code).toBe(1);
+    expect(stderr).toContain(`error: ${flag} has no effect here: ${why}`);
+    expect(stdout).toBe(''); // nothing started, nothing logged
+  });
+
+  it('prints its version with --version', async () => {
+    const { version } = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
+      version: string;
+    };
+    const { code, stdout } = await run(['--version']);
+    expect(code).toBe(0);
+    expect(stdout.trim()).toBe(version);
+  });
+
   it('refuses a missing model directory at once, naming the path', async () => {
     const missing = join(scratch, 'no-such-model');
     const { code, stdout, stderr } = await run(['serve', '--model', missing]);
@@ -104,6 +143,8 @@ describe('microbatch serve', () => {
       'koa',
       '--port',
       '0',
+      '--scheduling',
+      'request',
       '--max-batch-size',
       '4',
       '--batch-wait-ms',
@@ -149,7 +190,7 @@ describe('microbatch serve', () => {
       framework: 'koa',
       maxBatchSize: 4,
       batchWaitMs: 2,
-      scheduling: 'continuous',
+      scheduling: 'request',
     });
     // Continuous scheduling: the loop's activity at most once a second, no single-request "batch" records; every
     // sequence that joined (the story, the completion, the nine queries) left, at most 4 rows a step.

@@ -1,27 +1,47 @@
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
-import { batcherForRoute, serveBatched } from '@microbatch/core/http';
-import type { Batcher, StreamingBatcher } from '@microbatch/core';
-import type {
-  BatchedExchange,
-  RequestCallOptions,
-  RouteBatcherOptions,
-  ServerErrorListener,
-} from '@microbatch/core/http';
+import { BatchError, ErrorCode } from '@microbatch/core';
+import { batcherForRoute, hasBody, serveBatched } from '@microbatch/core/http';
+import type { BatchHandler, Batcher, BatcherOptions, StreamingBatchHandler, StreamingBatcher } from '@microbatch/core';
+import type { BatchedExchange, RequestCallOptions, ServerErrorListener } from '@microbatch/core/http';
 import { errorReporter, sendError } from './error-handler.js';
 
 /**
- * Options of {@link batchRoute}: the route's own, plus `handler` and every core batcher option, or `batcher`.
+ * Options of {@link batchRoute}: the route's own hooks, plus either `handler` with any core batcher option (the
+ * route creates its batcher) or `batcher` alone (an existing one, configured when it was created). Giving neither,
+ * both, or batcher options beside `batcher` does not type-check (and throws a `TypeError` at run time).
  *
  * @example
  * ```ts
  * const options: BatchRouteOptions<string, string> = { input: (req) => String(req.body.prompt), handler: generate };
  * ```
  */
-export interface BatchRouteOptions<I, O> extends RouteBatcherOptions<I, O> {
+export type BatchRouteOptions<I, O> = BatchRouteHooks<I, O> &
+  (
+    | (BatcherOptions<I> & {
+        /** The batch handler; an `async function*` streams (Server-Sent Events). */
+        readonly handler: BatchHandler<I, O> | StreamingBatchHandler<I, O>;
+        readonly batcher?: never;
+      })
+    | ({ readonly [K in keyof BatcherOptions<I>]?: never } & {
+        /** An existing batcher, for example one shared by several routes. */
+        readonly batcher: Batcher<I, O> | StreamingBatcher<I, O>;
+        readonly handler?: never;
+      })
+  );
+
+/**
+ * The hooks of {@link batchRoute} that do not depend on where its batcher comes from.
+ *
+ * @example
+ * ```ts
+ * const hooks: BatchRouteHooks<string, string> = { input: (req) => String(req.body.prompt) };
+ * ```
+ */
+export interface BatchRouteHooks<I, O> {
   /**
    * Turns a request into one handler input. Validate here: a throw answers 400 `INVALID_INPUT` with the error's
    * message (a `BatchError` or an `http-errors` error keeps its own code and status).
-   * @default (req) => req.body
+   * @default (req) => req.body, and a 400 naming `jsonBody()` where it is `undefined` (no body, or none read)
    */
   readonly input?: (req: Request) => I | PromiseLike<I>;
   /**
@@ -131,9 +151,24 @@ class ExpressExchange<I, O> implements BatchedExchange<I, O> {
 }
 
 function defaultInput(req: Request): unknown {
-  return req.body;
+  if (req.body !== undefined) return req.body;
+  throw missingBody(hasBody(req));
 }
 
 function defaultOutput(result: unknown, _req: Request, res: Response): void {
   res.json(result ?? null);
+}
+
+/**
+ * The 400 of a route whose default `input` found no body: none was sent, or one was sent and nothing read it (no
+ * `jsonBody()` (or `express.json()`) before the route). Never `undefined` handed to the handler with a 200.
+ */
+function missingBody(sent: boolean): BatchError {
+  return new BatchError(
+    ErrorCode.INVALID_INPUT,
+    sent
+      ? 'The request body was not read: the server must mount `jsonBody()` (or `express.json()`) before `batchRoute` (or give it an `input`)'
+      : 'Expected a JSON request body, got none',
+    { details: { field: 'body' } },
+  );
 }

@@ -1,32 +1,48 @@
 import type { Next, ParameterizedContext } from 'koa';
-import { batcherForRoute, serveBatched } from '@microbatch/core/http';
-import type { Batcher, StreamingBatcher } from '@microbatch/core';
-import type {
-  BatchedExchange,
-  RequestCallOptions,
-  RouteBatcherOptions,
-  ServerErrorListener,
-} from '@microbatch/core/http';
+import { BatchError, ErrorCode } from '@microbatch/core';
+import { batcherForRoute, hasBody, serveBatched } from '@microbatch/core/http';
+import type { BatchHandler, Batcher, BatcherOptions, StreamingBatchHandler, StreamingBatcher } from '@microbatch/core';
+import type { BatchedExchange, RequestCallOptions, ServerErrorListener } from '@microbatch/core/http';
 import { errorReporter, sendError } from './error-handler.js';
 
 /**
- * Options of {@link batchRoute}: the route's own, plus `handler` and every core batcher option, or `batcher`.
- * `C` is the context type, for example `RouterContext` from `@koa/router`.
+ * Options of {@link batchRoute}: the route's own hooks, plus either `handler` with any core batcher option (the
+ * route creates its batcher) or `batcher` alone (an existing one, configured when it was created). Giving neither,
+ * both, or batcher options beside `batcher` does not type-check (and throws a `TypeError` at run time). `C` is the
+ * context type, for example `RouterContext` from `@koa/router`.
  *
  * @example
  * ```ts
  * const options: BatchRouteOptions<string, string, RouterContext> = { input: (ctx) => ctx.params.prompt, handler: generate };
  * ```
  */
-export interface BatchRouteOptions<
-  I,
-  O,
-  C extends ParameterizedContext = ParameterizedContext,
-> extends RouteBatcherOptions<I, O> {
+export type BatchRouteOptions<I, O, C extends ParameterizedContext = ParameterizedContext> = BatchRouteHooks<I, O, C> &
+  (
+    | (BatcherOptions<I> & {
+        /** The batch handler; an `async function*` streams (Server-Sent Events). */
+        readonly handler: BatchHandler<I, O> | StreamingBatchHandler<I, O>;
+        readonly batcher?: never;
+      })
+    | ({ readonly [K in keyof BatcherOptions<I>]?: never } & {
+        /** An existing batcher, for example one shared by several routes. */
+        readonly batcher: Batcher<I, O> | StreamingBatcher<I, O>;
+        readonly handler?: never;
+      })
+  );
+
+/**
+ * The hooks of {@link batchRoute} that do not depend on where its batcher comes from.
+ *
+ * @example
+ * ```ts
+ * const hooks: BatchRouteHooks<string, string> = { input: (ctx) => String(ctx.query.prompt) };
+ * ```
+ */
+export interface BatchRouteHooks<I, O, C extends ParameterizedContext = ParameterizedContext> {
   /**
    * Turns a request into one handler input. Validate here: a throw answers 400 `INVALID_INPUT` with the error's
    * message (a `BatchError` or an `http-errors` error, such as `ctx.throw(415)`, keeps its own code and status).
-   * @default (ctx) => ctx.request.body
+   * @default (ctx) => ctx.request.body, and a 400 naming `jsonBody()` where it is `undefined` (no body, or none read)
    */
   readonly input?: (ctx: C) => I | PromiseLike<I>;
   /**
@@ -157,11 +173,27 @@ class KoaExchange<I, O, C extends ParameterizedContext> implements BatchedExchan
 }
 
 function defaultInput(ctx: ParameterizedContext): unknown {
-  return (ctx.request as { body?: unknown }).body;
+  const { body } = ctx.request as { body?: unknown };
+  if (body !== undefined) return body;
+  throw missingBody(hasBody(ctx.req));
 }
 
 function defaultOutput(result: unknown, ctx: ParameterizedContext): void {
   // `ctx.body = string` would be sent as text/plain; a result is always JSON.
   ctx.type = 'application/json';
   ctx.body = JSON.stringify(result ?? null);
+}
+
+/**
+ * The 400 of a route whose default `input` found no body: none was sent, or one was sent and nothing read it (no
+ * `jsonBody()` (or `@koa/bodyparser`) before the route). Never `undefined` handed to the handler with a 200.
+ */
+function missingBody(sent: boolean): BatchError {
+  return new BatchError(
+    ErrorCode.INVALID_INPUT,
+    sent
+      ? 'The request body was not read: the server must mount `jsonBody()` (or `@koa/bodyparser`) before `batchRoute` (or give it an `input`)'
+      : 'Expected a JSON request body, got none',
+    { details: { field: 'body' } },
+  );
 }

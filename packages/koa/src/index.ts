@@ -1,5 +1,5 @@
 export { batchRoute } from './batch-route.js';
-export type { BatchRouteHandler, BatchRouteMiddleware, BatchRouteOptions } from './batch-route.js';
+export type { BatchRouteHandler, BatchRouteHooks, BatchRouteMiddleware, BatchRouteOptions } from './batch-route.js';
 export { batchErrorHandler } from './error-handler.js';
 export type { BatchErrorHandlerOptions } from './error-handler.js';
 export type { RequestCallOptions, RouteBatcherOptions, ServerErrorListener } from '@microbatch/core/http';

@@ -1,3 +1,4 @@
+import { DEFAULTS } from '@microbatch/core';
 import type { BatchHandler, StreamingBatchHandler } from '@microbatch/core';
 import {
   MAX_FINITE,
@@ -147,18 +148,18 @@ export interface WorkerLogger {
 export const QUEUE_DEFAULTS = {
   prefix: 'microbatch',
   commandTimeoutMs: 1_000,
-  maxQueueSize: 1_024,
+  maxQueueSize: DEFAULTS.maxQueueSize,
   timeoutMs: 60_000,
   heartbeatTtlMs: 3_000,
-  retryAfterSeconds: 1,
+  retryAfterSeconds: DEFAULTS.retryAfterSeconds,
 } as const;
 
 export const WORKER_DEFAULTS = {
   prefix: 'microbatch',
   commandTimeoutMs: 1_000,
-  maxBatchSize: 8,
+  maxBatchSize: DEFAULTS.maxBatchSize,
   concurrency: 1,
-  batchWaitTimeoutMs: 0,
+  batchWaitTimeoutMs: DEFAULTS.batchWaitTimeoutMs,
   claimIdleMs: 5_000,
   maxDeliveries: 3,
   heartbeatMs: 1_000,

@@ -1,8 +1,8 @@
-import type { LogLine, Logger } from './batch-log.js';
 import type { CompletionRequestLimits } from './completion-request.js';
 
 /**
- * Options of the ready-made text-completion apps (`@microbatch/serving/express`, `/koa`, `/nest`).
+ * Options of the ready-made text-completion apps (`@microbatch/serving/express`, `/koa`, `/nest`). Every route of
+ * these apps goes through the service's own batchers, which log where the service says (its `log` / `logger`).
  *
  * @example
  * ```ts
@@ -12,12 +12,4 @@ import type { CompletionRequestLimits } from './completion-request.js';
 export interface TextCompletionAppOptions {
   /** Bounds of `POST /v1/completions` requests beyond the model's own. */
   readonly limits?: CompletionRequestLimits;
-  /**
-   * Where batchers the app creates itself (Nest's `@Batch()` route) log one line per batch; `false` turns it off.
-   * The service's own batchers log where the service says.
-   * @default console.log
-   */
-  readonly log?: LogLine | false;
-  /** A pino-compatible logger for those batchers (fields instead of lines); takes precedence over `log`. */
-  readonly logger?: Logger;
 }

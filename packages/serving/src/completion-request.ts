@@ -62,7 +62,67 @@ const UNSUPPORTED: ReadonlyArray<readonly [field: string, allowed: unknown, what
   ['echo', false, '`echo: true` is not supported'],
   ['logprobs', 0, '`logprobs` is not supported'],
   ['suffix', '', '`suffix` is not supported'],
+  ['frequency_penalty', 0, '`frequency_penalty` is not supported (0 only)'],
+  ['presence_penalty', 0, '`presence_penalty` is not supported (0 only)'],
+  ['seed', undefined, '`seed` is not supported'],
 ];
+
+/** The fields this server reads (`prompt` ... `user`) or checks against their only value ({@link UNSUPPORTED}). */
+const KNOWN_FIELDS: ReadonlySet<string> = new Set([
+  'model',
+  'prompt',
+  'max_tokens',
+  'temperature',
+  'top_p',
+  'stop',
+  'stream',
+  'stream_options',
+  'user',
+  'n',
+  'best_of',
+  'echo',
+  'logprobs',
+  'suffix',
+  'frequency_penalty',
+  'presence_penalty',
+  'logit_bias',
+  'seed',
+]);
+
+/**
+ * Fields ignored because they cannot change the answer: OpenAI's bookkeeping (`metadata`, `store`, `service_tier`).
+ * Any other field is refused (400 naming it): one a client expects to shape the answer (`max_new_tokens`, `top_k`,
+ * `repetition_penalty`) must never be dropped in silence, and OpenAI itself refuses arguments it does not know.
+ */
+export const IGNORED_COMPLETION_FIELDS: readonly string[] = ['metadata', 'store', 'service_tier'];
+
+/** What a client probably meant by a field of another API. */
+const DID_YOU_MEAN: Readonly<Record<string, string>> = {
+  max_new_tokens: 'max_tokens',
+  max_completion_tokens: 'max_tokens',
+  max_length: 'max_tokens',
+  stop_sequences: 'stop',
+};
+
+/** Refuses a body with fields neither read, checked nor known to be harmless, naming them (at most 5). */
+function checkUnknownFields(fields: Record<string, unknown>): void {
+  const unknown = Object.keys(fields).filter(
+    (field) => !KNOWN_FIELDS.has(field) && !IGNORED_COMPLETION_FIELDS.includes(field),
+  );
+  if (unknown.length === 0) return;
+  const named = unknown
+    .slice(0, 5)
+    .map((field) => `\`${field.slice(0, 64)}\``)
+    .join(', ');
+  const more = unknown.length > 5 ? ` and ${unknown.length - 5} more` : '';
+  const hint = unknown.map((field) => DID_YOU_MEAN[field]).find((known) => known !== undefined);
+  throw invalid(
+    unknown[0] as string,
+    `Unknown field${unknown.length === 1 ? '' : 's'} ${named}${more}: this server does not read ` +
+      `${unknown.length === 1 ? 'it' : 'them'}, and ${unknown.length === 1 ? 'it' : 'they'} could change the ` +
+      `answer${hint === undefined ? '' : ` (did you mean \`${hint}\`?)`}`,
+  );
+}
 
 function invalid(field: string, message: string, extra: Record<string, unknown> = {}): BatchError {
   return new BatchError(ErrorCode.INVALID_INPUT, message, { details: { field, ...extra } });
@@ -72,12 +132,18 @@ function isAbsent(value: unknown): boolean {
   return value === undefined || value === null;
 }
 
+function isEmptyObject(value: unknown): boolean {
+  return typeof value === 'object' && value !== null && !Array.isArray(value) && Object.keys(value).length === 0;
+}
+
 /**
  * Checks an untrusted OpenAI `POST /v1/completions` body: `prompt` (a string or an array of strings), `model`,
  * `max_tokens` (default 16, as OpenAI's), `temperature`, `top_p`, `stop`, `stream`, `stream_options` and `user`. Each
  * prompt is checked by `validate` (a text-completion model's: length, tokens against the context). Every problem
  * throws `BatchError('INVALID_INPUT')` whose `details.field` names the field (and `details.index` the prompt), so
- * nothing invalid reaches the model. Other OpenAI fields are ignored.
+ * nothing invalid reaches the model. OpenAI fields this server cannot honour (`n`, `best_of`, `echo`, `logprobs`,
+ * `suffix`, `frequency_penalty`, `presence_penalty`, `logit_bias`, `seed`) are accepted only at their neutral value;
+ * {@link IGNORED_COMPLETION_FIELDS} are ignored; any other field (`max_new_tokens`, `top_k` ...) is refused, naming it.
  *
  * @example
  * ```ts
@@ -98,6 +164,7 @@ export function parseCompletionRequest(
     throw invalid('body', `Expected the request body to be a JSON object, got ${describe(body)}`);
   }
   const fields = body as Record<string, unknown>;
+  checkUnknownFields(fields);
   const {
     model,
     prompt,
@@ -122,6 +189,10 @@ export function parseCompletionRequest(
   for (const [field, allowed, what] of UNSUPPORTED) {
     const value = fields[field];
     if (!isAbsent(value) && value !== allowed) throw invalid(field, `${what}, got ${describe(value)}`);
+  }
+  const logitBias = fields.logit_bias;
+  if (!isAbsent(logitBias) && !isEmptyObject(logitBias)) {
+    throw invalid('logit_bias', `\`logit_bias\` is not supported (only {}), got ${describe(logitBias)}`);
   }
   const prompts = readPrompts(prompt, maxPrompts);
   // JSON has one number type: `max_tokens: 1.0` is the integer 1 and is accepted as such (documented in the README).

@@ -1,7 +1,12 @@
 export { isLogger, logBatches, logDecodeLoop, logRefusals } from './batch-log.js';
 export type { DecodeLoopSource, LogLine, LogTarget, Logger } from './batch-log.js';
 export type { TextCompletionAppOptions } from './app-options.js';
-export { MIN_TEMPERATURE, OPENAI_DEFAULT_MAX_TOKENS, parseCompletionRequest } from './completion-request.js';
+export {
+  IGNORED_COMPLETION_FIELDS,
+  MIN_TEMPERATURE,
+  OPENAI_DEFAULT_MAX_TOKENS,
+  parseCompletionRequest,
+} from './completion-request.js';
 export type { CompletionRequest, CompletionRequestLimits } from './completion-request.js';
 export {
   completionMeta,

@@ -6,6 +6,7 @@ import type {
   TextGenerationLimits,
   TextGenerationOutput,
 } from '@microbatch/inference';
+import { ReplicaAdmission } from './replica-admission.js';
 import type { TextCompletionService } from './text-completion-model.js';
 
 /**
@@ -48,6 +49,13 @@ export interface QueuedTextCompletionServiceOptions {
   readonly id: string;
   /** Bounds on prompts and `max_tokens`, checked here before anything is queued; workers count tokens. */
   readonly limits?: TextGenerationLimits;
+  /**
+   * Refuse at once (503 `OVERLOADED` + `Retry-After`) a request predicted to be answered later than this many ms:
+   * predicted from this replica's requests waiting in the queue and what each answered request took per request
+   * waiting ahead of it (see `ReplicaAdmission`). The queue's own bound (`maxQueueSize`) applies as well.
+   * @default Infinity (no prediction)
+   */
+  readonly maxLatencyMs?: number;
 }
 
 /**
@@ -72,8 +80,15 @@ export function createQueuedTextCompletionService(
   }
   if (typeof options?.id !== 'string' || options.id === '')
     throw new TypeError('Expected `id` to be a non-empty string');
-  const generate = queue.batcher<TextGenerationInput, TextGenerationOutput>(TEXT_COMPLETION_HANDLERS.generate);
-  const streamer = queue.streamingBatcher<TextGenerationInput, TextGenerationChunk>(TEXT_COMPLETION_HANDLERS.stream);
+  let generate = queue.batcher<TextGenerationInput, TextGenerationOutput>(TEXT_COMPLETION_HANDLERS.generate);
+  let streamer = queue.streamingBatcher<TextGenerationInput, TextGenerationChunk>(TEXT_COMPLETION_HANDLERS.stream);
+  const { maxLatencyMs } = options;
+  if (maxLatencyMs !== undefined && maxLatencyMs !== Number.POSITIVE_INFINITY) {
+    // One estimate for both: they share the replica's place in the queue (`queueLength` counts both).
+    const admission = new ReplicaAdmission(maxLatencyMs, () => generate.queueLength);
+    generate = admission.guard(generate);
+    streamer = admission.guard(streamer);
+  }
   const batchers = [generate, streamer] as const;
   const drain = async (): Promise<void> => {
     await Promise.all(batchers.map((batcher) => batcher.close()));
@@ -86,21 +101,10 @@ export function createQueuedTextCompletionService(
     ready: queue.ready,
     isReady: () => queue.isReady(),
     validate: createTextGenerationParser(options.limits),
-    // Nest's `@Batch()` formed a batch here; its items join the workers' batches like any others.
-    runBatch: (inputs, runOptions) =>
-      Promise.all(
-        inputs.map((input) =>
-          generate(input, { signal: runOptions?.signal }).catch((error: unknown) => toError(error)),
-        ),
-      ),
     drain,
     close: async () => {
       await drain();
       await queue.close();
     },
   };
-}
-
-function toError(error: unknown): Error {
-  return error instanceof Error ? error : new Error(String(error));
 }

@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
-import { createBatcher, createStreamingBatcher } from '@microbatch/core';
+import { DEFAULTS, createBatcher, createStreamingBatcher } from '@microbatch/core';
 import { dropUndefined } from '@microbatch/core/util';
 import type { Batcher, BatcherBase, StreamingBatcher } from '@microbatch/core';
 import { createTextGenerationParser, createTextGenerationValidator, createWorkerPool } from '@microbatch/inference';
@@ -26,7 +26,7 @@ import {
  *
  * @example
  * ```ts
- * const options: TextCompletionModelOptions = { model: 'models/tinystories-656k', maxBatchSize: 8, maxLatencyMs: 1500 };
+ * const options: TextCompletionModelOptions = { model: 'models/tinystories-656k', maxSequences: 16, maxLatencyMs: 1500 };
  * ```
  */
 export interface TextCompletionModelOptions {
@@ -38,15 +38,16 @@ export interface TextCompletionModelOptions {
    */
   readonly id?: string;
   /**
-   * `'request'` scheduling: the most requests one batch (one model call) holds. Continuous scheduling hands the
-   * decode loop one request at a time; its rows are {@link maxSequences}.
-   * @default 8
+   * `'request'` scheduling: the most requests one batch (one generate call) holds. Not with `'continuous'`, where
+   * the batcher hands the decode loop one request at a time (its batch size is 1 by construction): passing it there
+   * is a `TypeError` naming `maxSequences`, the loop's own bound.
+   * @default 8 (core's `DEFAULTS.maxBatchSize`)
    */
   readonly maxBatchSize?: number;
   /**
-   * `'continuous'` only: the most sequences one worker's decode loop runs together (the rows of a decode step; the
-   * `runner.maxSequences` of `@microbatch/inference`).
-   * @default 8
+   * `'continuous'` scheduling: the most sequences one worker decodes together (the decode loop's rows); more wait
+   * in the batcher. Not with `'request'` (a `TypeError` naming `maxBatchSize`).
+   * @default the runner's own (32, see `@microbatch/inference`'s text-generation runner)
    */
   readonly maxSequences?: number;
   /**
@@ -57,8 +58,9 @@ export interface TextCompletionModelOptions {
    */
   readonly scheduling?: 'continuous' | 'request';
   /**
-   * How long the first request of a batch waits for company, in ms. 0 is work-conserving: a batch goes as soon as
-   * a worker is free, with whatever is waiting (see core's `batchWaitTimeoutMs`).
+   * `'request'` scheduling: how long the first request of a batch waits for company, in ms. 0 is work-conserving:
+   * a batch goes as soon as a worker is free, with whatever is waiting (see core's `batchWaitTimeoutMs`). With
+   * `'continuous'` a batch is one request and leaves at once, so a value above 0 is a `TypeError`.
    * @default 0
    */
   readonly batchWaitTimeoutMs?: number;
@@ -136,13 +138,6 @@ export interface TextCompletionService {
    * naming the field.
    */
   validate(body: unknown): TextGenerationInput;
-  /**
-   * Runs a batch formed elsewhere (Nest's `@Batch()` route): one output or `Error` per input, in order.
-   */
-  runBatch(
-    inputs: readonly TextGenerationInput[],
-    options?: { readonly signal?: AbortSignal },
-  ): Promise<ReadonlyArray<TextGenerationOutput | Error>>;
   /** Refuses new calls (`CLOSED`, 503) and resolves once queued and running batches have finished. */
   drain(): Promise<void>;
   /** {@link drain}, then releases what the service holds (workers, connections). */
@@ -166,16 +161,6 @@ export interface TextCompletionModel extends TextCompletionService {
   isReady(): boolean;
 }
 
-const DEFAULTS = {
-  maxBatchSize: 8,
-  batchWaitTimeoutMs: 0,
-  workers: 1,
-  threads: 1,
-  executionProvider: 'cpu',
-  maxLatencyMs: Number.POSITIVE_INFINITY,
-  maxQueueSize: 1_024,
-} as const;
-
 /**
  * The work one generation weighs, for admission: its prompt (about 4 characters a token; the tokenizer may not be
  * loaded yet) plus the tokens it may generate. 16 prompts x 256 tokens weigh what they cost.
@@ -197,7 +182,7 @@ export function textCompletionCost(input: TextGenerationInput): number {
  *
  * @example
  * ```ts
- * const model = createTextCompletionModel({ model: 'models/tinystories-656k', maxBatchSize: 8, maxLatencyMs: 1500 });
+ * const model = createTextCompletionModel({ model: 'models/tinystories-656k', maxSequences: 16, maxLatencyMs: 1500 });
  * await model.ready;
  * ```
  */
@@ -211,43 +196,43 @@ export function createTextCompletionModel(options: TextCompletionModelOptions): 
     throw new TypeError(`Expected \`model\` to be a non-empty string, got \`${String(model)}\` (${typeof model})`);
   }
   checkModelFolder(model);
-  const { maxBatchSize, batchWaitTimeoutMs, workers, threads, executionProvider, maxLatencyMs, maxQueueSize } = {
-    ...DEFAULTS,
-    ...dropUndefined({
-      maxBatchSize: options.maxBatchSize,
-      batchWaitTimeoutMs: options.batchWaitTimeoutMs,
-      workers: options.workers,
-      threads: options.threads,
-      executionProvider: options.executionProvider,
-      maxLatencyMs: options.maxLatencyMs,
-      maxQueueSize: options.maxQueueSize,
-    }),
-  };
   const scheduling = options.scheduling ?? 'continuous';
   if (scheduling !== 'continuous' && scheduling !== 'request') {
     throw new TypeError(
       `Expected \`scheduling\` to be one of 'continuous', 'request', got ${JSON.stringify(scheduling)}`,
     );
   }
-  const maxSequences = options.maxSequences ?? 8;
+  checkScheduledOptions(scheduling, options);
   const pool = createWorkerPool({
-    runner: { task: 'text-generation', model, scheduling, ...(scheduling === 'continuous' ? { maxSequences } : {}) },
-    size: workers,
-    threads,
-    executionProvider,
+    runner: { task: 'text-generation', model, scheduling, ...dropUndefined({ maxSequences: options.maxSequences }) },
+    ...dropUndefined({ size: options.workers, threads: options.threads, executionProvider: options.executionProvider }),
   });
-  // Whole and streamed completions are separate batchers (their handlers differ) on the same workers; the pool says
-  // how it wants to be fed (continuous: one request per call, many at once; request: batches split by sampling).
-  const batcherOptions = {
-    maxBatchSize,
-    batchWaitTimeoutMs,
-    maxLatencyMs,
-    maxQueueSize,
+  // Whole and streamed completions are separate batchers (their handlers differ) on the same workers. The pool says
+  // how it wants to be fed (continuous: one request per call, many at once; request: batches split by sampling);
+  // the user's settings come on top, and one the pool sets differently is refused, never replaced.
+  let batcherOptions: ReturnType<typeof mergeBatcherOptions>;
+  try {
+    batcherOptions = mergeBatcherOptions(
+      {
+        maxBatchSize: options.maxBatchSize,
+        batchWaitTimeoutMs: options.batchWaitTimeoutMs,
+        maxLatencyMs: options.maxLatencyMs,
+        maxQueueSize: options.maxQueueSize,
+      },
+      pool.batcherOptions,
+      scheduling,
+    );
+  } catch (error) {
+    // Its worker threads would keep the process alive.
+    pool.close().catch(() => undefined);
+    throw error;
+  }
+  const generate = createBatcher(pool.handler, { ...batcherOptions, cost: textCompletionCost, name: 'generate' });
+  const streamer = createStreamingBatcher(pool.streamingHandler, {
+    ...batcherOptions,
     cost: textCompletionCost,
-    ...pool.batcherOptions,
-  };
-  const generate = createBatcher(pool.handler, { ...batcherOptions, name: 'generate' });
-  const streamer = createStreamingBatcher(pool.streamingHandler, { ...batcherOptions, name: 'stream' });
+    name: 'stream',
+  });
   const batchers = [generate, streamer] as const;
   const decodeLoop = pool.scheduling === 'continuous' ? pool : undefined;
   let stopLoopLog = (): void => undefined;
@@ -283,7 +268,6 @@ export function createTextCompletionModel(options: TextCompletionModelOptions): 
     ready,
     isReady: () => pool.isReady && validate !== undefined && !batchers.some((batcher) => batcher.closed),
     validate: (body) => (validate ?? parse)(body),
-    runBatch: (inputs, runOptions) => pool.run([...inputs], runOptions),
     drain,
     close: async () => {
       await drain();
@@ -291,6 +275,61 @@ export function createTextCompletionModel(options: TextCompletionModelOptions): 
       stopLoopLog();
       await pool.close();
     },
+  };
+}
+
+/** The batcher settings a user may pass to {@link createTextCompletionModel}. */
+interface UserBatcherOptions {
+  readonly maxBatchSize?: number;
+  readonly batchWaitTimeoutMs?: number;
+  readonly maxLatencyMs?: number;
+  readonly maxQueueSize?: number;
+}
+
+/** Options that mean something under one scheduling only: one set under the other is refused, naming it. */
+function checkScheduledOptions(scheduling: 'continuous' | 'request', options: TextCompletionModelOptions): void {
+  if (scheduling === 'request' && options.maxSequences !== undefined) {
+    throw new TypeError(
+      `\`maxSequences\` (${String(options.maxSequences)}) bounds the decode loop of 'continuous' scheduling; with ` +
+        "'request' scheduling set `maxBatchSize`, the most requests one batch holds",
+    );
+  }
+  if (scheduling === 'continuous' && options.batchWaitTimeoutMs !== undefined && options.batchWaitTimeoutMs !== 0) {
+    throw new TypeError(
+      `\`batchWaitTimeoutMs\` (${String(options.batchWaitTimeoutMs)}) has no effect with 'continuous' scheduling: ` +
+        'each request joins the decode loop at its next step, without waiting for company',
+    );
+  }
+}
+
+/**
+ * The batcher options: the user's on top of the pool's, with the library defaults under both. A user's setting that
+ * the pool needs otherwise is a `TypeError` naming both values: a lower layer never replaces it in silence.
+ */
+function mergeBatcherOptions(
+  user: UserBatcherOptions,
+  pool: WorkerPool<TextGenerationInput, TextGenerationOutput, TextGenerationChunk>['batcherOptions'],
+  scheduling: 'continuous' | 'request',
+): UserBatcherOptions & typeof pool {
+  const defined: Record<string, unknown> = dropUndefined({ ...user });
+  for (const [key, value] of Object.entries(pool)) {
+    if (!(key in defined) || defined[key] === value) continue;
+    const hint =
+      scheduling === 'continuous' && key === 'maxBatchSize'
+        ? "; 'continuous' scheduling hands the decode loop one request at a time: set `maxSequences` for its rows"
+        : '';
+    throw new TypeError(
+      `\`${key}\`: you passed ${String(defined[key])}, the worker pool needs ${String(value)} ` +
+        `(pool.batcherOptions, ${scheduling} scheduling)${hint}`,
+    );
+  }
+  return {
+    maxBatchSize: DEFAULTS.maxBatchSize,
+    batchWaitTimeoutMs: DEFAULTS.batchWaitTimeoutMs,
+    maxLatencyMs: DEFAULTS.maxLatencyMs,
+    maxQueueSize: DEFAULTS.maxQueueSize,
+    ...pool,
+    ...defined,
   };
 }
 

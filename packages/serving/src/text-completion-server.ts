@@ -14,7 +14,7 @@ import {
  *
  * @example
  * ```ts
- * const options: TextCompletionServerOptions = { port: 8000, host: '127.0.0.1', model: bundledModelDir(), maxBatchSize: 8 };
+ * const options: TextCompletionServerOptions = { port: 8000, host: '127.0.0.1', model: bundledModelDir(), maxSequences: 16 };
  * ```
  */
 export type TextCompletionServerOptions = ListenOptions & TextCompletionModelOptions;

@@ -84,6 +84,41 @@ describe('parseCompletionRequest', () => {
     });
   });
 
+  it('refuses unknown fields that could change the answer, naming them (never dropped in silence)', () => {
+    expect(fieldOf(() => parseCompletionRequest({ prompt: 'A', max_new_tokens: 5 }, parse))).toEqual({
+      code: 'INVALID_INPUT',
+      details: { field: 'max_new_tokens' },
+      message:
+        'Unknown field `max_new_tokens`: this server does not read it, and it could change the answer ' +
+        '(did you mean `max_tokens`?)',
+    });
+    expect(fieldOf(() => parseCompletionRequest({ prompt: 'A', top_k: 5, repetition_penalty: 1.2 }, parse))).toEqual({
+      code: 'INVALID_INPUT',
+      details: { field: 'top_k' },
+      message:
+        'Unknown fields `top_k`, `repetition_penalty`: this server does not read them, and they could change the answer',
+    });
+  });
+
+  it("accepts OpenAI's fields it cannot honour only at their neutral value, and ignores bookkeeping fields", () => {
+    const neutral = { n: 1, best_of: 1, echo: false, frequency_penalty: 0, presence_penalty: 0, logit_bias: {} };
+    const bookkeeping = { metadata: { run: 'a' }, store: false, service_tier: 'auto' };
+    expect(parseCompletionRequest({ prompt: 'A', max_tokens: 3, ...neutral, ...bookkeeping }, parse).inputs).toEqual([
+      { prompt: 'A', max_new_tokens: 3 },
+    ]);
+    for (const [field, value] of [
+      ['presence_penalty', 0.5],
+      ['frequency_penalty', 1],
+      ['logit_bias', { 50256: -100 }],
+      ['seed', 7],
+    ] as const) {
+      expect(fieldOf(() => parseCompletionRequest({ prompt: 'A', [field]: value }, parse))).toMatchObject({
+        code: 'INVALID_INPUT',
+        details: { field },
+      });
+    }
+  });
+
   it('throws a TypeError for a bad maxPrompts', () => {
     expect(() => parseCompletionRequest({ prompt: 'a' }, parse, { maxPrompts: 0 })).toThrow(
       new TypeError('Expected `maxPrompts` to be an integer >= 1, got `0` (number)'),

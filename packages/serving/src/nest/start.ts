@@ -1,8 +1,6 @@
 import type { RequestListener, Server } from 'node:http';
-import { BatchRegistry } from '@microbatch/nest';
 import { NestFactory } from '@nestjs/core';
 import type { TextCompletionAppOptions } from '../app-options.js';
-import { logBatches } from '../batch-log.js';
 import { shutdownServer } from '../graceful-shutdown.js';
 import { type ListenOptions, type RunningServer, listen, serverUrl } from '../serve.js';
 import type { TextCompletionService } from '../text-completion-model.js';
@@ -23,7 +21,7 @@ export async function startTextCompletionApp(
   options: TextCompletionAppOptions = {},
 ): Promise<RunningServer> {
   // The module's `jsonBody()` reads the bodies (Nest's parser would quote them back in its errors).
-  const app = await NestFactory.create(TextCompletionModule.forRoot(service), {
+  const app = await NestFactory.create(TextCompletionModule.forRoot(service, options), {
     logger: ['error', 'warn'],
     bodyParser: false,
   });
@@ -38,9 +36,6 @@ export async function startTextCompletionApp(
     await app.close(); // releases the service (worker threads would keep the process alive)
     throw error;
   }
-  // One line per batch for the `@Batch()` route too (the service logs its own batchers).
-  const log = options.logger ?? options.log ?? console.log;
-  if (log !== false) for (const batcher of app.get(BatchRegistry).batchers) logBatches(batcher, log);
   return {
     server,
     url: serverUrl(server),

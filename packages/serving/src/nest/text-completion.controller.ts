@@ -1,19 +1,16 @@
-import type { ServerResponse } from 'node:http';
-import type { BatchContext } from '@microbatch/core';
-import { writeJson } from '@microbatch/core/http';
-import type { TextGenerationInput } from '@microbatch/inference';
-import { Batch } from '@microbatch/nest';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { serveBatched, writeHttpError, writeJson } from '@microbatch/core/http';
 import { type Health, createHealth, scrapeMetrics } from '@microbatch/prometheus';
-import { Body, Controller, Get, Inject, Post, Query, Res, UseInterceptors } from '@nestjs/common';
+import { Body, Controller, Get, Inject, Post, Query, Req, Res } from '@nestjs/common';
 import { Registry } from 'prom-client';
 import { type CompletionsEndpoint, createCompletionsEndpoint } from '../completions-endpoint.js';
 import { type ModelList, modelList } from '../models-endpoint.js';
 import { instrumentTextCompletionService } from '../service-metrics.js';
 import type { TextCompletionService } from '../text-completion-model.js';
-import { DecodeBatchInterceptor } from './decode-batch.interceptor.js';
-import { PlainTextInterceptor } from './plain-text.interceptor.js';
-import { TEXT_COMPLETION_SERVICE } from './text-completion.constants.js';
-import { TextQueryPipe } from './text-query.pipe.js';
+import { decodeBatchHeaders } from '../completion-response.js';
+import { parseTextQuery, textQueryAnswer } from '../text-query.js';
+import type { TextCompletionAppOptions } from '../app-options.js';
+import { TEXT_COMPLETION_APP_OPTIONS, TEXT_COMPLETION_SERVICE } from './text-completion.constants.js';
 
 /** The health probes' answer on a Node response. */
 function sendProbe(res: ServerResponse, probe: { readonly status: number; readonly body: unknown }): void {
@@ -36,8 +33,11 @@ export class TextCompletionController {
   readonly #models: ModelList;
   readonly #registry = new Registry();
 
-  constructor(@Inject(TEXT_COMPLETION_SERVICE) private readonly service: TextCompletionService) {
-    this.#completions = createCompletionsEndpoint(service);
+  constructor(
+    @Inject(TEXT_COMPLETION_SERVICE) private readonly service: TextCompletionService,
+    @Inject(TEXT_COMPLETION_APP_OPTIONS) options: TextCompletionAppOptions,
+  ) {
+    this.#completions = createCompletionsEndpoint(service, options.limits);
     this.#models = modelList(service.id, new Date());
     // Liveness always 200; readiness 503 while the model loads and once the app drains.
     this.#health = createHealth({ batchers: service.batchers, ready: () => service.isReady() });
@@ -46,18 +46,30 @@ export class TextCompletionController {
   }
 
   /**
-   * The tutorial's route, batched the Nest way: the pipe checks each request's `text`, then this method runs once
-   * per batch with every request's input, like Ray Serve's `@serve.batch` handler.
+   * The tutorial's route, through the service's own batcher (as the Express and Koa apps do): every batcher option
+   * the service was made with (`maxLatencyMs`, `maxQueueSize`, the pool's scheduling) applies here too, and the
+   * answer carries the `X-Batch-*` headers of the batch that ran it.
    */
   @Get()
-  @UseInterceptors(PlainTextInterceptor, DecodeBatchInterceptor)
-  @Batch()
-  async complete(@Query('text', TextQueryPipe) inputs: TextGenerationInput[], context: BatchContext) {
-    const outputs = await this.service.runBatch(inputs, { signal: context.signal });
-    // Continuous scheduling: each answer carries its decode-loop batch, which the interceptor sends as headers.
-    return outputs.map((output, i) =>
-      output instanceof Error ? output : { answer: `${inputs[i]?.prompt}${output.text}`, batch: output.batch },
-    );
+  complete(@Query('text') text: unknown, @Req() req: IncomingMessage, @Res() res: ServerResponse): Promise<void> {
+    const { service } = this;
+    return serveBatched(service.generate, {
+      res,
+      readInput: () => parseTextQuery(text, (body) => service.validate(body)),
+      // Each client address gets a fair share of admission and of each batch.
+      callOptions: () => ({ fairnessKey: req.socket.remoteAddress }),
+      setHeaders: (headers) => {
+        for (const [name, value] of Object.entries(headers)) res.setHeader(name, value);
+      },
+      send: (result) => {
+        // Continuous scheduling: the decode loop's batch, not the batcher's single-request dispatch.
+        for (const [name, value] of Object.entries(decodeBatchHeaders([result]))) res.setHeader(name, value);
+        res.statusCode = 200;
+        res.setHeader('Content-Type', 'text/plain; charset=utf-8');
+        res.end(textQueryAnswer(text, result));
+      },
+      sendError: (error) => writeHttpError(res, error),
+    });
   }
 
   /** OpenAI's completions API (JSON or `stream: true`); the shared endpoint writes the response itself. */

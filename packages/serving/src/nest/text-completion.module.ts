@@ -1,4 +1,4 @@
-import { BatchModule, jsonBody } from '@microbatch/nest';
+import { jsonBody } from '@microbatch/nest';
 import {
   type BeforeApplicationShutdown,
   type DynamicModule,
@@ -13,10 +13,10 @@ import {
 } from '@nestjs/common';
 import { APP_FILTER, HttpAdapterHost } from '@nestjs/core';
 import { JsonErrorFilter } from './json-error.filter.js';
+import type { TextCompletionAppOptions } from '../app-options.js';
 import type { TextCompletionService } from '../text-completion-model.js';
-import { TEXT_COMPLETION_SERVICE } from './text-completion.constants.js';
+import { TEXT_COMPLETION_APP_OPTIONS, TEXT_COMPLETION_SERVICE } from './text-completion.constants.js';
 import { TextCompletionController } from './text-completion.controller.js';
-import { TextQueryPipe } from './text-query.pipe.js';
 
 /** Drains the service's batchers with the app's own (`app.close()`), then releases the service. */
 @Injectable()
@@ -46,7 +46,7 @@ class HideServerStack implements OnModuleInit {
 }
 
 /**
- * The text-completion app as a Nest module: `@Batch()` `GET /?text=`, OpenAI `POST /v1/completions`, `/healthz`,
+ * The text-completion app as a Nest module: `GET /?text=`, OpenAI `POST /v1/completions`, `/healthz`,
  * `/readyz`. `app.close()` drains every batcher, then closes the service.
  *
  * @example
@@ -56,17 +56,18 @@ class HideServerStack implements OnModuleInit {
  */
 @Module({})
 export class TextCompletionModule implements NestModule {
-  /** The app over `service`; the `@Batch()` route batches like the service's own batchers. */
-  static forRoot(service: TextCompletionService): DynamicModule {
-    const { maxBatchSize, batchWaitTimeoutMs, maxConcurrentBatches } = service.generate;
+  /**
+   * The app over `service`: every route goes through the service's own batchers, so the options they were made
+   * with (batch size, wait, `maxLatencyMs`, `maxQueueSize`) hold here exactly as in the Express and Koa apps.
+   */
+  static forRoot(service: TextCompletionService, options: TextCompletionAppOptions = {}): DynamicModule {
     return {
       module: TextCompletionModule,
-      imports: [BatchModule.forRoot({ maxBatchSize, batchWaitTimeoutMs, maxConcurrentBatches })],
       controllers: [TextCompletionController],
       providers: [
         { provide: TEXT_COMPLETION_SERVICE, useValue: service },
+        { provide: TEXT_COMPLETION_APP_OPTIONS, useValue: options },
         { provide: APP_FILTER, useClass: JsonErrorFilter },
-        TextQueryPipe,
         ServiceLifecycle,
         HideServerStack,
       ],

@@ -1,0 +1,122 @@
+// Every app serves `GET /?text=` through the service's own batcher: the options that batcher was made with
+// (`maxLatencyMs`, `maxQueueSize`) decide on Nest exactly as on Express and Koa, and no second batcher of the app's own
+// queues what the service would refuse. Through real servers, with a fake model whose batches wait for the test and
+// an injected clock, so the latency estimate is exact.
+import { createBatcher, createStreamingBatcher, END } from '@microbatch/core';
+import type { TextGenerationChunk, TextGenerationInput, TextGenerationOutput } from '@microbatch/inference';
+import { createTextGenerationParser } from '@microbatch/inference';
+import { ManualClock, waitFor } from '@microbatch/test-kit';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { RunningServer, TextCompletionService } from '../src/index.js';
+import { startTextCompletionApp as startExpress } from '../src/express/index.js';
+import { startTextCompletionApp as startKoa } from '../src/koa/index.js';
+import { startTextCompletionApp as startNest } from '../src/nest/index.js';
+
+const usage = { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 };
+const BATCH_MS = 100;
+
+/** A service whose batches (one request each) take {@link BATCH_MS} on `clock`, finishing when the test says. */
+function gatedService(options: { readonly maxLatencyMs?: number; readonly maxQueueSize?: number }) {
+  const clock = new ManualClock();
+  const gates: Array<() => void> = [];
+  const generate = createBatcher(
+    async (inputs: TextGenerationInput[]): Promise<TextGenerationOutput[]> => {
+      await new Promise<void>((resolve) => gates.push(resolve));
+      return inputs.map(() => ({ text: 'done', finish_reason: 'length', usage }));
+    },
+    { name: 'generate', maxBatchSize: 1, maxConcurrentBatches: 1, clock, ...options },
+  );
+  const streamer = createStreamingBatcher(async function* (inputs: TextGenerationInput[]) {
+    yield inputs.map((): TextGenerationChunk => ({ text: '', finish_reason: 'length', usage }));
+    yield inputs.map(() => END);
+  });
+  const service: TextCompletionService = {
+    id: 'fake',
+    generate,
+    streamer,
+    batchers: [generate, streamer],
+    ready: Promise.resolve(),
+    isReady: () => true,
+    validate: createTextGenerationParser(),
+    drain: async () => {
+      await Promise.all([generate.close(), streamer.close()]);
+    },
+    close: async () => {
+      await Promise.all([generate.close(), streamer.close()]);
+    },
+  };
+  /** Ends the running batch after {@link BATCH_MS} of the clock. */
+  const finishOne = async (): Promise<void> => {
+    await waitFor('a running batch', () => gates.length > 0);
+    await clock.advance(BATCH_MS);
+    gates.shift()?.();
+  };
+  return { service, generate, finishOne, gates };
+}
+
+const APPS = { express: startExpress, koa: startKoa, nest: startNest } as const;
+let running: RunningServer | undefined;
+
+afterEach(async () => {
+  running?.server.closeAllConnections();
+  await running?.shutdown();
+  running = undefined;
+});
+
+describe.each(Object.keys(APPS) as Array<keyof typeof APPS>)('the %s app', (framework) => {
+  it("refuses at once (503 OVERLOADED) what the service's batcher predicts late, queueing nothing else", async () => {
+    const { service, generate, finishOne, gates } = gatedService({ maxLatencyMs: 2.5 * BATCH_MS });
+    running = await APPS[framework](service, { port: 0, host: '127.0.0.1' });
+    const get = () => fetch(`${running?.url}/?text=Once`);
+    // Five batches of exactly BATCH_MS teach the batcher's latency estimate.
+    for (let i = 0; i < 5; i += 1) {
+      const answer = get();
+      await finishOne();
+      const response = await answer;
+      expect(response.status).toBe(200);
+      expect(response.headers.get('x-batch-size')).toBe('1');
+      expect(await response.text()).toBe('Once done');
+    }
+    // A flood while one batch runs: one more fits in 2.5 batch times, the rest are refused before any is answered.
+    const answered: Response[] = [];
+    const flood = Array.from({ length: 6 }, () =>
+      get().then((response) => {
+        answered.push(response);
+        return response;
+      }),
+    );
+    const admitted = () => gates.length + generate.queueLength;
+    const refusedCount = () => generate.stats().rejected.OVERLOADED;
+    await waitFor('the flood admitted or refused', () => admitted() + refusedCount() === 6);
+    await waitFor('the refusals answered', () => answered.length === refusedCount());
+    // Only the requests the batcher admitted wait: the running one and at most one queued; no batch has ended.
+    expect(admitted()).toBeLessThanOrEqual(2);
+    expect(answered.length).toBeGreaterThanOrEqual(4);
+    for (const response of answered) {
+      expect(response.status).toBe(503);
+      expect(response.headers.get('retry-after')).toMatch(/^\d+$/);
+      expect(((await response.json()) as { error: { code: string } }).error.code).toBe('OVERLOADED');
+    }
+    const overloaded = [...answered];
+    while (gates.length > 0 || generate.queueLength > 0) await finishOne();
+    const statuses = await Promise.all(flood.map(async (pending) => (await pending).status));
+    expect(statuses.filter((status) => status === 200).length + overloaded.length).toBe(6);
+  });
+
+  it("refuses past the service's maxQueueSize with 503 QUEUE_FULL", async () => {
+    const { service, generate, finishOne } = gatedService({ maxQueueSize: 1 });
+    running = await APPS[framework](service, { port: 0, host: '127.0.0.1' });
+    const get = () => fetch(`${running?.url}/?text=Once`);
+    const first = get();
+    await waitFor('the first batch running', () => generate.inFlightBatches === 1);
+    const second = get();
+    await waitFor('one request queued', () => generate.queueLength === 1);
+    const third = await get();
+    expect(third.status).toBe(503);
+    expect(((await third.json()) as { error: { code: string } }).error.code).toBe('QUEUE_FULL');
+    await finishOne();
+    await finishOne();
+    expect((await first).status).toBe(200);
+    expect((await second).status).toBe(200);
+  });
+});
