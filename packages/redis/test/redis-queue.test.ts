@@ -125,7 +125,7 @@ describe('createRedisQueue + createRedisWorker', () => {
     held.release();
 
     expect(await Promise.all(results)).toEqual([2, 4, 6, 8, 10]);
-    expect(held.batches.map((batch) => [...batch].sort())).toEqual([[1], [2, 3, 4, 5]]);
+    expect(held.batches.map((batch) => [...batch].sort((x, y) => x - y))).toEqual([[1], [2, 3, 4, 5]]);
     expect(new Set(ids)).toEqual(new Set([`${held.worker.workerId}-2`]));
     expect(held.worker.stats()).toMatchObject({ batches: 2, items: 5, meanBatchSize: 2.5 });
     expect(await queueLength(queue)).toBe(0); // answered entries are acknowledged and deleted
