@@ -4,7 +4,7 @@ import type { Batcher, CallOptions, CloseOptions, DispatchInfo, StreamingBatcher
 import { type Connection, closeConnection, openConnection } from './connection.js';
 import { type QueueKeys, queueKeys } from './keys.js';
 import { type RedisQueueOptions, resolveQueueOptions } from './options.js';
-import { type QueueBackend, QueueBatcher, type Submission } from './queue-batcher.js';
+import { type QueueBackend, QueueBatcher, type QueueBatcherStats, type Submission } from './queue-batcher.js';
 import type { ReplyChannel } from './reply-channel.js';
 import { ENQUEUE, PROBE, REQUEST_FIELD_COUNT, runScript, scriptSha } from './scripts.js';
 import { EMPTY_SNAPSHOT, type QueueSnapshot, type WorkerSettings } from './batch-tally.js';
@@ -41,9 +41,9 @@ export interface RedisQueue {
   /** Resolves once both connections are ready for the first time. */
   readonly ready: Promise<void>;
   /** A batcher whose items run on the workers' `handlers[name]`. */
-  batcher<I, O>(name: string): Batcher<I, O>;
+  batcher<I, O>(name: string): RedisBatcher<I, O>;
   /** A streaming batcher whose items run on the workers' `streamingHandlers[name]`; values arrive as produced. */
-  streamingBatcher<I, O>(name: string): StreamingBatcher<I, O>;
+  streamingBatcher<I, O>(name: string): RedisStreamingBatcher<I, O>;
   /** Whether both connections (commands, replies) are up now. */
   isConnected(): boolean;
   /** How many workers heartbeated recently; 0 if Redis cannot be asked. */
@@ -56,6 +56,15 @@ export interface RedisQueue {
   isReady(): Promise<boolean>;
   /** Closes every batcher (new calls `CLOSED`), waits for the items in flight, then closes the connections. */
   close(options?: CloseOptions): Promise<void>;
+}
+
+/** A core `Batcher` whose `stats()` also samples the shared queue (see {@link QueueBatcherStats}). */
+export interface RedisBatcher<I, O> extends Batcher<I, O> {
+  stats(): QueueBatcherStats;
+}
+/** A core `StreamingBatcher` whose `stats()` also samples the shared queue (see {@link QueueBatcherStats}). */
+export interface RedisStreamingBatcher<I, O> extends StreamingBatcher<I, O> {
+  stats(): QueueBatcherStats;
 }
 
 /** One item waiting for its answer. */
@@ -145,7 +154,6 @@ class QueueCore implements QueueBackend {
         this.#commandsUp = true;
         readyCommands();
         this.#onConnection();
-        void this.#probe();
       },
       onDown: (error) => {
         this.#commandsUp = false;
@@ -187,6 +195,7 @@ class QueueCore implements QueueBackend {
       this.#settings.onStatus,
       connected ? { event: 'broker-up', queue } : { event: 'broker-down', queue, error: describe(error) },
     );
+    if (connected) void this.#probe();
   }
 
   /**
@@ -221,7 +230,8 @@ class QueueCore implements QueueBackend {
       emitStatus(this.#settings.onStatus, { event: 'workers-up', queue, workers: Number(alive) });
       return;
     }
-    const waiting = [...this.#waiters.values()];
+    // Items whose entry the script is adding now get its own verdict (it checks for a live worker itself).
+    const waiting = [...this.#waiters.values()].filter((waiter) => waiter.entryId !== undefined);
     for (const waiter of waiting) {
       this.#cancel(
         waiter,
@@ -287,7 +297,7 @@ class QueueCore implements QueueBackend {
       return refuse(new BatchError(ErrorCode.CLOSED, `The batcher \`${owner.name}\` is closed`, { retryAfterSeconds }));
     if (call.signal?.aborted) return refuse(call.signal.reason);
     if (!this.connected) return refuse(unavailable('The queue (Redis) is unreachable; retry', retryAfterSeconds));
-    if (this.#waiters.size + items.length > maxQueueSize) return refuse(this.#queueFull());
+    if (this.#waiters.size + items.length > maxQueueSize) return refuse(this.#queueFull(undefined, items.length));
     const payloads: string[] = [];
     for (const { input } of items) {
       try {

@@ -65,6 +65,8 @@ export interface RedisWorker {
 const READ_BLOCK_MS = 500;
 const ANSWER_AND_ACK_SHA = scriptSha(ANSWER_AND_ACK);
 const SWEEP_SHA = scriptSha(SWEEP);
+/** How long the heartbeat keys of a queue whose every worker stopped stay in Redis. */
+const KEYS_TTL_MS = 600_000;
 /** Entries one sweep looks at: a full 1,024-entry queue is looked through in four heartbeats. */
 const SWEEP_COUNT = 256;
 
@@ -228,7 +230,9 @@ class Worker {
           this.#keys.workers,
           this.#keys.workerSettings,
           this.workerId,
-          String(heartbeatMs * 10),
+          // The keys outlive a worker's absence (PROBE forgets silent workers): a replica with a long
+          // `heartbeatTtlMs` still sees the last heartbeat of a worker being replaced.
+          String(Math.max(heartbeatMs * 10, KEYS_TTL_MS)),
           JSON.stringify({ maxBatchSize, batchWaitTimeoutMs, concurrency }),
         ]),
       );
