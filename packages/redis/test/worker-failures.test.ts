@@ -3,7 +3,7 @@
 import { type RedisQueue, createRedisQueue, createRedisWorker } from '@microbatch/redis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type TestRedis, startRedisServer } from '@microbatch/test-kit';
-import { queueLength, startChildWorker, until } from './helpers.js';
+import { startChildWorker } from './helpers.js';
 
 let redis: TestRedis;
 beforeAll(async () => {
