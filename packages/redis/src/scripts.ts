@@ -99,7 +99,7 @@ for _, entry in ipairs(entries) do
     drop = true
   end
   if drop then
-    redis.call('XACK', KEYS[1], ARGV[1], id)
+    redis.pcall('XACK', KEYS[1], ARGV[1], id) -- the group may be gone with a restarted Redis
     redis.call('XDEL', KEYS[1], id)
   end
 end
