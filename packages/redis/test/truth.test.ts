@@ -80,7 +80,7 @@ describe('a Redis queue batcher tells the truth', () => {
   it("reports the workers' batches: waiting, in flight, sizes, utilisation, execution, the shared queue", async () => {
     const queue = nextQueue();
     const held = heldWorker(queue, { maxBatchSize: 4 });
-    const a = replica(queue, { heartbeatTtlMs: 600 });
+    const a = replica(queue, { heartbeatTtlMs: 1500 });
     await Promise.all([held.worker.ready, a.ready]);
     const double = a.batcher<number, number>('double');
 
@@ -195,7 +195,7 @@ describe('Redis mode never strands a request', () => {
   it('answers the waiting items 503 as soon as the last worker is gone (killed), long before their deadline', async () => {
     const queue = nextQueue();
     const statuses: QueueStatus[] = [];
-    const a = replica(queue, { timeoutMs: 600_000, heartbeatTtlMs: 500, onStatus: (s) => statuses.push(s) });
+    const a = replica(queue, { timeoutMs: 600_000, heartbeatTtlMs: 1500, onStatus: (s) => statuses.push(s) });
     await a.ready;
     const doomed = await startChildWorker({ REDIS_URL: redis.url, QUEUE: queue, MODE: 'hang' });
     const echo = a.batcher<string, string>('echo');
@@ -223,7 +223,12 @@ describe('Redis mode never strands a request', () => {
     const running = double(1);
     await first;
     // A replica in its own process queues three items (default 30 s deadlines), filling the bound, and is killed.
-    const doomed = await startChildReplica({ REDIS_URL: redis.url, QUEUE: queue, COUNT: '3', HEARTBEAT_TTL_MS: '300' });
+    const doomed = await startChildReplica({
+      REDIS_URL: redis.url,
+      QUEUE: queue,
+      COUNT: '3',
+      HEARTBEAT_TTL_MS: '2000',
+    });
     await until('its three entries', async () => (await queueLength(queue)) === 4);
     await expect(double(2)).rejects.toMatchObject({ code: 'QUEUE_FULL' });
     doomed.child.kill('SIGKILL');
