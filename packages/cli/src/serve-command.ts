@@ -6,8 +6,9 @@ import type {
   TextCompletionService,
 } from '@microbatch/serving';
 import { DEFAULTS } from '@microbatch/core';
+import { checkDeadlineFits } from '@microbatch/core/http';
 import { dropUndefined } from '@microbatch/core/util';
-import { createRedisQueue } from '@microbatch/redis';
+import { type QueueStatus, createRedisQueue } from '@microbatch/redis';
 import { createQueuedTextCompletionService, createTextCompletionModel } from '@microbatch/serving';
 import { serveUntilSignal } from './lifecycle.js';
 import { createLogger } from './logger.js';
@@ -121,14 +122,20 @@ async function serveFromQueue(flags: ServeFlags, url: string, fail: (message: st
     'microbatch serve (web replica)',
   );
   await serveUntilSignal(
-    (where) =>
-      startTextCompletionApp(
-        createQueuedTextCompletionService(createRedisQueue({ url, queue, maxQueueSize: flags.maxQueueSize }), {
-          id: queue,
-          maxLatencyMs: flags.maxLatencyMs,
-        }),
+    (where) => {
+      const redisQueue = createRedisQueue({
+        url,
+        queue,
+        maxQueueSize: flags.maxQueueSize,
+        onStatus: (status) => logQueueStatus(logger, status),
+      });
+      // A waiting client must get its 504 before the server could close its connection.
+      checkDeadlineFits(redisQueue.timeoutMs);
+      return startTextCompletionApp(
+        createQueuedTextCompletionService(redisQueue, { id: queue, maxLatencyMs: flags.maxLatencyMs }),
         where,
-      ),
+      );
+    },
     { port: flags.port, host: flags.host },
     logger,
   );
@@ -152,6 +159,19 @@ async function loadApp(
         `(${error instanceof Error ? error.message.split('\n')[0] : String(error)})`,
     );
   }
+}
+
+/** Redis lost or back, workers gone or back: logged once per change. */
+function logQueueStatus(logger: ReturnType<typeof createLogger>, status: QueueStatus): void {
+  const up = status.event === 'broker-up' || status.event === 'workers-up';
+  const messages = {
+    'broker-up': 'connected to the queue (Redis)',
+    'broker-down': 'lost the queue (Redis); refusing requests with 503 until it is back',
+    'workers-up': 'a worker is serving the queue',
+    'workers-down': 'no worker is serving the queue; refusing requests with 503 until one is',
+  } as const;
+  if (up) logger.info(status, messages[status.event]);
+  else logger.warn(status, messages[status.event]);
 }
 
 /** A Redis URL as it may be logged: without its password. */

@@ -134,22 +134,7 @@ describe('microbatch serve', () => {
   });
 
   it('serves the Koa example on a free port, answers the query script in batches, and exits 0 on SIGTERM', async () => {
-    const args = [
-      BIN,
-      'serve',
-      '--model',
-      MODEL,
-      '--framework',
-      'koa',
-      '--port',
-      '0',
-      '--scheduling',
-      'request',
-      '--max-batch-size',
-      '4',
-      '--batch-wait-ms',
-      '2',
-    ];
+    const args = [BIN, 'serve', '--model', MODEL, '--framework', 'koa', '--port', '0', '--max-sequences', '4'];
     const server = await startServerProcess({ args, env: { ...process.env, PORT: '0' }, ready: READY });
     const story = await fetch(`${server.url}/?text=Once+upon+a+time`);
     expect(story.status).toBe(200);
@@ -173,7 +158,7 @@ describe('microbatch serve', () => {
     expect(RAY_TUTORIAL_PROMPTS).toHaveLength(9);
     for (const prompt of RAY_TUTORIAL_PROMPTS)
       expect(stories.filter((story) => story.startsWith(prompt))).toHaveLength(1);
-    // Continuous scheduling: decode steps of at most 4 rows (`--max-batch-size 4`), each carried by no more
+    // Continuous scheduling: decode steps of at most 4 rows (`--max-sequences 4`), each carried by no more
     // queries than it had rows, and shared.
     const sizes = new Map(answers.map((match) => [match[1], Number(match[2])]));
     expect([...sizes.values()].every((size) => size >= 1 && size <= 4)).toBe(true);
@@ -188,9 +173,10 @@ describe('microbatch serve', () => {
       model: 'tinystories-656k',
       task: 'text-generation',
       framework: 'koa',
-      maxBatchSize: 4,
-      batchWaitMs: 2,
-      scheduling: 'request',
+      // What runs, read back: the batcher hands the loop one request at a time; the loop's rows are 4.
+      maxBatchSize: 1,
+      maxSequences: 4,
+      scheduling: 'continuous',
     });
     // Continuous scheduling: the loop's activity at most once a second, no single-request "batch" records; every
     // sequence that joined (the story, the completion, the nine queries) left, at most 4 rows a step.

@@ -65,21 +65,42 @@ describe('microbatch worker + microbatch serve --queue', () => {
     await redis.stop();
   });
 
-  it('is not ready without a worker, then serves both replicas from one worker, batching across them', async () => {
+  it('refuses at once with 503 while no worker is alive, as /readyz says, then serves both replicas from one worker, batching across them', async () => {
     const [a, b] = replicas as [ServerProcess, ServerProcess];
-    expect(await status(`${a.url}/readyz`)).toBe(503);
-    // Sent before any worker runs, so they all wait in Redis: the worker's first pull takes both replicas' requests.
-    const texts = ['The cat', 'The dog', 'A bird', 'The sun'];
-    const answers = [a, b].flatMap((replica) =>
-      texts.map((text) => fetch(`${replica.url}/?text=${encodeURIComponent(text)}`)),
-    );
     const requests = `microbatch:${QUEUE}:requests`;
-    await until('eight queued requests', async () => Number(await redisCli(redis.port, ['XLEN', requests])) === 8);
+    expect(await status(`${a.url}/readyz`)).toBe(503);
+    // No worker: refused at admission (the queue's script finds no live heartbeat), never queued to wait for one.
+    for (const refused of await Promise.all([fetch(`${a.url}/?text=Hi`), fetch(`${b.url}/?text=Hi`)])) {
+      expect([refused.status, refused.headers.get('retry-after')]).toEqual([503, '1']);
+      expect(await refused.json()).toMatchObject({ error: { code: 'UNAVAILABLE' } });
+    }
+    expect(await redisCli(redis.port, ['XLEN', requests])).toBe('0');
+
+    // The worker's first pull finds one request, waits (--batch-wait-ms) and tops the batch up with the others:
+    // both replicas' requests in one model call.
     worker = startProcess({
-      args: [BIN, 'worker', '--queue', redis.url, '--model', bundledModelDir(), '--max-batch-size', '16'],
+      args: [
+        BIN,
+        'worker',
+        '--queue',
+        redis.url,
+        '--model',
+        bundledModelDir(),
+        '--max-batch-size',
+        '16',
+        '--batch-wait-ms',
+        '3000',
+      ],
     });
     await worker.waitForOutput(/"worker":"[0-9a-f]+","model":"tinystories-656k","msg":"worker ready"/, 90_000);
-    const responses = await Promise.all(answers);
+    await until(
+      'both replicas to be ready',
+      async () => (await status(`${a.url}/readyz`)) === 200 && (await status(`${b.url}/readyz`)) === 200,
+    );
+    const texts = ['The cat', 'The dog', 'A bird', 'The sun'];
+    const responses = await Promise.all(
+      [a, b].flatMap((replica) => texts.map((text) => fetch(`${replica.url}/?text=${encodeURIComponent(text)}`))),
+    );
     expect(responses.map((response) => response.status)).toEqual(Array(8).fill(200));
     const ids = new Set(responses.map((response) => response.headers.get('x-batch-id')));
     // One decode step of the worker's continuous loop, shared by both replicas' requests (the worker's one pull):
@@ -88,14 +109,16 @@ describe('microbatch worker + microbatch serve --queue', () => {
     expect([...ids][0]).toMatch(/^w0-[0-9a-f]{4}:1$/);
     expect(responses.map((response) => response.headers.get('x-batch-size'))).toEqual(Array(8).fill('8'));
     expect(await responses[0]?.text()).toMatch(/^The cat \S/);
-    await until(
-      'both replicas to be ready',
-      async () => (await status(`${a.url}/readyz`)) === 200 && (await status(`${b.url}/readyz`)) === 200,
-    );
     expect(await redisCli(redis.port, ['XLEN', requests])).toBe('0'); // answered entries are acknowledged and deleted
     // The worker logs the batch as fields: both replicas' requests in one model call.
     const batch = (worker.jsonLines() as Array<Record<string, unknown>>).find((line) => line.msg === 'batch');
     expect(batch).toMatchObject({ handler: 'generate', batchSize: 8, replicas: 2, failed: 0 });
+    expect(worker.jsonLines().filter((line) => (line as { msg?: string }).msg === 'broker up')).toHaveLength(1);
+    // Each replica logged where it started from and the worker's arrival, once each.
+    for (const replica of [a, b]) {
+      const events = (replica.jsonLines() as Array<{ event?: string }>).flatMap((line) => line.event ?? []);
+      expect(events).toEqual(['broker-up', 'workers-down', 'workers-up']);
+    }
   });
 
   it('streams completions through the queue as Server-Sent Events', async () => {
@@ -132,13 +155,16 @@ describe('microbatch worker + microbatch serve --queue', () => {
     ]);
   });
 
-  it('stops the worker on SIGTERM (exit 0), after which the replicas report not ready', async () => {
+  it('stops the worker on SIGTERM (exit 0), after which the replicas report not ready and refuse at once', async () => {
     const exit = await (worker as ChildHandle).stop();
     expect(exit.code).toBe(0);
-    await until(
-      'the replica to notice',
-      async () => (await status(`${(replicas[0] as ServerProcess).url}/readyz`)) === 503,
-    );
+    const a = replicas[0] as ServerProcess;
+    await until('the replica to notice', async () => (await status(`${a.url}/readyz`)) === 503);
+    // A worker that stops removes its heartbeat: the next request is refused at admission.
+    expect(await status(`${a.url}/?text=Hi`)).toBe(503);
+    const workersDown = (): number =>
+      (a.jsonLines() as Array<{ event?: string }>).filter((line) => line.event === 'workers-down').length;
+    await until('the replica to log it', async () => workersDown() === 2);
     const stopped = await Promise.all(replicas.map((replica) => replica.stop()));
     expect(stopped.map((info) => info.code)).toEqual([0, 0]);
   });

@@ -1,6 +1,6 @@
 /**
- * The Redis keys of one queue: the request stream and its consumer group, the worker heartbeats, and each web
- * replica's reply stream.
+ * The Redis keys of one queue: the request stream and its consumer group, the worker heartbeats and settings, the
+ * web replicas' heartbeats, and each web replica's reply stream.
  *
  * @example
  * ```ts
@@ -11,6 +11,10 @@ export interface QueueKeys {
   readonly requests: string;
   readonly group: string;
   readonly workers: string;
+  /** A hash: each live worker's settings (pull size, wait, concurrency), as JSON. */
+  readonly workerSettings: string;
+  /** A sorted set: each web replica's reply stream, scored with the time its heartbeat expires. */
+  readonly replicas: string;
   reply(replicaId: string): string;
 }
 
@@ -20,6 +24,8 @@ export function queueKeys(prefix: string, queue: string): QueueKeys {
     requests: `${base}:requests`,
     group: 'workers',
     workers: `${base}:workers`,
+    workerSettings: `${base}:workers:settings`,
+    replicas: `${base}:replicas`,
     reply: (replicaId) => `${base}:replies:${replicaId}`,
   };
 }

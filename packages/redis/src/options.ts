@@ -1,5 +1,6 @@
 import { DEFAULTS } from '@microbatch/core';
 import type { BatchHandler, StreamingBatchHandler } from '@microbatch/core';
+import type { StatusListener } from './status.js';
 import {
   MAX_FINITE,
   checkInteger,
@@ -45,12 +46,15 @@ export interface RedisQueueOptions extends RedisQueueTarget {
   readonly maxQueueSize?: number;
   /**
    * Each item's deadline in ms (a call may lower it). Past it the replica answers `DEADLINE_EXCEEDED` and removes
-   * the entry; a worker that reads it later skips it. Also bounds what a replica that died leaves behind.
-   * @default 60000
+   * the entry; a worker that reads it later skips it. Keep it below the HTTP server's idle timeout (60 s in
+   * `@microbatch/serving`), so a waiting client gets a 504 rather than a closed connection.
+   * @default 30000
    */
   readonly timeoutMs?: number;
   /**
-   * A worker whose last heartbeat is older than this counts as gone (for `workersAlive()` and readiness).
+   * A worker whose last heartbeat is older than this counts as gone: with none alive, new items are refused at once
+   * with 503 `UNAVAILABLE` (as readiness says) and this replica's waiting items are answered the same way. The
+   * replica heartbeats every third of it too; when it stops (killed), workers drop its entries within this time.
    * @default 3000
    */
   readonly heartbeatTtlMs?: number;
@@ -64,6 +68,8 @@ export interface RedisQueueOptions extends RedisQueueTarget {
    * @default a random id
    */
   readonly replicaId?: string;
+  /** Told once per change when Redis is lost or back, and when no worker is alive or one is again. */
+  readonly onStatus?: StatusListener;
 }
 
 /**
@@ -136,6 +142,8 @@ export interface RedisWorkerOptions<I = unknown, O = unknown, C = unknown> exten
    * @default console.log
    */
   readonly log?: ((line: string) => void) | WorkerLogger | false;
+  /** Told once per change when Redis is lost or back (also logged through `log`). */
+  readonly onStatus?: StatusListener;
 }
 
 /** A pino-compatible logger: what `RedisWorkerOptions.log` may be besides a line printer. */
@@ -149,7 +157,7 @@ export const QUEUE_DEFAULTS = {
   prefix: 'microbatch',
   commandTimeoutMs: 1_000,
   maxQueueSize: DEFAULTS.maxQueueSize,
-  timeoutMs: 60_000,
+  timeoutMs: 30_000,
   heartbeatTtlMs: 3_000,
   retryAfterSeconds: DEFAULTS.retryAfterSeconds,
 } as const;
@@ -174,9 +182,12 @@ function checkTarget(options: RedisQueueTarget): void {
 }
 
 /** Checks the options of `createRedisQueue` once and fills in the defaults. */
-export function resolveQueueOptions(
-  options: RedisQueueOptions,
-): Required<Omit<RedisQueueOptions, 'replicaId'>> & { replicaId?: string } {
+export function resolveQueueOptions(options: RedisQueueOptions): Required<
+  Omit<RedisQueueOptions, 'replicaId' | 'onStatus'>
+> & {
+  replicaId?: string;
+  onStatus?: StatusListener;
+} {
   if (!isObjectLike(options)) fail('options', 'an object', options);
   const resolved = { ...QUEUE_DEFAULTS, ...definedEntries('options', options) } as Required<RedisQueueOptions>;
   checkTarget(resolved);
@@ -187,6 +198,8 @@ export function resolveQueueOptions(
   checkNumber('heartbeatTtlMs', resolved.heartbeatTtlMs, 0, MAX_FINITE, true);
   checkNumber('retryAfterSeconds', resolved.retryAfterSeconds, 0, MAX_FINITE);
   if (options.replicaId !== undefined) checkString('replicaId', options.replicaId);
+  if (options.onStatus !== undefined && typeof options.onStatus !== 'function')
+    fail('onStatus', 'a function', options.onStatus);
   return resolved;
 }
 
@@ -208,6 +221,7 @@ export interface ResolvedWorkerOptions {
   readonly batchKey: ((input: unknown) => unknown) | undefined;
   readonly workerId: string | undefined;
   readonly log: ((line: string) => void) | WorkerLogger | false;
+  readonly onStatus: StatusListener | undefined;
 }
 
 /** Checks the options of `createRedisWorker` once and fills in the defaults. */
@@ -246,6 +260,8 @@ export function resolveWorkerOptions<I, O, C>(options: RedisWorkerOptions<I, O, 
   if (resolved.batchKey !== undefined && typeof resolved.batchKey !== 'function')
     fail('batchKey', 'a function', resolved.batchKey);
   if (resolved.workerId !== undefined) checkString('workerId', resolved.workerId);
+  if (resolved.onStatus !== undefined && typeof resolved.onStatus !== 'function')
+    fail('onStatus', 'a function', resolved.onStatus);
   const log = resolved.log ?? console.log;
   const isLogger =
     isObjectLike(log) &&

@@ -9,32 +9,50 @@ import type {
   StreamingBatcher,
 } from '@microbatch/core';
 import { ReplyChannel } from './reply-channel.js';
+import { BatchTally, type QueueSnapshot } from './batch-tally.js';
+
+/** One item handed to {@link QueueBackend.submit}: its input, its stream (if streamed), and how it settles. */
+export interface Submission {
+  readonly input: unknown;
+  readonly channel: ReplyChannel<unknown> | undefined;
+  /** Cancels this item (the call's signal, and for a stream its reader's `break`). */
+  readonly signal: AbortSignal | undefined;
+  settle(error: unknown, value?: unknown): void;
+}
 
 /** What a {@link QueueBatcher} needs of its queue. */
 export interface QueueBackend {
-  /** Items of every batcher of the queue waiting for their answers. */
-  readonly pending: number;
-  submit(
-    owner: QueueBatcher,
-    input: unknown,
-    call: CallOptions,
-    channel: ReplyChannel<unknown> | undefined,
-    settle: (error: unknown, value?: unknown) => void,
-  ): void;
+  /** The shared queue as last sampled (every heartbeat). */
+  readonly snapshot: QueueSnapshot;
+  /** Sends a group of items, admitted together or refused together. */
+  submit(owner: QueueBatcher, items: readonly Submission[], call: CallOptions): void;
   closeBatcher(batcher: QueueBatcher, options?: CloseOptions): Promise<void>;
 }
 
+/**
+ * A Redis queue batcher's stats: core's {@link BatcherStats}, whose batch figures are the workers' batches that ran
+ * this batcher's items (as the workers reported them), plus `shared`, the whole queue as last sampled.
+ */
+export interface QueueBatcherStats extends BatcherStats {
+  readonly shared: QueueSnapshot;
+}
+
 type Listener = (payload: never) => void;
+
+/** The settings workers form batches with: the replica reports them; it cannot set them. */
+const WORKER_SETTINGS = {
+  maxBatchSize: 'maxBatchSize',
+  batchWaitTimeoutMs: 'batchWaitTimeoutMs',
+  maxConcurrentBatches: 'concurrency',
+} as const;
 
 /** The batcher facade of one handler name: the `Batcher` / `StreamingBatcher` interface over the queue. */
 export class QueueBatcher {
   readonly name: string;
   readonly streaming: boolean;
-  /** What a worker's pull takes at most is the worker's setting; this is what Nest's `@Batch()` groups locally. */
-  maxBatchSize = 8;
-  batchWaitTimeoutMs = 0;
-  maxConcurrentBatches = 16;
   readonly facade: Batcher<unknown, unknown> | StreamingBatcher<unknown, unknown>;
+  /** This batcher's items as they wait, run and end, and the workers' batches that ran them. */
+  readonly tally = new BatchTally();
   readonly #core: QueueBackend;
   readonly #listeners = new Map<keyof BatcherEvents, Set<Listener>>();
   #closing: Promise<void> | undefined;
@@ -49,16 +67,18 @@ export class QueueBatcher {
     this.streaming = streaming;
     this.#core = core;
     const call = (input: unknown, options: CallOptions = {}): Promise<unknown> =>
-      streaming ? this.collect(input, options) : this.call(input, options);
+      streaming
+        ? this.collect(this.streamAll([input], options)[0] as AsyncIterableIterator<unknown>)
+        : this.callAll([input], options).then((values) => values[0]);
     const facade = Object.assign(call, {
       [BATCHER_BRAND]: true as const,
       call,
-      stream: (input: unknown, options: CallOptions = {}) => this.stream(input, options),
-      // The shared queue admits item by item (its bound is global), so a group may be admitted in part.
+      stream: (input: unknown, options: CallOptions = {}) => this.streamAll([input], options)[0],
       callAll: (inputs: readonly unknown[], options: CallOptions = {}) =>
-        Promise.all(inputs.map((input) => call(input, options))),
-      streamAll: (inputs: readonly unknown[], options: CallOptions = {}) =>
-        inputs.map((input) => this.stream(input, options)),
+        streaming
+          ? Promise.all(this.streamAll(inputs, options).map((stream) => this.collect(stream)))
+          : this.callAll(inputs, options),
+      streamAll: (inputs: readonly unknown[], options: CallOptions = {}) => this.streamAll(inputs, options),
       stats: () => this.stats(),
       on: <E extends keyof BatcherEvents>(event: E, listener: (payload: BatcherEvents[E]) => void) =>
         this.on(event, listener),
@@ -67,11 +87,15 @@ export class QueueBatcher {
     for (const property of ['name', 'streaming', 'queueLength', 'inFlightBatches', 'closed'] as const) {
       Object.defineProperty(facade, property, { get: () => this[property], enumerable: true });
     }
-    for (const property of ['maxBatchSize', 'batchWaitTimeoutMs', 'maxConcurrentBatches'] as const) {
+    // Read from the live workers' heartbeats; setting one here would change nothing, so it is refused.
+    for (const [property, setting] of Object.entries(WORKER_SETTINGS)) {
       Object.defineProperty(facade, property, {
-        get: () => this[property],
-        set: (value: number) => {
-          this[property] = value;
+        get: () => this.#workerSetting(setting),
+        set: () => {
+          throw new TypeError(
+            `\`${property}\` cannot be set on the Redis queue batcher \`${name}\`: the workers form the batches ` +
+              `(set \`${setting}\` in \`createRedisWorker\`, or \`microbatch worker\`'s flags)`,
+          );
         },
         enumerable: true,
       });
@@ -79,42 +103,66 @@ export class QueueBatcher {
     this.facade = facade as unknown as Batcher<unknown, unknown> | StreamingBatcher<unknown, unknown>;
   }
 
+  /** This batcher's items queued and not yet started by a worker. */
   get queueLength(): number {
-    return this.#core.pending;
+    return this.tally.waiting;
   }
 
+  /** Worker batches running this batcher's items now. */
   get inFlightBatches(): number {
-    return 0;
+    return this.tally.inFlightBatches;
   }
 
   get closed(): boolean {
     return this.#closing !== undefined;
   }
 
-  call(input: unknown, options: CallOptions): Promise<unknown> {
-    return new Promise((resolve, reject) => {
-      this.#core.submit(this, input, options, undefined, (error, value) =>
-        error === undefined ? resolve(value) : reject(error),
+  /** The largest `maxBatchSize` / `batchWaitTimeoutMs`, or the sum of `concurrency`, over the live workers. */
+  #workerSetting(setting: (typeof WORKER_SETTINGS)[keyof typeof WORKER_SETTINGS]): number {
+    const values = this.#core.snapshot.workerSettings.map((settings) => settings[setting]);
+    if (setting === 'concurrency') return values.reduce((sum, value) => sum + value, 0);
+    return values.length === 0 ? 0 : Math.max(...values);
+  }
+
+  /** The inputs' results, their items admitted together or refused together (one script on Redis). */
+  callAll(inputs: readonly unknown[], options: CallOptions): Promise<unknown[]> {
+    const items: Submission[] = [];
+    const results = inputs.map(
+      (input) =>
+        new Promise((resolve, reject) => {
+          items.push({
+            input,
+            channel: undefined,
+            signal: options.signal,
+            settle: (error, value) => (error === undefined ? resolve(value) : reject(error)),
+          });
+        }),
+    );
+    this.#core.submit(this, items, options);
+    return Promise.all(results);
+  }
+
+  /** One stream per input, admitted together or refused together; a reader's `break` cancels only its item. */
+  streamAll(inputs: readonly unknown[], options: CallOptions): Array<AsyncIterableIterator<unknown>> {
+    const items = inputs.map((input): Submission => {
+      const controller = new AbortController();
+      const channel = new ReplyChannel<unknown>(() =>
+        controller.abort(new DOMException('The stream was closed by its reader', 'AbortError')),
       );
+      return {
+        input,
+        channel,
+        signal: options.signal === undefined ? controller.signal : AbortSignal.any([options.signal, controller.signal]),
+        settle: (error) => (error === undefined ? channel.end() : channel.fail(error)),
+      };
     });
+    this.#core.submit(this, items, options);
+    return items.map((item) => item.channel!);
   }
 
-  stream(input: unknown, options: CallOptions): AsyncIterableIterator<unknown> {
-    const controller = new AbortController();
-    const signal =
-      options.signal === undefined ? controller.signal : AbortSignal.any([options.signal, controller.signal]);
-    const channel: ReplyChannel<unknown> = new ReplyChannel(() =>
-      controller.abort(new DOMException('The stream was closed by its reader', 'AbortError')),
-    );
-    this.#core.submit(this, input, { ...options, signal }, channel, (error) =>
-      error === undefined ? channel.end() : channel.fail(error),
-    );
-    return channel;
-  }
-
-  async collect(input: unknown, options: CallOptions): Promise<unknown[]> {
+  async collect(stream: AsyncIterableIterator<unknown>): Promise<unknown[]> {
     const values: unknown[] = [];
-    for await (const value of this.stream(input, options)) values.push(value);
+    for await (const value of stream) values.push(value);
     return values;
   }
 
@@ -150,35 +198,27 @@ export class QueueBatcher {
     }
   }
 
-  stats(): BatcherStats {
+  stats(): QueueBatcherStats {
     const rejected = Object.fromEntries(
       [...Object.values(ErrorCode), 'CANCELLED'].map((reason) => [
         reason,
         this.#rejected.get(reason as RejectReason) ?? 0,
       ]),
     );
-    const none = { count: 0, sum: 0, mean: 0, max: 0 };
     return {
       name: this.name,
-      queueLength: this.queueLength,
-      inFlightBatches: 0,
-      // Batches run on the workers, which report them; a replica only sees its items.
-      batchesProcessed: 0,
-      itemsProcessed: this.#succeeded + this.#failed,
-      lastBatchSize: 0,
-      meanBatchSize: 0,
-      batchUtilizationPercent: 0,
-      queueWaitMs: none,
-      executionMs: none,
+      ...this.tally.figures(),
       succeeded: this.#succeeded,
       failed: this.#failed,
       rejected: rejected as BatcherStats['rejected'],
       expired: this.#expired,
       cancelled: this.#cancelled,
+      // This transport refuses on its global bound (`QUEUE_FULL`), with no latency model of its own.
       overloaded: { latency: 0, deadline: 0, 'fair-share': 0 },
       estimate: { ready: false, samples: 0, msPerCost: 0, msPerBatch: 0 },
       maxLatencyMs: Number.POSITIVE_INFINITY,
       predictedLatencyMs: Number.NaN,
+      shared: this.#core.snapshot,
     };
   }
 

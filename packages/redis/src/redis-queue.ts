@@ -4,20 +4,24 @@ import type { Batcher, CallOptions, CloseOptions, DispatchInfo, StreamingBatcher
 import { type Connection, closeConnection, openConnection } from './connection.js';
 import { type QueueKeys, queueKeys } from './keys.js';
 import { type RedisQueueOptions, resolveQueueOptions } from './options.js';
-import { type QueueBackend, QueueBatcher } from './queue-batcher.js';
+import { type QueueBackend, QueueBatcher, type QueueBatcherStats, type Submission } from './queue-batcher.js';
 import type { ReplyChannel } from './reply-channel.js';
-import { ALIVE_WORKERS, ENQUEUE, runScript, scriptSha } from './scripts.js';
-
-const ENQUEUE_SHA = scriptSha(ENQUEUE);
+import { ENQUEUE, PROBE, REQUEST_FIELD_COUNT, runScript, scriptSha } from './scripts.js';
+import { EMPTY_SNAPSHOT, type QueueSnapshot, type WorkerSettings } from './batch-tally.js';
+import { StateReporter, emitStatus } from './status.js';
 import {
   type ReplyEntry,
   ReplyKind,
   type WireBatch,
   fromWireError,
+  parseBatch,
   requestFields,
   streamEntries,
   toReplyEntry,
 } from './wire.js';
+
+const ENQUEUE_SHA = scriptSha(ENQUEUE);
+const PROBE_SHA = scriptSha(PROBE);
 
 /**
  * A web replica's side of a Redis queue: batchers whose items are entries of the queue's stream, answered by
@@ -37,17 +41,30 @@ export interface RedisQueue {
   /** Resolves once both connections are ready for the first time. */
   readonly ready: Promise<void>;
   /** A batcher whose items run on the workers' `handlers[name]`. */
-  batcher<I, O>(name: string): Batcher<I, O>;
+  batcher<I, O>(name: string): RedisBatcher<I, O>;
   /** A streaming batcher whose items run on the workers' `streamingHandlers[name]`; values arrive as produced. */
-  streamingBatcher<I, O>(name: string): StreamingBatcher<I, O>;
+  streamingBatcher<I, O>(name: string): RedisStreamingBatcher<I, O>;
   /** Whether both connections (commands, replies) are up now. */
   isConnected(): boolean;
   /** How many workers heartbeated recently; 0 if Redis cannot be asked. */
   workersAlive(): Promise<number>;
+  /** The whole queue as last sampled (every third of `heartbeatTtlMs`): waiting, running, live workers. */
+  snapshot(): QueueSnapshot;
+  /** The longest deadline an item can have here (`timeoutMs`): an HTTP server's timeouts must be longer. */
+  readonly timeoutMs: number;
   /** Connected and at least one worker alive: for readiness probes. */
   isReady(): Promise<boolean>;
   /** Closes every batcher (new calls `CLOSED`), waits for the items in flight, then closes the connections. */
   close(options?: CloseOptions): Promise<void>;
+}
+
+/** A core `Batcher` whose `stats()` also samples the shared queue (see {@link QueueBatcherStats}). */
+export interface RedisBatcher<I, O> extends Batcher<I, O> {
+  stats(): QueueBatcherStats;
+}
+/** A core `StreamingBatcher` whose `stats()` also samples the shared queue (see {@link QueueBatcherStats}). */
+export interface RedisStreamingBatcher<I, O> extends StreamingBatcher<I, O> {
+  stats(): QueueBatcherStats;
 }
 
 /** One item waiting for its answer. */
@@ -55,21 +72,24 @@ interface Waiter {
   readonly itemId: string;
   readonly owner: QueueBatcher;
   entryId: string | undefined;
+  /** The worker batch it started in (announced before the batch runs), if any yet. */
+  batch: string | undefined;
   /** The batch id of the worker that streams it (the first to send a chunk). */
   producer: string | undefined;
   readonly onDispatch: ((info: DispatchInfo) => void) | undefined;
   dispatched: boolean;
   readonly channel: ReplyChannel<unknown> | undefined;
-  settle(error: unknown, value?: unknown): void;
+  /** Settles once; `batch` is the answer's batch (its execution time), if a worker answered. */
+  settle(error: unknown, value?: unknown, batch?: WireBatch): void;
 }
 
 const MAX_REPLIES_PER_READ = 1_000;
 const REPLY_BLOCK_MS = 1_000;
 
 /**
- * Connects a web replica to a Redis queue: see {@link RedisQueue}. Returns at once; while Redis is unreachable,
- * calls are refused with 503 `UNAVAILABLE` at once and items waiting for answers fail the same way, and both
- * connections reconnect on their own.
+ * Connects a web replica to a Redis queue: see {@link RedisQueue}. Returns at once; while Redis is unreachable, or
+ * no worker is alive, calls are refused with 503 `UNAVAILABLE` at once and items waiting for answers fail the same
+ * way, and both connections reconnect on their own.
  *
  * @example
  * ```ts
@@ -89,6 +109,8 @@ export function createRedisQueue(options: RedisQueueOptions): RedisQueue {
     streamingBatcher: (name) => core.batcher(name, true).facade as never,
     isConnected: () => core.connected,
     workersAlive: () => core.workersAlive(),
+    snapshot: () => core.snapshot,
+    timeoutMs: settings.timeoutMs,
     isReady: async () => core.connected && (await core.workersAlive()) > 0,
     close: (closeOptions) => core.close(closeOptions),
   };
@@ -112,6 +134,10 @@ class QueueCore implements QueueBackend {
   #repliesUp = false;
   #readLoop: Promise<void> | undefined;
   #wakeReader: (() => void) | undefined;
+  #snapshot: QueueSnapshot = EMPTY_SNAPSHOT;
+  readonly #probeTimer: NodeJS.Timeout;
+  readonly #broker = new StateReporter();
+  readonly #workers = new StateReporter();
 
   constructor(settings: Settings, keys: QueueKeys, replicaId: string) {
     this.#settings = settings;
@@ -127,9 +153,11 @@ class QueueCore implements QueueBackend {
       onReady: () => {
         this.#commandsUp = true;
         readyCommands();
+        this.#onConnection();
       },
-      onDown: () => {
+      onDown: (error) => {
         this.#commandsUp = false;
+        this.#onConnection(error);
       },
     });
     // The reply stream's own connection: its blocking read would hold up every other command.
@@ -138,14 +166,82 @@ class QueueCore implements QueueBackend {
         this.#repliesUp = true;
         readyReplies();
         this.#wakeReader?.();
+        this.#onConnection();
       },
-      onDown: () => {
+      onDown: (error) => {
         this.#repliesUp = false;
+        this.#onConnection(error);
         // Their answers can no longer reach us (and a restarted Redis lost their entries): fail them now.
         this.#failAll(unavailable('Lost the connection to the queue (Redis); retry', this.#settings.retryAfterSeconds));
       },
     });
     this.#readLoop = this.#readReplies();
+    // Heartbeats this replica (workers drop the entries of a replica whose heartbeat expired) and samples the queue.
+    this.#probeTimer = setInterval(() => void this.#probe(), Math.max(1, settings.heartbeatTtlMs / 3));
+    this.#probeTimer.unref();
+  }
+
+  get snapshot(): QueueSnapshot {
+    return this.#snapshot;
+  }
+
+  /** Reports Redis lost or back once per change (down as soon as either connection is, up once both are). */
+  #onConnection(error?: unknown): void {
+    const connected = this.connected;
+    if (!connected && this.#broker.state === undefined) return; // still connecting: not "down"
+    if (!this.#broker.set(connected)) return;
+    const queue = this.#settings.queue;
+    emitStatus(
+      this.#settings.onStatus,
+      connected ? { event: 'broker-up', queue } : { event: 'broker-down', queue, error: describe(error) },
+    );
+    if (connected) void this.#probe();
+  }
+
+  /**
+   * One round trip: records this replica's heartbeat, forgets workers silent for `heartbeatTtlMs`, and samples the
+   * queue. When no worker is alive any more, nobody will answer the items waiting: they are answered 503 now.
+   */
+  async #probe(): Promise<void> {
+    if (this.#stopped || !this.#commandsUp) return;
+    let reply: unknown;
+    try {
+      reply = await runScript(
+        (args) => this.#commands.sendCommand(args),
+        PROBE,
+        PROBE_SHA,
+        [this.#keys.workers, this.#keys.workerSettings, this.#keys.requests, this.#keys.replicas],
+        [String(this.#settings.heartbeatTtlMs), this.#repliesUp ? this.#replyKey : '', this.#keys.group],
+      );
+    } catch {
+      return; // The connection's own events report Redis down.
+    }
+    const [alive, length, pending, ...settings] = reply as [number, number, number, ...string[]];
+    this.#snapshot = {
+      waiting: Math.max(0, Number(length) - Number(pending)),
+      running: Number(pending),
+      workersAlive: Number(alive),
+      workerSettings: settings.flatMap(parseWorkerSettings),
+      sampledAt: Date.now(),
+    };
+    if (!this.#workers.set(Number(alive) > 0)) return;
+    const queue = this.#settings.queue;
+    if (Number(alive) > 0) {
+      emitStatus(this.#settings.onStatus, { event: 'workers-up', queue, workers: Number(alive) });
+      return;
+    }
+    // Items whose entry the script is adding now get its own verdict (it checks for a live worker itself).
+    const waiting = [...this.#waiters.values()].filter((waiter) => waiter.entryId !== undefined);
+    for (const waiter of waiting) {
+      this.#cancel(
+        waiter,
+        unavailable(
+          `No worker has served the queue \`${queue}\` for ${this.#settings.heartbeatTtlMs} ms; retry`,
+          this.#settings.retryAfterSeconds,
+        ),
+      );
+    }
+    emitStatus(this.#settings.onStatus, { event: 'workers-down', queue, failed: waiting.length });
   }
 
   get connected(): boolean {
@@ -171,53 +267,93 @@ class QueueCore implements QueueBackend {
   async workersAlive(): Promise<number> {
     if (!this.#commandsUp) return 0;
     try {
-      const alive = await this.#commands.sendCommand([
-        'EVAL',
-        ALIVE_WORKERS,
-        '1',
-        this.#keys.workers,
-        String(this.#settings.heartbeatTtlMs),
-      ]);
+      const [alive] = (await runScript(
+        (args) => this.#commands.sendCommand(args),
+        PROBE,
+        PROBE_SHA,
+        [this.#keys.workers, this.#keys.workerSettings, this.#keys.requests, this.#keys.replicas],
+        [String(this.#settings.heartbeatTtlMs), '', this.#keys.group],
+      )) as [number];
       return Number(alive);
     } catch {
       return 0;
     }
   }
 
-  get pending(): number {
-    return this.#waiters.size;
-  }
-
-  /** Sends one item; resolves (or streams) with its answer. */
-  submit(
-    owner: QueueBatcher,
-    input: unknown,
-    call: CallOptions,
-    channel: ReplyChannel<unknown> | undefined,
-    settle: (error: unknown, value?: unknown) => void,
-  ): void {
-    const { signal } = call;
+  /**
+   * Sends a group of items (one for a single call): checked here, then admitted together or refused together by
+   * one script on Redis (a live worker, room for all of them under the global bound); each settles with its answer.
+   */
+  submit(owner: QueueBatcher, items: readonly Submission[], call: CallOptions): void {
+    const refuse = (error: unknown): void => {
+      for (const item of items) {
+        owner.count(error);
+        item.settle(error);
+      }
+    };
+    const { retryAfterSeconds, maxQueueSize } = this.#settings;
+    if (items.length === 0) return;
     if (owner.closed)
-      return settle(
-        new BatchError(ErrorCode.CLOSED, `The batcher \`${owner.name}\` is closed`, {
-          retryAfterSeconds: this.#settings.retryAfterSeconds,
-        }),
-      );
-    if (signal?.aborted) return settle(signal.reason);
-    if (!this.connected)
-      return settle(unavailable('The queue (Redis) is unreachable; retry', this.#settings.retryAfterSeconds));
-    if (this.#waiters.size >= this.#settings.maxQueueSize) return settle(this.#queueFull());
-    let payload: string;
-    try {
-      payload = JSON.stringify(input) ?? 'null';
-    } catch (error) {
-      return settle(
-        new BatchError(ErrorCode.INVALID_INPUT, 'The input cannot be sent to the queue: it is not JSON-serialisable', {
-          cause: error,
-        }),
-      );
+      return refuse(new BatchError(ErrorCode.CLOSED, `The batcher \`${owner.name}\` is closed`, { retryAfterSeconds }));
+    if (call.signal?.aborted) return refuse(call.signal.reason);
+    if (!this.connected) return refuse(unavailable('The queue (Redis) is unreachable; retry', retryAfterSeconds));
+    if (this.#waiters.size + items.length > maxQueueSize) return refuse(this.#queueFull(undefined, items.length));
+    const payloads: string[] = [];
+    for (const { input } of items) {
+      try {
+        payloads.push(JSON.stringify(input) ?? 'null');
+      } catch (error) {
+        return refuse(
+          new BatchError(
+            ErrorCode.INVALID_INPUT,
+            'The input cannot be sent to the queue: it is not JSON-serialisable',
+            { cause: error },
+          ),
+        );
+      }
     }
     const timeoutMs = Math.min(this.#settings.timeoutMs, call.timeoutMs ?? Number.POSITIVE_INFINITY);
+    const waiters = items.map((item) => this.#register(owner, item, call, timeoutMs));
+    const fields = waiters.flatMap((waiter, index) =>
+      requestFields(
+        waiter.itemId,
+        owner.name,
+        this.#replyKey,
+        Number.isFinite(timeoutMs) ? timeoutMs : undefined,
+        owner.streaming,
+        payloads[index] as string,
+      ),
+    );
+    if (fields.length !== waiters.length * REQUEST_FIELD_COUNT) throw new Error('Malformed request entry');
+    runScript(
+      (args) => this.#commands.sendCommand(args),
+      ENQUEUE,
+      ENQUEUE_SHA,
+      [this.#keys.requests, this.#keys.workers, this.#keys.replicas],
+      [String(maxQueueSize), String(this.#settings.heartbeatTtlMs), this.#replyKey, String(waiters.length), ...fields],
+    )
+      .then((reply) => {
+        const [added, ...rest] = reply as [number, ...Array<string | number>];
+        if (added !== 1) {
+          const error = added === -1 ? this.#noWorker() : this.#queueFull(Number(rest[0]), waiters.length);
+          for (const waiter of waiters) waiter.settle(error);
+          return;
+        }
+        waiters.forEach((waiter, index) => {
+          waiter.entryId = String(rest[index]);
+          // Cancelled or expired while the entry was being added: take it back out.
+          if (!this.#waiters.has(waiter.itemId)) this.#delete(waiter.entryId);
+        });
+      })
+      .catch((error: unknown) => {
+        const refusal = unavailable('The queue (Redis) did not take the item; retry', retryAfterSeconds, error);
+        for (const waiter of waiters) waiter.settle(refusal);
+      });
+  }
+
+  /** Registers one item before its entry exists: a fast worker may answer before the script's own reply arrives. */
+  #register(owner: QueueBatcher, item: Submission, call: CallOptions, timeoutMs: number): Waiter {
+    const { signal } = item;
     const itemId = (++this.#sequence).toString(36);
     let timer: NodeJS.Timeout | undefined;
     const onAbort = (): void => {
@@ -227,20 +363,22 @@ class QueueCore implements QueueBackend {
       itemId,
       owner,
       entryId: undefined,
+      batch: undefined,
       producer: undefined,
       onDispatch: call.onDispatch,
       dispatched: false,
-      channel,
-      settle: (error, value) => {
+      channel: item.channel,
+      settle: (error, value, batch?: WireBatch) => {
         if (!this.#waiters.delete(itemId)) return;
         if (timer !== undefined) clearTimeout(timer);
         signal?.removeEventListener('abort', onAbort);
+        owner.tally.end(waiter.batch, batch?.executionMs);
         owner.count(error);
-        settle(error, value);
+        item.settle(error, value);
       },
     };
-    // Registered before the entry exists: a fast worker may answer before `XADD`'s own reply reaches us.
     this.#waiters.set(itemId, waiter);
+    owner.tally.queued();
     signal?.addEventListener('abort', onAbort, { once: true });
     if (Number.isFinite(timeoutMs)) {
       timer = setTimeout(() => {
@@ -250,33 +388,14 @@ class QueueCore implements QueueBackend {
         );
       }, timeoutMs);
     }
-    const fields = requestFields(
-      itemId,
-      owner.name,
-      this.#replyKey,
-      Number.isFinite(timeoutMs) ? timeoutMs : undefined,
-      owner.streaming,
-      payload,
+    return waiter;
+  }
+
+  #noWorker(): BatchError {
+    return unavailable(
+      `No worker is serving the queue \`${this.#settings.queue}\` (none heartbeated within ${this.#settings.heartbeatTtlMs} ms); retry`,
+      this.#settings.retryAfterSeconds,
     );
-    runScript(
-      (args) => this.#commands.sendCommand(args),
-      ENQUEUE,
-      ENQUEUE_SHA,
-      [this.#keys.requests],
-      [String(this.#settings.maxQueueSize), ...fields],
-    )
-      .then((reply) => {
-        const [added, idOrLength] = reply as [number, string | number];
-        if (added !== 1) return waiter.settle(this.#queueFull(Number(idOrLength)));
-        waiter.entryId = String(idOrLength);
-        // Cancelled or expired while the entry was being added: take it back out.
-        if (!this.#waiters.has(itemId)) this.#delete(waiter.entryId);
-      })
-      .catch((error: unknown) =>
-        waiter.settle(
-          unavailable('The queue (Redis) did not take the item; retry', this.#settings.retryAfterSeconds, error),
-        ),
-      );
   }
 
   #cancel(waiter: Waiter, reason: unknown): void {
@@ -290,15 +409,20 @@ class QueueCore implements QueueBackend {
     this.#commands.sendCommand(['XDEL', this.#keys.requests, entryId]).catch(() => undefined);
   }
 
-  #queueFull(length?: number): BatchError {
+  #queueFull(length?: number, adding = 1): BatchError {
     const size = length === undefined ? `${this.#waiters.size} items of this replica` : `${length} entries`;
-    return new BatchError(ErrorCode.QUEUE_FULL, `The queue is full (${size}, limit ${this.#settings.maxQueueSize})`, {
-      retryAfterSeconds: this.#settings.retryAfterSeconds,
-    });
+    const what = adding === 1 ? '' : `: no room for ${adding} items together`;
+    return new BatchError(
+      ErrorCode.QUEUE_FULL,
+      `The queue is full (${size}, limit ${this.#settings.maxQueueSize})${what}`,
+      {
+        retryAfterSeconds: this.#settings.retryAfterSeconds,
+      },
+    );
   }
 
   #failAll(error: BatchError): void {
-    for (const waiter of [...this.#waiters.values()]) waiter.settle(error);
+    for (const waiter of this.#waiters.values()) waiter.settle(error);
   }
 
   async #readReplies(): Promise<void> {
@@ -344,15 +468,15 @@ class QueueCore implements QueueBackend {
     // Answered already (first answer wins), cancelled, or expired.
     if (waiter === undefined) return;
     const batch = parseBatch(entry.batch);
-    if (entry.kind === ReplyKind.ERROR) return waiter.settle(fromWireError(entry.data));
+    started(waiter, batch);
+    if (entry.kind === ReplyKind.START) return;
+    if (entry.kind === ReplyKind.ERROR) return waiter.settle(fromWireError(entry.data), undefined, batch);
     if (waiter.channel === undefined) {
       if (entry.kind !== ReplyKind.RESULT) return;
-      dispatch(waiter, batch);
-      return waiter.settle(undefined, JSON.parse(entry.data));
+      return waiter.settle(undefined, JSON.parse(entry.data), batch);
     }
     if (waiter.producer === undefined) {
       waiter.producer = batch.id;
-      dispatch(waiter, batch);
     } else if (waiter.producer !== batch.id) {
       // A second worker took the item over after the first stopped mid-stream: what was sent cannot be unsent.
       return waiter.settle(
@@ -360,7 +484,7 @@ class QueueCore implements QueueBackend {
       );
     }
     if (entry.kind === ReplyKind.CHUNK) waiter.channel.push(JSON.parse(entry.data));
-    else if (entry.kind === ReplyKind.END) waiter.settle(undefined);
+    else if (entry.kind === ReplyKind.END) waiter.settle(undefined, undefined, batch);
   }
 
   async closeBatcher(batcher: QueueBatcher, options: CloseOptions = {}): Promise<void> {
@@ -376,25 +500,37 @@ class QueueCore implements QueueBackend {
   async close(options: CloseOptions = {}): Promise<void> {
     await Promise.all([...this.#batchers.values()].map((batcher) => batcher.close(options)));
     this.#stopped = true;
+    clearInterval(this.#probeTimer);
     await Promise.all([closeConnection(this.#commands), closeConnection(this.#replies, true)]);
     await this.#readLoop;
   }
 }
 
-function parseBatch(text: string): WireBatch {
-  try {
-    const batch = JSON.parse(text) as Partial<WireBatch>;
-    return { id: String(batch.id ?? ''), size: Number(batch.size ?? 0), queueMs: Number(batch.queueMs ?? 0) };
-  } catch {
-    return { id: '', size: 0, queueMs: 0 };
-  }
-}
-
-function dispatch(waiter: Waiter, batch: WireBatch): void {
+/**
+ * Records that an item runs in `batch` (the worker's start notice, or its first answer if that notice was lost),
+ * or moved to another worker's batch (taken over), and reports its dispatch once.
+ */
+function started(waiter: Waiter, batch: WireBatch): void {
+  if (batch.id === '' || waiter.batch === batch.id) return;
+  if (waiter.batch === undefined) waiter.owner.tally.start(batch);
+  else waiter.owner.tally.move(waiter.batch, batch);
+  waiter.batch = batch.id;
   if (waiter.dispatched) return;
   waiter.dispatched = true;
   // A global id (`<worker>-<sequence>`): two replicas' items that shared a worker batch show the same one.
   waiter.onDispatch?.({ batchId: batch.id, batchSize: batch.size, queueTimeMs: batch.queueMs, key: undefined });
+}
+
+function parseWorkerSettings(text: string): WorkerSettings[] {
+  try {
+    const { maxBatchSize, batchWaitTimeoutMs, concurrency } = JSON.parse(text) as Partial<WorkerSettings>;
+    const values = [maxBatchSize, batchWaitTimeoutMs, concurrency].map(Number);
+    if (!values.every(Number.isFinite)) return [];
+    const [size, wait, slots] = values as [number, number, number];
+    return [{ maxBatchSize: size, batchWaitTimeoutMs: wait, concurrency: slots }];
+  } catch {
+    return []; // A worker of an older version, or not yet announced.
+  }
 }
 
 function unavailable(message: string, retryAfterSeconds: number, cause?: unknown): BatchError {
@@ -402,4 +538,8 @@ function unavailable(message: string, retryAfterSeconds: number, cause?: unknown
     retryAfterSeconds,
     ...(cause === undefined ? {} : { cause }),
   });
+}
+
+function describe(error: unknown): string {
+  return error instanceof Error ? error.message : typeof error === 'string' ? error : 'connection lost';
 }

@@ -4,7 +4,8 @@ import type { BatchContext } from '@microbatch/core';
 import { type Connection, closeConnection, isConnectionError, openConnection } from './connection.js';
 import { type QueueKeys, queueKeys } from './keys.js';
 import { type RedisWorkerOptions, type ResolvedWorkerOptions, resolveWorkerOptions } from './options.js';
-import { ANSWER_AND_ACK, type Answer, HEARTBEAT, answerAndAckArgs, runScript, scriptSha } from './scripts.js';
+import { ANSWER_AND_ACK, type Answer, HEARTBEAT, SWEEP, answerAndAckArgs, runScript, scriptSha } from './scripts.js';
+import { StateReporter, emitStatus } from './status.js';
 import { type Claim, claimIdle, refreshHeld } from './reclaim.js';
 import { type NamedHandler, executeBatch, planBatches } from './worker-batch.js';
 import {
@@ -32,8 +33,10 @@ export interface RedisWorkerStats {
   readonly meanBatchSize: number;
   /** Batches running now. */
   readonly running: number;
-  /** Entries skipped because their deadline had passed while queued. */
+  /** Entries dropped because their deadline had passed while queued (skipped at a pull, or swept). */
   readonly expired: number;
+  /** Entries dropped because the web replica that queued them is gone (its heartbeat expired). */
+  readonly orphaned: number;
   /** Entries taken over from a worker that stopped answering. */
   readonly reclaimed: number;
   /** Entries answered with an error after `maxDeliveries` deliveries. */
@@ -61,6 +64,11 @@ export interface RedisWorker {
 
 const READ_BLOCK_MS = 500;
 const ANSWER_AND_ACK_SHA = scriptSha(ANSWER_AND_ACK);
+const SWEEP_SHA = scriptSha(SWEEP);
+/** How long the heartbeat keys of a queue whose every worker stopped stay in Redis. */
+const KEYS_TTL_MS = 600_000;
+/** Entries one sweep looks at: a full 1,024-entry queue is looked through in four heartbeats. */
+const SWEEP_COUNT = 256;
 
 /**
  * Starts a model worker on a Redis queue. Whenever one of its `concurrency` slots is free it pulls what is waiting
@@ -106,6 +114,10 @@ class Worker {
   readonly #held = new Set<string>();
   #reclaimed: RequestEntry[] = [];
   #claimCursor = '0-0';
+  #sweepCursor = '-';
+  readonly #broker = new StateReporter();
+  #readerUp = false;
+  #commandsUp = false;
   #clockOffsetMs = 0;
   #running = 0;
   #slotFreed: (() => void) | undefined;
@@ -114,16 +126,23 @@ class Worker {
   #closing: Promise<void> | undefined;
   #loop: Promise<void> | undefined;
   readonly #batches = new Set<Promise<void>>();
-  #stats = { batches: 0, items: 0, expired: 0, reclaimed: 0, gaveUp: 0 };
+  #stats = { batches: 0, items: 0, expired: 0, orphaned: 0, reclaimed: 0, gaveUp: 0 };
 
   constructor(settings: Settings) {
     this.#settings = settings;
     this.workerId = settings.workerId ?? randomBytes(4).toString('hex');
     this.#keys = queueKeys(settings.prefix, settings.queue);
     const { url, commandTimeoutMs } = settings;
-    this.#reader = openConnection(url, `microbatch:worker:${this.workerId}:pull`, commandTimeoutMs + READ_BLOCK_MS);
+    this.#reader = openConnection(url, `microbatch:worker:${this.workerId}:pull`, commandTimeoutMs + READ_BLOCK_MS, {
+      onReady: () => this.#onConnection('reader', true),
+      onDown: (error) => this.#onConnection('reader', false, error),
+    });
     this.#commands = openConnection(url, `microbatch:worker:${this.workerId}`, commandTimeoutMs, {
-      onReady: () => void this.#heartbeat(),
+      onReady: () => {
+        this.#onConnection('commands', true);
+        void this.#heartbeat();
+      },
+      onDown: (error) => this.#onConnection('commands', false, error),
     });
     this.ready = this.#start();
     this.ready.catch(() => undefined);
@@ -137,7 +156,12 @@ class Worker {
     await this.#ensureGroup();
     await this.#heartbeat();
     const { heartbeatMs, claimIdleMs } = this.#settings;
-    this.#timers.push(setInterval(() => void this.#heartbeat(), heartbeatMs));
+    this.#timers.push(
+      setInterval(() => {
+        void this.#heartbeat();
+        void this.#sweep();
+      }, heartbeatMs),
+    );
     this.#timers.push(setInterval(() => void this.#claim(), Math.min(heartbeatMs, claimIdleMs)));
     this.#timers.push(setInterval(() => void this.#keepHeld(), Math.max(1, claimIdleMs / 3)));
     this.#loop = this.#pull();
@@ -156,7 +180,10 @@ class Worker {
       await this.ready.catch(() => undefined);
       await this.#loop;
       await Promise.allSettled(this.#batches);
-      await this.#commands.sendCommand(['ZREM', this.#keys.workers, this.workerId]).catch(() => undefined);
+      await Promise.all([
+        this.#commands.sendCommand(['ZREM', this.#keys.workers, this.workerId]),
+        this.#commands.sendCommand(['HDEL', this.#keys.workerSettings, this.workerId]),
+      ]).catch(() => undefined);
       await Promise.all([closeConnection(this.#reader), closeConnection(this.#commands)]);
     })();
     return this.#closing;
@@ -167,23 +194,84 @@ class Worker {
     return Date.now() + this.#clockOffsetMs;
   }
 
+  /** Reports Redis lost or back once per change: the worker is up while both its connections are. */
+  #onConnection(which: 'reader' | 'commands', up: boolean, error?: unknown): void {
+    if (which === 'reader') this.#readerUp = up;
+    else this.#commandsUp = up;
+    const connected = this.#readerUp && this.#commandsUp;
+    // Down as soon as either is; up once both are (a worker still connecting is not "down").
+    if (!connected && this.#broker.state === undefined) return;
+    if (!this.#broker.set(connected)) return;
+    const queue = this.#settings.queue;
+    if (connected) {
+      this.#log('info', `[worker ${this.workerId}] connected to the queue (Redis)`, { queue }, 'broker up');
+      emitStatus(this.#settings.onStatus, { event: 'broker-up', queue });
+    } else {
+      const message = describe(error);
+      this.#log(
+        'warn',
+        `[worker ${this.workerId}] lost the queue (Redis): ${message}; reconnecting`,
+        { queue, error: message },
+        'broker down',
+      );
+      emitStatus(this.#settings.onStatus, { event: 'broker-down', queue, error: message });
+    }
+  }
+
   async #heartbeat(): Promise<void> {
     try {
       const before = Date.now();
+      const { maxBatchSize, batchWaitTimeoutMs, concurrency, heartbeatMs } = this.#settings;
       const serverNow = Number(
         await this.#commands.sendCommand([
           'EVAL',
           HEARTBEAT,
-          '1',
+          '2',
           this.#keys.workers,
+          this.#keys.workerSettings,
           this.workerId,
-          String(this.#settings.heartbeatMs * 10),
+          // The keys outlive a worker's absence (PROBE forgets silent workers): a replica with a long
+          // `heartbeatTtlMs` still sees the last heartbeat of a worker being replaced.
+          String(Math.max(heartbeatMs * 10, KEYS_TTL_MS)),
+          JSON.stringify({ maxBatchSize, batchWaitTimeoutMs, concurrency }),
         ]),
       );
       this.#clockOffsetMs = serverNow - (before + Date.now()) / 2;
     } catch {
       // Redis is down: the replicas see no heartbeat and report not ready, which is true.
     }
+  }
+
+  /**
+   * Drops entries nobody waits for any more, wherever they are in the stream: past their deadline, or queued by a
+   * web replica whose heartbeat expired (killed). They would otherwise hold the global bound until pulled.
+   */
+  async #sweep(): Promise<void> {
+    if (this.#stopping) return;
+    let reply: unknown;
+    try {
+      reply = await runScript(
+        (command) => this.#commands.sendCommand(command),
+        SWEEP,
+        SWEEP_SHA,
+        [this.#keys.requests, this.#keys.replicas],
+        [this.#keys.group, this.#sweepCursor, String(SWEEP_COUNT)],
+      );
+    } catch {
+      return; // Redis down: the next heartbeat tries again.
+    }
+    const [cursor, expired, orphaned] = reply as [string, number, number];
+    this.#sweepCursor = String(cursor);
+    this.#stats.expired += Number(expired);
+    this.#stats.orphaned += Number(orphaned);
+    if (Number(expired) + Number(orphaned) === 0) return;
+    this.#log(
+      'info',
+      `[worker ${this.workerId}] dropped ${plural(Number(expired))} past their deadline and ` +
+        `${plural(Number(orphaned))} of web replicas that are gone`,
+      { expired: Number(expired), orphaned: Number(orphaned) },
+      'dropped entries',
+    );
   }
 
   async #ensureGroup(): Promise<void> {
@@ -288,31 +376,42 @@ class Worker {
     this.#running += 1;
     this.#stats.batches += 1;
     this.#stats.items += entries.length;
-    const started = performance.now();
+    let started = performance.now();
     const waits = entries.map((entry) => Math.max(0, now - entryTimeMs(entry.entryId)));
-    const batchOf = (index: number): WireBatch => ({
+    const batchOf = (index: number, executionMs?: number): WireBatch => ({
       id,
       size: entries.length,
+      max: this.#settings.maxBatchSize,
       queueMs: Math.round(waits[index] ?? 0),
+      ...(executionMs === undefined ? {} : { executionMs: round1(executionMs) }),
     });
     const controller = new AbortController();
     const context: BatchContext = { signal: controller.signal, batchId: sequence, key: undefined };
     let failed = 0;
     try {
+      // Each replica learns at once that its items run, in which batch (its in-flight figures and `onDispatch`).
+      await this.#answerAndAck(
+        entries.map((entry, index) => ({
+          reply: entry.reply,
+          fields: replyFields(entry.itemId, ReplyKind.START, 'null', batchOf(index)),
+        })),
+        [],
+      ).catch(() => undefined);
       // Chunks go as they come; final answers go with the acknowledgement, in one script (one round trip).
       const sends: Array<Promise<unknown>> = [];
       const finals: Answer[] = [];
       const send = (index: number, kind: ReplyKind, data: string): void => {
         const entry = entries[index] as RequestEntry;
-        const fields = replyFields(entry.itemId, kind, data, batchOf(index));
+        const fields = replyFields(entry.itemId, kind, data, batchOf(index, performance.now() - started));
         if (kind === ReplyKind.ERROR) failed += 1;
         if (kind === ReplyKind.CHUNK) sends.push(this.#commands.sendCommand(['XADD', entry.reply, '*', ...fields]));
         else finals.push({ reply: entry.reply, fields });
       };
+      started = performance.now();
       const failure = await executeBatch(target, inputs, context, send);
       if (failure !== undefined) {
         controller.abort(failure);
-        const message = (failure as Error)?.message ?? String(failure);
+        const message = describe(failure);
         this.#log(
           'error',
           `[worker ${this.workerId}] batch ${id} failed: ${message}`,
@@ -364,7 +463,7 @@ class Worker {
   }
 
   async #answerErrors(refusals: ReadonlyArray<readonly [RequestEntry, BatchError]>): Promise<void> {
-    const batch: WireBatch = { id: `${this.workerId}-0`, size: 0, queueMs: 0 };
+    const batch: WireBatch = { id: `${this.workerId}-0`, size: 0, max: this.#settings.maxBatchSize, queueMs: 0 };
     const answers = refusals.map(([entry, error]) => ({
       reply: entry.reply,
       fields: replyFields(entry.itemId, ReplyKind.ERROR, JSON.stringify(toWireError(error)), batch),
@@ -459,4 +558,8 @@ function plural(count: number): string {
 
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+function describe(error: unknown): string {
+  return error instanceof Error ? error.message : typeof error === 'string' ? error : 'unknown failure';
 }

@@ -3,28 +3,109 @@ import { createHash } from 'node:crypto';
 // Lua scripts, so each step is one atomic round trip. `TIME` is Redis's clock: web replicas and workers on
 // different machines compare deadlines and heartbeats on one clock, whatever their own clocks say.
 
-/** KEYS: requests. ARGV: maxQueueSize, then the entry's fields. `{1, id}`, or `{0, length}` when full. */
-export const ENQUEUE = `
-local length = redis.call('XLEN', KEYS[1])
-if length >= tonumber(ARGV[1]) then return {0, length} end
-return {1, redis.call('XADD', KEYS[1], '*', unpack(ARGV, 2))}
-`;
-
-/** KEYS: workers. ARGV: worker id, ttl ms. Records the heartbeat; returns Redis's time in ms. */
-export const HEARTBEAT = `
+const NOW = `
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+`;
+
+/** How many fields a request entry has (see `requestFields`): {@link ENQUEUE} takes them in groups of this many. */
+export const REQUEST_FIELD_COUNT = 12;
+
+/**
+ * KEYS: requests, workers, replicas. ARGV: maxQueueSize, heartbeatTtlMs, reply stream, entry count, then each
+ * entry's {@link REQUEST_FIELD_COUNT} field values. Admits the whole group or none of it: `{-1, 0}` when no worker
+ * heartbeated within the ttl (nobody would take the entries), `{0, length}` when the group does not fit under the
+ * global bound, else `{1, id, ...}`. Records the replica's heartbeat (its expiry), so no entry exists without one.
+ */
+export const ENQUEUE = `${NOW}
+local ttl = tonumber(ARGV[2])
+if redis.call('ZCOUNT', KEYS[2], now - ttl, '+inf') == 0 then return {-1, 0} end
+local count = tonumber(ARGV[4])
+local length = redis.call('XLEN', KEYS[1])
+if length + count > tonumber(ARGV[1]) then return {0, length} end
+redis.call('ZADD', KEYS[3], now + ttl, ARGV[3])
+redis.call('PEXPIRE', KEYS[3], ttl * 10)
+local ids = {1}
+for k = 0, count - 1 do
+  local at = 5 + k * ${REQUEST_FIELD_COUNT}
+  ids[#ids + 1] = redis.call('XADD', KEYS[1], '*', unpack(ARGV, at, at + ${REQUEST_FIELD_COUNT} - 1))
+end
+return ids
+`;
+
+/**
+ * KEYS: workers, worker settings. ARGV: worker id, ttl ms, the worker's settings as JSON. Records the heartbeat and
+ * what the worker runs with; returns Redis's time in ms.
+ */
+export const HEARTBEAT = `${NOW}
 redis.call('ZADD', KEYS[1], now, ARGV[1])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
+redis.call('PEXPIRE', KEYS[2], ARGV[2])
 return now
 `;
 
-/** KEYS: workers. ARGV: ttl ms. Forgets workers silent for longer than ttl; returns how many are alive. */
-export const ALIVE_WORKERS = `
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - tonumber(ARGV[1]))
-return redis.call('ZCARD', KEYS[1])
+/**
+ * KEYS: workers, worker settings, requests, replicas. ARGV: heartbeat ttl ms, this replica's reply stream (or ''),
+ * group. Forgets workers silent for longer than the ttl, records the replica's heartbeat (its expiry), and returns
+ * `{alive, entries in the stream, entries delivered and not yet answered, settings JSON of each live worker...}`.
+ */
+export const PROBE = `${NOW}
+local ttl = tonumber(ARGV[1])
+local gone = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. (now - ttl))
+if #gone > 0 then
+  redis.call('ZREM', KEYS[1], unpack(gone))
+  redis.call('HDEL', KEYS[2], unpack(gone))
+end
+if ARGV[2] ~= '' then
+  redis.call('ZADD', KEYS[4], now + ttl, ARGV[2])
+  redis.call('PEXPIRE', KEYS[4], ttl * 10)
+end
+local alive = redis.call('ZRANGE', KEYS[1], 0, -1)
+local pending = 0
+local summary = redis.pcall('XPENDING', KEYS[3], ARGV[3])
+if type(summary) == 'table' and summary[1] then pending = summary[1] end
+local reply = {#alive, redis.call('XLEN', KEYS[3]), pending}
+if #alive > 0 then
+  local settings = redis.call('HMGET', KEYS[2], unpack(alive))
+  for k = 1, #settings do reply[#reply + 1] = settings[k] or '' end
+end
+return reply
+`;
+
+/**
+ * KEYS: requests, replicas. ARGV: group, cursor (an entry id, exclusive; '-' from the start), count. Scans up to
+ * `count` entries from the cursor and drops (acknowledges and deletes) those whose deadline passed or whose replica
+ * is gone (its heartbeat expired: nobody waits for their answers). Returns `{next cursor ('-' at the end), expired,
+ * orphaned}`: a worker runs it every heartbeat, so dead entries never hold the global bound for long.
+ */
+export const SWEEP = `${NOW}
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. now)
+local start = ARGV[2] == '-' and '-' or '(' .. ARGV[2]
+local entries = redis.call('XRANGE', KEYS[1], start, '+', 'COUNT', tonumber(ARGV[3]))
+local expired, orphaned = 0, 0
+for _, entry in ipairs(entries) do
+  local id, fields = entry[1], entry[2]
+  local reply, timeout = nil, ''
+  for k = 1, #fields, 2 do
+    if fields[k] == 'r' then reply = fields[k + 1] elseif fields[k] == 't' then timeout = fields[k + 1] end
+  end
+  local drop = false
+  if timeout ~= '' and tonumber(string.match(id, '^(%d+)')) + tonumber(timeout) <= now then
+    expired = expired + 1
+    drop = true
+  elseif reply ~= nil and not redis.call('ZSCORE', KEYS[2], reply) then
+    orphaned = orphaned + 1
+    drop = true
+  end
+  if drop then
+    redis.pcall('XACK', KEYS[1], ARGV[1], id) -- the group may be gone with a restarted Redis
+    redis.call('XDEL', KEYS[1], id)
+  end
+end
+local cursor = '-'
+if #entries == tonumber(ARGV[3]) then cursor = entries[#entries][1] end
+return {cursor, expired, orphaned}
 `;
 
 /**

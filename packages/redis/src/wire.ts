@@ -19,11 +19,16 @@ export interface RequestEntry {
   readonly payload: string;
 }
 
-/** Where a batch ran: the global batch id (worker and sequence), its size, the item's wait in the queue. */
+/**
+ * Where a batch ran: the global batch id (worker and sequence), its size, the worker's pull size (`max`), the item's
+ * wait in the queue, and (on answers) the handler's execution time so far.
+ */
 export interface WireBatch {
   readonly id: string;
   readonly size: number;
+  readonly max: number;
   readonly queueMs: number;
+  readonly executionMs?: number;
 }
 
 /** A serialised error: what the replica needs to answer the client as the worker would have. */
@@ -35,8 +40,8 @@ export interface WireError {
   readonly retryAfterSeconds?: number;
 }
 
-/** Kinds of reply entries. */
-export const ReplyKind = { RESULT: 'r', ERROR: 'e', CHUNK: 'c', END: 'x' } as const;
+/** Kinds of reply entries: `START` tells the replica its item's batch began (before any answer). */
+export const ReplyKind = { START: 's', RESULT: 'r', ERROR: 'e', CHUNK: 'c', END: 'x' } as const;
 export type ReplyKind = (typeof ReplyKind)[keyof typeof ReplyKind];
 
 /** One reply entry as the replica reads it. */
@@ -78,6 +83,23 @@ export function requestFields(
 /** The fields of a reply entry. */
 export function replyFields(itemId: string, kind: ReplyKind, data: string, batch: WireBatch): string[] {
   return ['i', itemId, 'k', kind, 'd', data, 'b', JSON.stringify(batch)];
+}
+
+/** The batch of a reply entry; a malformed one reads as an anonymous batch of 0. */
+export function parseBatch(text: string): WireBatch {
+  try {
+    const batch = JSON.parse(text) as Partial<WireBatch>;
+    const executionMs = Number(batch.executionMs);
+    return {
+      id: String(batch.id ?? ''),
+      size: Number(batch.size ?? 0),
+      max: Number(batch.max ?? 0),
+      queueMs: Number(batch.queueMs ?? 0),
+      ...(Number.isFinite(executionMs) ? { executionMs } : {}),
+    };
+  } catch {
+    return { id: '', size: 0, max: 0, queueMs: 0 };
+  }
 }
 
 function fieldMap(fields: unknown): Map<string, string> | undefined {

@@ -33,6 +33,15 @@ export interface ChildWorker {
   batch(index: number): Promise<string[]>;
 }
 
+/** A web replica in its own process (fixtures/replica.ts) that queued `COUNT` items, which can be SIGKILLed. */
+export async function startChildReplica(env: Record<string, string>): Promise<ChildHandle> {
+  const script = fileURLToPath(new URL('./fixtures/replica.ts', import.meta.url));
+  const root = fileURLToPath(new URL('../../../', import.meta.url));
+  const child = startProcess({ args: ['--import', 'tsx', script], cwd: root, env: { ...process.env, ...env } });
+  await child.nextJson((line) => typeof (line as { ready?: unknown }).ready === 'string', 60_000);
+  return child;
+}
+
 export async function startChildWorker(env: Record<string, string>): Promise<ChildWorker> {
   const script = fileURLToPath(new URL('./fixtures/crashing-worker.ts', import.meta.url));
   // From the repository root, whose tsconfig.json maps `@microbatch/*` to the sources.

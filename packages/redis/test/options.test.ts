@@ -1,4 +1,5 @@
 import { createRedisQueue, createRedisWorker } from '@microbatch/redis';
+import { checkDeadlineFits } from '@microbatch/core/http';
 import { describe, expect, it } from 'vitest';
 
 const url = 'redis://127.0.0.1:1';
@@ -33,5 +34,20 @@ describe('option checks (once, at creation, with what was given)', () => {
     ],
   ])('createRedisWorker(%j) throws a TypeError', (options, message) => {
     expect(() => createRedisWorker(options as never)).toThrow(new TypeError(message));
+  });
+});
+
+describe('deadlines that fit the HTTP server', () => {
+  it("keeps a queue's default deadline below the server's idle timeout, and refuses a longer one at start-up", async () => {
+    const queue = createRedisQueue({ url, queue: 'q' });
+    expect(queue.timeoutMs).toBe(30_000);
+    expect(() => checkDeadlineFits(queue.timeoutMs)).not.toThrow();
+    expect(() => checkDeadlineFits(60_000)).toThrow(
+      new TypeError(
+        "Expected the server's `idleTimeoutMs` (60000) to be longer than the longest queue deadline (60000 ms): " +
+          'a waiting client would see its connection closed instead of a 504',
+      ),
+    );
+    await queue.close();
   });
 });

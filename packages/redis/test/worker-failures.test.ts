@@ -3,7 +3,7 @@
 import { type RedisQueue, createRedisQueue, createRedisWorker } from '@microbatch/redis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type TestRedis, startRedisServer } from '@microbatch/test-kit';
-import { queueLength, startChildWorker, until } from './helpers.js';
+import { startChildWorker } from './helpers.js';
 
 let redis: TestRedis;
 beforeAll(async () => {
@@ -14,14 +14,14 @@ afterAll(() => redis.stop());
 describe('worker failures', () => {
   it('answers every item of a worker SIGKILLed mid-batch through another worker (0 lost)', async () => {
     const queue = 'killed-worker';
-    const replica: RedisQueue = createRedisQueue({ url: redis.url, queue });
+    // A worker is expected back for a minute: the items wait for the rescuer instead of failing with 503.
+    const replica: RedisQueue = createRedisQueue({ url: redis.url, queue, heartbeatTtlMs: 60_000 });
     await replica.ready;
     const echo = replica.batcher<string, string>('echo');
     const inputs = ['a', 'b', 'c', 'd', 'e'];
-    // Queued before any worker exists, so the doomed worker's first pull takes them all as one batch.
-    const answers = inputs.map((input) => echo(input));
-    await until('the entries to be queued', async () => (await queueLength(redis.url, queue)) === inputs.length);
     const doomed = await startChildWorker({ REDIS_URL: redis.url, QUEUE: queue, MODE: 'hang' });
+    // One group, added by one script: the doomed worker's waiting pull takes them all as one batch.
+    const answers = echo.callAll(inputs);
     expect(await doomed.batch(0)).toEqual(inputs);
     doomed.process.child.kill('SIGKILL');
     await doomed.process.exited;
@@ -33,27 +33,32 @@ describe('worker failures', () => {
       log: false,
       handlers: { echo: async (batch) => batch.map((input) => `rescued:${input}`) },
     });
-    expect(await Promise.all(answers)).toEqual(inputs.map((input) => `rescued:${input}`));
+    expect(await answers).toEqual(inputs.map((input) => `rescued:${input}`));
     expect(rescuer.stats()).toMatchObject({ reclaimed: inputs.length, batches: 1 });
+    // The items moved from the doomed worker's batch to the rescuer's: both started them, one answered.
+    expect(echo.stats()).toMatchObject({ batchesProcessed: 2, inFlightBatches: 0, queueLength: 0, succeeded: 5 });
     await rescuer.close();
     await replica.close();
   });
 
   it('answers an entry that crashes every worker with an error after maxDeliveries deliveries', async () => {
     const queue = 'poison';
-    const replica = createRedisQueue({ url: redis.url, queue });
+    // Workers are expected back for a minute: the item waits for each replacement instead of failing with 503.
+    const replica = createRedisQueue({ url: redis.url, queue, heartbeatTtlMs: 60_000 });
     await replica.ready;
     const echo = replica.batcher<string, string>('echo');
     const env = { REDIS_URL: redis.url, QUEUE: queue, MODE: 'poison', CLAIM_IDLE_MS: '200', MAX_DELIVERIES: '2' };
-    const poisoned = echo('poison').then(
-      () => 'answered',
-      (error: unknown) => error,
-    );
+    let poisoned: Promise<unknown> | undefined;
     let crashes = 0;
     let outcome: unknown;
     // Each worker that takes the entry dies; a replacement takes it over, until one gives up on it.
     for (let attempt = 0; attempt < 6 && outcome === undefined; attempt += 1) {
       const worker = await startChildWorker(env);
+      // Sent once a worker is alive (with none, it would be refused at once).
+      poisoned ??= echo('poison').then(
+        () => 'answered',
+        (error: unknown) => error,
+      );
       const settled: 'crashed' | { value: unknown } = await Promise.race([
         worker.process.exited.then(() => 'crashed' as const),
         poisoned.then((value) => ({ value })),

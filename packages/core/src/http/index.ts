@@ -15,7 +15,7 @@ export { toSseBody } from './sse-body.js';
 export type { SseBodyHooks } from './sse-body.js';
 export { JSON_BODY_LIMIT, hasBody, jsonBodyMiddleware, lingerAfterRefusal, readJsonBody } from './json-body.js';
 export type { JsonBodyMiddleware, JsonBodyOptions } from './json-body.js';
-export { applyServerLimits, serverOptions } from './server-limits.js';
+export { applyServerLimits, checkDeadlineFits, serverOptions } from './server-limits.js';
 export type { ServerLimits } from './server-limits.js';
 export { fromBodyParserError } from './body-errors.js';
 export { QUOTED_PATH_CHARS, methodNotAllowed, routeNotFound, unmatchedRoute } from './route-errors.js';

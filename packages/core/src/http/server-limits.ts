@@ -110,3 +110,24 @@ export function applyServerLimits(server: Server, limits: ServerLimits = {}): vo
     server.emit('request', req, res);
   });
 }
+
+/**
+ * Throws a `TypeError` at start-up if a server timeout could close a connection whose request is still waiting for
+ * its answer: an item may wait up to `deadlineMs` (a queue's deadline) and must then get its 503/504, never a
+ * closed connection. Only the idle timeout runs while a request waits for its answer (Node's `requestTimeout` and
+ * `headersTimeout` stop once the request is received; `keepAliveTimeout` starts after the response).
+ *
+ * @example
+ * ```ts
+ * checkDeadlineFits(queue.timeoutMs); // throws if the idle timeout is not longer than the queue's deadline
+ * ```
+ */
+export function checkDeadlineFits(deadlineMs: number, limits: ServerLimits = {}): void {
+  const { idleTimeoutMs } = { ...DEFAULTS, ...dropUndefined(limits) };
+  if (!(idleTimeoutMs > deadlineMs)) {
+    throw new TypeError(
+      `Expected the server's \`idleTimeoutMs\` (${idleTimeoutMs}) to be longer than the longest queue deadline ` +
+        `(${deadlineMs} ms): a waiting client would see its connection closed instead of a 504`,
+    );
+  }
+}
