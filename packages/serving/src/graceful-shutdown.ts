@@ -1,4 +1,5 @@
-import type { Server } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import { Server as NetServer, type Socket } from 'node:net';
 
 /**
  * What a server does between "stop accepting" and "exit".
@@ -21,10 +22,44 @@ export interface ShutdownSteps {
 }
 
 /**
- * Returns the graceful shutdown of `server`: it stops accepting connections at once, drains (requests already
- * accepted keep going and get their answers; new requests on open keep-alive connections get 503 `CLOSED`), waits
- * for every response to be sent, closes the idle connections, then releases resources. Calling it again returns the
- * same promise.
+ * How long a connection accepted before the shutdown may stay open without sending a byte of a request: one
+ * whose request is on its way is answered; one that only connected (a client's pre-opened socket) is closed then.
+ */
+const SILENT_CONNECTION_MS = 5_000;
+
+/** How often open connections are looked at while the server shuts down. */
+const SWEEP_MS = 20;
+
+/**
+ * The listener stays open until no connection arrived for this long (a burst still connecting is taken in and
+ * answered, not reset in the listen backlog), and at most {@link LINGER_MAX_MS}.
+ */
+const QUIET_MS = 50;
+const LINGER_MAX_MS = 1_000;
+
+/** What the shutdown knows of one connection: requests seen and finished on it, and when it last went quiet. */
+interface ConnectionState {
+  requests: number;
+  finished: number;
+  /** `socket.bytesRead` when its last response finished: more means a next request is arriving. */
+  readAtIdle: number;
+  since: number;
+}
+
+/**
+ * Returns the graceful shutdown of `server`, which loses no request whose bytes reached the server:
+ *
+ * 1. connections the kernel already accepted (the listen backlog) are taken in, then the server stops listening:
+ *    new connections are refused, none is reset;
+ * 2. it drains (requests already accepted run and get their answers; new requests on open connections get 503
+ *    `CLOSED` from the closed batchers), and every response from then on says `Connection: close`, so busy
+ *    keep-alive connections end after their last response;
+ * 3. idle keep-alive connections are closed at once; a connection whose request is still arriving is answered
+ *    first (Node's own `server.close()` would cut it); one that sent nothing for 5 s is closed;
+ * 4. once every connection has ended (or `graceMs` after draining, when the rest are cut), it releases resources.
+ *
+ * Call it before the server receives connections (`startServer` does). Calling the returned function again
+ * returns the same promise.
  *
  * @example
  * ```ts
@@ -37,23 +72,89 @@ export function shutdownServer(server: Server, steps: ShutdownSteps): () => Prom
     throw new TypeError(`Expected \`steps.drain\` to be a function, got ${typeof steps?.drain}`);
   }
   const graceMs = steps.graceMs ?? 10_000;
+  const connections = new Map<Socket, ConnectionState>();
+  const inFlight = new Set<ServerResponse>();
   let stopping: Promise<void> | undefined;
+  let accepted = 0;
+
+  server.on('connection', (socket: Socket) => {
+    accepted += 1;
+    connections.set(socket, { requests: 0, finished: 0, readAtIdle: 0, since: performance.now() });
+    socket.once('close', () => connections.delete(socket));
+  });
+  // First among the request listeners, so that a response the app writes at once already carries the header.
+  server.prependListener('request', (req: IncomingMessage, res: ServerResponse) => {
+    const state = connections.get(req.socket);
+    if (state !== undefined) state.requests += 1;
+    inFlight.add(res);
+    res.once('close', () => {
+      inFlight.delete(res);
+      if (state === undefined) return;
+      state.finished += 1;
+      state.readAtIdle = req.socket.bytesRead;
+    });
+    if (stopping !== undefined) closeAfter(res);
+  });
+
+  const sweep = (): void => {
+    const now = performance.now();
+    for (const [socket, state] of connections) {
+      if (state.requests > state.finished) continue; // busy: its response says `Connection: close`
+      // A request on its way (bytes read since the last response) is answered; a socket that only connected gets a
+      // moment for its first bytes; an idle keep-alive connection is closed.
+      const arriving = socket.bytesRead > state.readAtIdle;
+      const fresh = state.requests === 0 && now - state.since < SILENT_CONNECTION_MS;
+      if (!arriving && !fresh) socket.destroy();
+    }
+  };
+
   const stop = async (): Promise<void> => {
-    // Resolves once every connection has ended; an error only means the server was not listening any more.
-    const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-    await steps.drain();
-    // Keep-alive connections sit idle between requests and would hold `close()` open forever; the ones still
-    // writing a response (a stream, a body being flushed) become idle when it is sent and are closed then.
-    const sweep = setInterval(() => server.closeIdleConnections(), 20);
-    const cut = setTimeout(() => server.closeAllConnections(), graceMs);
+    // New work is refused from now on (503 CLOSED, `Connection: close`); what is queued or running finishes.
+    for (const res of inFlight) closeAfter(res);
+    const drained = steps.drain();
+    drained.catch(() => undefined); // awaited below
+    const sweeper = setInterval(sweep, SWEEP_MS);
+    sweep();
+    // Connections whose handshake the kernel completed wait in the listen backlog, and closing the listener would
+    // reset them: it stays open while a burst is still connecting (each new request is answered 503 CLOSED), then
+    // closes. `net.Server`'s own `close()`, not `http.Server`'s, which (Node >= 19) also destroys connections whose
+    // request is not parsed yet.
+    await lingerWhileConnecting(() => accepted);
+    const closed = new Promise<void>((resolve) => NetServer.prototype.close.call(server, () => resolve()));
+    let cut: NodeJS.Timeout | undefined;
     try {
-      server.closeIdleConnections();
+      await drained;
+      cut = setTimeout(() => server.closeAllConnections(), graceMs);
       await closed;
     } finally {
-      clearInterval(sweep);
+      clearInterval(sweeper);
       clearTimeout(cut);
+      // Every connection has ended: `http.Server#close()` now only stops its timeout checks.
+      server.close(() => undefined);
     }
     await steps.close?.();
   };
   return () => (stopping ??= stop());
+}
+
+/** Makes `res` the last response of its connection, if its headers are not sent yet. */
+function closeAfter(res: ServerResponse): void {
+  if (!res.headersSent) res.setHeader('Connection', 'close');
+}
+
+/** Resolves after the event loop has been through its poll phase (where pending connections are accepted). */
+function turnEventLoop(): Promise<void> {
+  return new Promise((resolve) => setImmediate(() => setImmediate(resolve)));
+}
+
+/** Resolves once no connection was accepted for {@link QUIET_MS} (after a turn of the loop), or after the longest linger. */
+async function lingerWhileConnecting(accepted: () => number): Promise<void> {
+  const started = performance.now();
+  await turnEventLoop();
+  while (performance.now() - started < LINGER_MAX_MS) {
+    const seen = accepted();
+    await new Promise((resolve) => setTimeout(resolve, QUIET_MS));
+    await turnEventLoop();
+    if (accepted() === seen) return;
+  }
 }

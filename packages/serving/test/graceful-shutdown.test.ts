@@ -18,7 +18,7 @@ function get(port: number): Promise<{ status: number; body: string }> {
 }
 
 describe('shutdownServer', () => {
-  it('stops accepting at once, lets the running request finish, then closes; once', async () => {
+  it('refuses new work at once, stops listening once connections stop arriving, lets the running request finish, then closes; once', async () => {
     let release!: () => void;
     const held = new Promise<void>((resolve) => (release = resolve));
     const started = deferred();
@@ -47,6 +47,8 @@ describe('shutdownServer', () => {
     await started.promise;
     const stopped = shutdown();
     expect(shutdown()).toBe(stopped);
+    // The listener lingers while a burst is still connecting (bounded), then closes: later clients are refused.
+    while (server.listening) await new Promise((resolve) => setTimeout(resolve, 5));
     await expect(get(port)).rejects.toThrow(/ECONNREFUSED/);
     await expect(batcher(2)).rejects.toMatchObject({ code: 'CLOSED' });
     expect(steps).toEqual([]);
