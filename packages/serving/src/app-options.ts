@@ -1,4 +1,5 @@
 import type { LogLine, Logger } from './batch-log.js';
+import type { ClientKey } from './client-key.js';
 import type { CompletionRequestLimits } from './completion-request.js';
 
 /**
@@ -12,6 +13,12 @@ import type { CompletionRequestLimits } from './completion-request.js';
 export interface TextCompletionAppOptions {
   /** Bounds of `POST /v1/completions` requests beyond the model's own. */
   readonly limits?: CompletionRequestLimits;
+  /**
+   * Who a request comes from, for fair shares of the queue and of each batch (`clientKeyFromHeader('x-api-key-id')`
+   * behind a trusted proxy). OpenAI's `user` field is never the key.
+   * @default the client's address
+   */
+  readonly clientKey?: ClientKey;
   /**
    * Where batchers the app creates itself (Nest's `@Batch()` route) log one line per batch; `false` turns it off.
    * The service's own batchers log where the service says.

@@ -1,6 +1,8 @@
 export { isLogger, logBatches, logRefusals } from './batch-log.js';
 export type { LogLine, LogTarget, Logger } from './batch-log.js';
 export type { TextCompletionAppOptions } from './app-options.js';
+export { clientAddress, clientKeyFromHeader, fairnessKeyOf } from './client-key.js';
+export type { ClientKey } from './client-key.js';
 export { MIN_TEMPERATURE, OPENAI_DEFAULT_MAX_TOKENS, parseCompletionRequest } from './completion-request.js';
 export type { CompletionRequest, CompletionRequestLimits } from './completion-request.js';
 export { completionMeta, toCompletion, toCompletionChunk, toUsageChunk } from './completion-response.js';

@@ -6,6 +6,7 @@ import { createHealth, instrumentBatcher, metricsHandler, toNodeHandler } from '
 import express from 'express';
 import { Registry } from 'prom-client';
 import type { TextCompletionAppOptions } from '../app-options.js';
+import { fairnessKeyOf } from '../client-key.js';
 import { createCompletionsEndpoint } from '../completions-endpoint.js';
 import { noRoute } from '../routes.js';
 import { modelList } from '../models-endpoint.js';
@@ -41,13 +42,13 @@ export function createTextCompletionApp(
       batcher: service.generate,
       input: (req) => parseTextQuery(req.query.text, service.validate),
       output: (result, req, res) => res.type('text/plain').send(textQueryAnswer(req.query.text, result)),
-      // Each client address gets a fair share of admission and of each batch.
-      callOptions: (req) => ({ fairnessKey: req.socket.remoteAddress }),
+      // Each client (its address, or the app's `clientKey`) gets a fair share of admission and of each batch.
+      callOptions: (req) => ({ fairnessKey: fairnessKeyOf(req, options.clientKey) }),
     }),
   );
 
   // OpenAI's completions API (JSON or `stream: true`), so existing OpenAI clients work unchanged.
-  const completions = createCompletionsEndpoint(service, options.limits);
+  const completions = createCompletionsEndpoint(service, options.limits, options.clientKey);
   app.post('/v1/completions', jsonBody(), (req, res) => completions(req.body, res));
   // What `client.models.list()` of the official OpenAI clients reads.
   const models = modelList(service.id, new Date());

@@ -6,6 +6,7 @@ import { createHealth, instrumentBatcher, scrapeMetrics } from '@microbatch/prom
 import Koa from 'koa';
 import { Registry } from 'prom-client';
 import type { TextCompletionAppOptions } from '../app-options.js';
+import { fairnessKeyOf } from '../client-key.js';
 import { createCompletionsEndpoint } from '../completions-endpoint.js';
 import { noRoute } from '../routes.js';
 import { modelList } from '../models-endpoint.js';
@@ -40,8 +41,8 @@ export function createTextCompletionApp(service: TextCompletionService, options:
     batchRoute({
       batcher: service.generate,
       input: (ctx) => parseTextQuery(ctx.query.text, service.validate),
-      // Each client address gets a fair share of admission and of each batch.
-      callOptions: (ctx) => ({ fairnessKey: ctx.req.socket.remoteAddress }),
+      // Each client (its address, or the app's `clientKey`) gets a fair share of admission and of each batch.
+      callOptions: (ctx) => ({ fairnessKey: fairnessKeyOf(ctx.req, options.clientKey) }),
       output: (result, ctx) => {
         ctx.type = 'text/plain';
         ctx.body = textQueryAnswer(ctx.query.text, result);
@@ -50,7 +51,7 @@ export function createTextCompletionApp(service: TextCompletionService, options:
   );
 
   // OpenAI's completions API (JSON or `stream: true`); the endpoint writes the Node response itself.
-  const completions = createCompletionsEndpoint(service, options.limits);
+  const completions = createCompletionsEndpoint(service, options.limits, options.clientKey);
   router.post('/v1/completions', jsonBody(), async (ctx) => {
     ctx.respond = false;
     await completions((ctx.request as { body?: unknown }).body, ctx.res);
