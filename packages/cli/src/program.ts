@@ -21,6 +21,8 @@ export const FRAMEWORKS = ['express', 'koa', 'nest'] as const;
  * ```
  */
 export const SCHEDULINGS = ['continuous', 'request'] as const;
+/** What `/readyz` may mean (see `createHealth`'s `mode`). */
+export const READINESS_MODES = ['fleet', 'instance'] as const;
 
 /**
  * The checked flags of `microbatch serve`.
@@ -48,6 +50,8 @@ export interface ServeFlags {
   readonly executionProvider: string;
   readonly scheduling: (typeof SCHEDULINGS)[number];
   readonly logFormat: (typeof LOG_FORMATS)[number];
+  /** What `/readyz` means: `fleet` (default; overload answered by 503s) or `instance` (unready when overloaded). */
+  readonly readiness: (typeof READINESS_MODES)[number];
   /** `redis://host:port`: serve as a web replica of workers behind this queue, with no local model. */
   readonly queue?: string;
 }
@@ -174,6 +178,14 @@ export function createProgram(
       )
         .choices(LOG_FORMATS)
         .default('auto'),
+    )
+    .addOption(
+      new Option(
+        '--readiness <mode>',
+        'what /readyz means: fleet (behind a load balancer: unready only while it cannot serve, overload answered by 503s) or instance (also unready when overloaded)',
+      )
+        .choices(READINESS_MODES)
+        .default('fleet'),
     )
     .option(
       '--queue <url>',

@@ -20,6 +20,13 @@ export interface TextCompletionAppOptions {
    */
   readonly clientKey?: ClientKey;
   /**
+   * What `/readyz` means (see `createHealth`'s `mode`): `'instance'` also goes unready under overload; `'fleet'` only
+   * while the app cannot serve at all, overload being answered by 503s, so a fleet behind a load balancer never goes
+   * unready all at once. `microbatch serve` uses `'fleet'` unless `--readiness instance`.
+   * @default 'instance'
+   */
+  readonly readiness?: 'instance' | 'fleet';
+  /**
    * Where batchers the app creates itself (Nest's `@Batch()` route) log one line per batch; `false` turns it off.
    * The service's own batchers log where the service says.
    * @default console.log

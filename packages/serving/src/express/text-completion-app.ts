@@ -55,7 +55,11 @@ export function createTextCompletionApp(
   app.get('/v1/models', (_req, res) => writeJson(res, 200, models));
 
   // Liveness always 200; readiness 503 while the model loads and once the server drains.
-  const health = createHealth({ batchers: service.batchers, ready: () => service.isReady() });
+  const health = createHealth({
+    batchers: service.batchers,
+    ready: () => service.isReady(),
+    ...(options.readiness === undefined ? {} : { mode: options.readiness }),
+  });
   app.get('/healthz', toNodeHandler(health.liveness));
   app.get('/readyz', toNodeHandler(health.readiness));
 

@@ -2,7 +2,13 @@
 // route shares ONE service: concurrent requests coalesce into one model call.
 import { Router } from '@koa/router';
 import { batchErrorHandler, batchRoute, jsonBody } from '@microbatch/koa';
-import { createHealth, instrumentBatcher, scrapeMetrics } from '@microbatch/prometheus';
+import {
+  type NodeHandler,
+  createHealth,
+  instrumentBatcher,
+  metricsHandler,
+  toNodeHandler,
+} from '@microbatch/prometheus';
 import Koa from 'koa';
 import { Registry } from 'prom-client';
 import type { TextCompletionAppOptions } from '../app-options.js';
@@ -64,20 +70,24 @@ export function createTextCompletionApp(service: TextCompletionService, options:
   });
 
   // Liveness always 200; readiness 503 while the model loads and once the server drains.
-  const health = createHealth({ batchers: service.batchers, ready: () => service.isReady() });
-  router.get('/healthz', (ctx) => {
-    ({ status: ctx.status, body: ctx.body } = health.liveness());
+  const health = createHealth({
+    batchers: service.batchers,
+    ready: () => service.isReady(),
+    ...(options.readiness === undefined ? {} : { mode: options.readiness }),
   });
-  router.get('/readyz', async (ctx) => {
-    ({ status: ctx.status, body: ctx.body } = await health.readiness());
-  });
+  // The probes and metrics answer through the same Node handlers as on Express and Nest: the same bytes and headers
+  // (`Cache-Control: no-store`) on all three.
+  const nodeRoute = (handler: NodeHandler) => async (ctx: Koa.Context) => {
+    ctx.respond = false;
+    await handler(ctx.req, ctx.res);
+  };
+  router.get('/healthz', nodeRoute(toNodeHandler(() => health.liveness())));
+  router.get('/readyz', nodeRoute(toNodeHandler(() => health.readiness())));
 
   // Prometheus metrics of both batchers, as the Express and Nest apps serve them.
   const registry = new Registry();
   for (const batcher of service.batchers) instrumentBatcher(batcher, { registry });
-  router.get('/metrics', async (ctx) => {
-    ({ status: ctx.status, contentType: ctx.type, body: ctx.body } = await scrapeMetrics(registry));
-  });
+  router.get('/metrics', nodeRoute(metricsHandler(registry)));
 
   // The error handler goes first: it answers body problems (400, 413, 415) and unknown routes as JSON.
   const app = new Koa();

@@ -2,7 +2,7 @@ import 'reflect-metadata';
 
 export { PlainTextInterceptor } from './plain-text.interceptor.js';
 export { startTextCompletionApp } from './start.js';
-export { TEXT_COMPLETION_SERVICE } from './text-completion.constants.js';
+export { TEXT_COMPLETION_APP_OPTIONS, TEXT_COMPLETION_SERVICE } from './text-completion.constants.js';
 export { TextCompletionController } from './text-completion.controller.js';
 export { TextCompletionModule } from './text-completion.module.js';
 export { TextQueryPipe } from './text-query.pipe.js';

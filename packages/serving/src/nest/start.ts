@@ -23,7 +23,7 @@ export async function startTextCompletionApp(
   options: TextCompletionAppOptions = {},
 ): Promise<RunningServer> {
   // The module's `jsonBody()` reads the bodies (Nest's parser would quote them back in its errors).
-  const app = await NestFactory.create(TextCompletionModule.forRoot(service), {
+  const app = await NestFactory.create(TextCompletionModule.forRoot(service, options), {
     logger: ['error', 'warn'],
     bodyParser: false,
   });

@@ -1,22 +1,24 @@
-import type { ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { BatchContext } from '@microbatch/core';
 import { writeJson } from '@microbatch/core/http';
 import type { TextGenerationInput } from '@microbatch/inference';
 import { Batch } from '@microbatch/nest';
-import { type Health, createHealth, instrumentBatcher, scrapeMetrics } from '@microbatch/prometheus';
-import { Body, Controller, Get, Inject, Post, Query, Res, UseInterceptors } from '@nestjs/common';
+import {
+  type NodeHandler,
+  createHealth,
+  instrumentBatcher,
+  metricsHandler,
+  toNodeHandler,
+} from '@microbatch/prometheus';
+import { Body, Controller, Get, Inject, Optional, Post, Query, Req, Res, UseInterceptors } from '@nestjs/common';
 import { Registry } from 'prom-client';
 import { type CompletionsEndpoint, createCompletionsEndpoint } from '../completions-endpoint.js';
 import { type ModelList, modelList } from '../models-endpoint.js';
 import type { TextCompletionService } from '../text-completion-model.js';
 import { PlainTextInterceptor } from './plain-text.interceptor.js';
-import { TEXT_COMPLETION_SERVICE } from './text-completion.constants.js';
+import type { TextCompletionAppOptions } from '../app-options.js';
+import { TEXT_COMPLETION_APP_OPTIONS, TEXT_COMPLETION_SERVICE } from './text-completion.constants.js';
 import { TextQueryPipe } from './text-query.pipe.js';
-
-/** The health probes' answer on a Node response. */
-function sendProbe(res: ServerResponse, probe: { readonly status: number; readonly body: unknown }): void {
-  writeJson(res, probe.status, probe.body);
-}
 
 /**
  * The text-completion routes on NestJS. Every constructor parameter names its token with `@Inject()`: apps run
@@ -30,17 +32,30 @@ function sendProbe(res: ServerResponse, probe: { readonly status: number; readon
 @Controller()
 export class TextCompletionController {
   readonly #completions: CompletionsEndpoint;
-  readonly #health: Health;
+  readonly #liveness: NodeHandler;
+  readonly #readiness: NodeHandler;
+  readonly #metrics: NodeHandler;
   readonly #models: ModelList;
-  readonly #registry = new Registry();
 
-  constructor(@Inject(TEXT_COMPLETION_SERVICE) private readonly service: TextCompletionService) {
-    this.#completions = createCompletionsEndpoint(service);
+  constructor(
+    @Inject(TEXT_COMPLETION_SERVICE) private readonly service: TextCompletionService,
+    @Optional() @Inject(TEXT_COMPLETION_APP_OPTIONS) options: TextCompletionAppOptions = {},
+  ) {
+    this.#completions = createCompletionsEndpoint(service, options.limits, options.clientKey);
     this.#models = modelList(service.id, new Date());
     // Liveness always 200; readiness 503 while the model loads and once the app drains.
-    this.#health = createHealth({ batchers: service.batchers, ready: () => service.isReady() });
+    // The same Node handlers as the Express and Koa apps: the same bytes and headers (`Cache-Control: no-store`).
+    const health = createHealth({
+      batchers: service.batchers,
+      ready: () => service.isReady(),
+      ...(options.readiness === undefined ? {} : { mode: options.readiness }),
+    });
+    this.#liveness = toNodeHandler(() => health.liveness());
+    this.#readiness = toNodeHandler(() => health.readiness());
     // Prometheus metrics of the service's batchers, as the Express and Koa apps serve them.
-    for (const batcher of service.batchers) instrumentBatcher(batcher, { registry: this.#registry });
+    const registry = new Registry();
+    for (const batcher of service.batchers) instrumentBatcher(batcher, { registry });
+    this.#metrics = metricsHandler(registry);
   }
 
   /**
@@ -68,20 +83,17 @@ export class TextCompletionController {
   }
 
   @Get('healthz')
-  healthz(@Res() res: ServerResponse): void {
-    sendProbe(res, this.#health.liveness());
+  healthz(@Req() req: IncomingMessage, @Res() res: ServerResponse): Promise<void> {
+    return this.#liveness(req, res);
   }
 
   @Get('readyz')
-  async readyz(@Res() res: ServerResponse): Promise<void> {
-    sendProbe(res, await this.#health.readiness());
+  readyz(@Req() req: IncomingMessage, @Res() res: ServerResponse): Promise<void> {
+    return this.#readiness(req, res);
   }
 
   @Get('metrics')
-  async metrics(@Res() res: ServerResponse): Promise<void> {
-    const { status, contentType, body } = await scrapeMetrics(this.#registry);
-    res.statusCode = status;
-    res.setHeader('Content-Type', contentType);
-    res.end(body);
+  metrics(@Req() req: IncomingMessage, @Res() res: ServerResponse): Promise<void> {
+    return this.#metrics(req, res);
   }
 }

@@ -14,7 +14,8 @@ import {
 import { APP_FILTER, HttpAdapterHost } from '@nestjs/core';
 import { JsonErrorFilter } from './json-error.filter.js';
 import type { TextCompletionService } from '../text-completion-model.js';
-import { TEXT_COMPLETION_SERVICE } from './text-completion.constants.js';
+import type { TextCompletionAppOptions } from '../app-options.js';
+import { TEXT_COMPLETION_APP_OPTIONS, TEXT_COMPLETION_SERVICE } from './text-completion.constants.js';
 import { TextCompletionController } from './text-completion.controller.js';
 import { TextQueryPipe } from './text-query.pipe.js';
 
@@ -57,7 +58,7 @@ class HideServerStack implements OnModuleInit {
 @Module({})
 export class TextCompletionModule implements NestModule {
   /** The app over `service`; the `@Batch()` route batches like the service's own batchers. */
-  static forRoot(service: TextCompletionService): DynamicModule {
+  static forRoot(service: TextCompletionService, options: TextCompletionAppOptions = {}): DynamicModule {
     const { maxBatchSize, batchWaitTimeoutMs, maxConcurrentBatches } = service.generate;
     return {
       module: TextCompletionModule,
@@ -65,6 +66,7 @@ export class TextCompletionModule implements NestModule {
       controllers: [TextCompletionController],
       providers: [
         { provide: TEXT_COMPLETION_SERVICE, useValue: service },
+        { provide: TEXT_COMPLETION_APP_OPTIONS, useValue: options },
         { provide: APP_FILTER, useClass: JsonErrorFilter },
         TextQueryPipe,
         ServiceLifecycle,
