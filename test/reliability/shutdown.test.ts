@@ -18,7 +18,7 @@ const FRAMEWORKS = ['express', 'koa', 'nest'] as const;
 /** Milliseconds between the start of the burst and SIGTERM. */
 const OFFSETS = [0, 50, 150, 300] as const;
 /** Rounds of every offset per framework: the race is caught by repetition, bounded for plain `pnpm test`. */
-const ROUNDS = process.env.SHUTDOWN_ROUNDS === undefined ? 1 : Number(process.env.SHUTDOWN_ROUNDS);
+const ROUNDS = FULL ? 4 : 1;
 const BURST = 100;
 
 afterAll(async () => {
@@ -75,9 +75,7 @@ function problemOf(outcome: Outcome): string | undefined {
   return `status ${status} ${code ?? body.slice(0, 100)}`;
 }
 
-// Not yet passing under load (connection resets remain when the test machine is busy; see the edges report), so it
-// runs with the full reliability suite (`pnpm test:reliability`) rather than in every `pnpm test`.
-describe.runIf(FULL).each(FRAMEWORKS)(
+describe.each(FRAMEWORKS)(
   `SIGTERM during a burst of ${BURST} mixed requests, microbatch serve --framework %s`,
   (framework) => {
     const rows: { offset: number; statuses: Record<string, number>; problems: string[]; exit: number | null }[] = [];

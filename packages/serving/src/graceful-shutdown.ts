@@ -31,11 +31,16 @@ const SILENT_CONNECTION_MS = 5_000;
 const SWEEP_MS = 20;
 
 /**
- * The listener stays open until no connection arrived for this long (a burst still connecting is taken in and
- * answered, not reset in the listen backlog), and at most {@link LINGER_MAX_MS}.
+ * After draining, the listener stays open until no connection arrived for this long (a burst still connecting is
+ * taken in and answered, not reset in the listen backlog), and at most `graceMs`.
  */
-const QUIET_MS = 50;
-const LINGER_MAX_MS = 1_000;
+const QUIET_MS = 100;
+
+/**
+ * An idle keep-alive connection is closed once it has been idle this long: a client that reuses it at the moment
+ * it is closed would see its request reset, and clients reuse a connection right after its response.
+ */
+const IDLE_GRACE_MS = 1_000;
 
 /** What the shutdown knows of one connection: requests seen and finished on it, and when it last went quiet. */
 interface ConnectionState {
@@ -43,20 +48,21 @@ interface ConnectionState {
   finished: number;
   /** `socket.bytesRead` when its last response finished: more means a next request is arriving. */
   readAtIdle: number;
+  /** When it connected, then when its last response finished. */
   since: number;
 }
 
 /**
  * Returns the graceful shutdown of `server`, which loses no request whose bytes reached the server:
  *
- * 1. connections the kernel already accepted (the listen backlog) are taken in, then the server stops listening:
- *    new connections are refused, none is reset;
- * 2. it drains (requests already accepted run and get their answers; new requests on open connections get 503
- *    `CLOSED` from the closed batchers), and every response from then on says `Connection: close`, so busy
- *    keep-alive connections end after their last response;
- * 3. idle keep-alive connections are closed at once; a connection whose request is still arriving is answered
- *    first (Node's own `server.close()` would cut it); one that sent nothing for 5 s is closed;
- * 4. once every connection has ended (or `graceMs` after draining, when the rest are cut), it releases resources.
+ * 1. it drains: requests already accepted run and get their answers, new requests get 503 `CLOSED` from the
+ *    closed batchers, and every response from then on says `Connection: close`, so busy keep-alive connections
+ *    end after their last response;
+ * 2. idle keep-alive connections are closed after a second idle; a connection whose request is still arriving is
+ *    answered first (Node's own `server.close()` would cut it); one that sent nothing for 5 s is closed;
+ * 3. once drained and no connection arrived for a moment, it stops listening: later clients are refused
+ *    (ECONNREFUSED), none of those the kernel had already accepted (the listen backlog) is reset;
+ * 4. once every connection has ended (or `graceMs` after that, when the rest are cut), it releases resources.
  *
  * Call it before the server receives connections (`startServer` does). Calling the returned function again
  * returns the same promise.
@@ -92,6 +98,7 @@ export function shutdownServer(server: Server, steps: ShutdownSteps): () => Prom
       if (state === undefined) return;
       state.finished += 1;
       state.readAtIdle = req.socket.bytesRead;
+      state.since = performance.now();
     });
     if (stopping !== undefined) closeAfter(res);
   });
@@ -101,36 +108,35 @@ export function shutdownServer(server: Server, steps: ShutdownSteps): () => Prom
     for (const [socket, state] of connections) {
       if (state.requests > state.finished) continue; // busy: its response says `Connection: close`
       // A request on its way (bytes read since the last response) is answered; a socket that only connected gets a
-      // moment for its first bytes; an idle keep-alive connection is closed.
+      // few seconds for its first bytes; an idle keep-alive connection, a second (then it is closed).
       const arriving = socket.bytesRead > state.readAtIdle;
-      const fresh = state.requests === 0 && now - state.since < SILENT_CONNECTION_MS;
-      if (!arriving && !fresh) socket.destroy();
+      const fresh = now - state.since < (state.requests === 0 ? SILENT_CONNECTION_MS : IDLE_GRACE_MS);
+      // `end()`, not `destroy()`: the last response may still be in the socket's buffer; the peer's FIN closes it.
+      if (!arriving && !fresh && !socket.writableEnded) socket.end();
     }
   };
 
   const stop = async (): Promise<void> => {
     // New work is refused from now on (503 CLOSED, `Connection: close`); what is queued or running finishes.
     for (const res of inFlight) closeAfter(res);
-    const drained = steps.drain();
-    drained.catch(() => undefined); // awaited below
     const sweeper = setInterval(sweep, SWEEP_MS);
-    sweep();
-    // Connections whose handshake the kernel completed wait in the listen backlog, and closing the listener would
-    // reset them: it stays open while a burst is still connecting (each new request is answered 503 CLOSED), then
-    // closes. `net.Server`'s own `close()`, not `http.Server`'s, which (Node >= 19) also destroys connections whose
-    // request is not parsed yet.
-    await lingerWhileConnecting(() => accepted);
-    const closed = new Promise<void>((resolve) => NetServer.prototype.close.call(server, () => resolve()));
     let cut: NodeJS.Timeout | undefined;
     try {
-      await drained;
+      sweep();
+      await steps.drain();
+      // Connections whose handshake the kernel completed wait in the listen backlog, and closing the listener would
+      // reset them: it stays open while the server drains (a request arriving then is answered 503 CLOSED with
+      // `Connection: close`) and until connections stop arriving, then closes. `net.Server`'s own `close()`, not
+      // `http.Server`'s, which (Node >= 19) also destroys connections whose request is not parsed yet.
+      await lingerWhileConnecting(() => accepted, graceMs);
+      const closed = new Promise<void>((resolve) => NetServer.prototype.close.call(server, () => resolve()));
       cut = setTimeout(() => server.closeAllConnections(), graceMs);
       await closed;
     } finally {
       clearInterval(sweeper);
       clearTimeout(cut);
       // Every connection has ended: `http.Server#close()` now only stops its timeout checks.
-      server.close(() => undefined);
+      if (!server.listening) server.close(() => undefined);
     }
     await steps.close?.();
   };
@@ -147,11 +153,11 @@ function turnEventLoop(): Promise<void> {
   return new Promise((resolve) => setImmediate(() => setImmediate(resolve)));
 }
 
-/** Resolves once no connection was accepted for {@link QUIET_MS} (after a turn of the loop), or after the longest linger. */
-async function lingerWhileConnecting(accepted: () => number): Promise<void> {
+/** Resolves once no connection was accepted for {@link QUIET_MS} (after a turn of the loop), or after `maxMs`. */
+async function lingerWhileConnecting(accepted: () => number, maxMs: number): Promise<void> {
   const started = performance.now();
   await turnEventLoop();
-  while (performance.now() - started < LINGER_MAX_MS) {
+  while (performance.now() - started < maxMs) {
     const seen = accepted();
     await new Promise((resolve) => setTimeout(resolve, QUIET_MS));
     await turnEventLoop();
