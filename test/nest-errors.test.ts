@@ -246,7 +246,13 @@ describe.each(PLATFORMS)('@Batch() error responses on %s', (platform) => {
       const refused = await post('/busy', 'refused');
       expect([refused.status, refused.body, refused.headers['retry-after']]).toEqual([
         503,
-        { error: { code: 'QUEUE_FULL', message: 'Batcher "BusyController.busy" queue is full (maxQueueSize = 1)' } },
+        {
+          error: {
+            code: 'QUEUE_FULL',
+            message: 'The server is at capacity: its queue is full; retry later',
+            retryAfterSeconds: 7,
+          },
+        },
         '7',
       ]);
 

@@ -163,7 +163,13 @@ describe.each(PLATFORMS)('client disconnects and shutdown on %s', (platform) => 
       const refused = await post('late');
       expect([refused.status, refused.body, refused.headers['retry-after']]).toEqual([
         503,
-        { error: { code: 'CLOSED', message: 'Batcher "DrainController.drain" is closed' } },
+        {
+          error: {
+            code: 'CLOSED',
+            message: 'The server is shutting down; retry on another instance',
+            retryAfterSeconds: 1,
+          },
+        },
         '1',
       ]);
 

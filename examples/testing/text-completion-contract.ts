@@ -403,7 +403,9 @@ export function describeTextCompletionApp(
         const refused = await fetch(`${other.url}/v1/completions`, json({ prompt: 'Hi ', max_tokens: 2 }));
         expect(refused.status).toBe(503);
         expect(refused.headers.get('retry-after')).toBe('1');
-        expect(await refused.json()).toEqual({ error: { code: 'CLOSED', message: expect.any(String) } });
+        expect(await refused.json()).toEqual({
+          error: { code: 'CLOSED', message: expect.any(String), retryAfterSeconds: 1 },
+        });
       } finally {
         await other.close();
       }

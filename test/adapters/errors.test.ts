@@ -149,7 +149,13 @@ describe.each(EACH)('batchRoute (%s): errors', (_name, driver) => {
 
     expect(refused.status).toBe(503);
     expect(refused.headers['retry-after']).toBe('7');
-    expect(refused.body).toEqual(error('QUEUE_FULL', 'Batcher "adder" queue is full (maxQueueSize = 1)'));
+    expect(refused.body).toEqual({
+      error: {
+        code: 'QUEUE_FULL',
+        message: 'The server is at capacity: its queue is full; retry later',
+        retryAfterSeconds: 7,
+      },
+    });
     expect((await busy).body).toBe(2);
     expect((await queued).body).toBe(3);
     expect(model.inputs).toEqual([1, 2]);
@@ -332,7 +338,13 @@ describe.each(EACH)('batchRoute (%s): errors', (_name, driver) => {
 
     expect(response.status).toBe(503);
     expect(response.headers['retry-after']).toBe('1');
-    expect(response.body).toEqual(error('CLOSED', 'Batcher "adder" is closed'));
+    expect(response.body).toEqual({
+      error: {
+        code: 'CLOSED',
+        message: 'The server is shutting down; retry on another instance',
+        retryAfterSeconds: 1,
+      },
+    });
   });
 
   it('answers EXECUTION_TIMEOUT with 504', async () => {

@@ -451,6 +451,18 @@ export const PROTOCOL_INPUTS: readonly ProtocolInput[] = [
   },
   { name: 'a 20 KB URL', bytes: h([`GET /?text=${'a'.repeat(20_000)} HTTP/1.1`, 'Host: x']), status: 431 },
   { name: 'an unknown path (404)', bytes: h(['GET /nope HTTP/1.1', 'Host: x', 'Connection: close']), status: 404 },
+  // Paths that resolve to a route only if normalised: every framework answers them 404, none 405 for the route.
+  {
+    name: 'a dot-segment path (404)',
+    bytes: h(['GET /v1/../healthz HTTP/1.1', 'Host: x', 'Connection: close']),
+    status: 404,
+  },
+  { name: 'a doubled slash (404)', bytes: h(['GET //healthz HTTP/1.1', 'Host: x', 'Connection: close']), status: 404 },
+  {
+    name: 'a doubled slash before the completions route (404)',
+    bytes: `${h(['POST //v1/completions HTTP/1.1', 'Host: x', 'Content-Type: application/json', 'Content-Length: 2', 'Connection: close'])}{}`,
+    status: 404,
+  },
   {
     name: 'PUT on the completions route (405 with Allow)',
     bytes: h(['PUT /v1/completions HTTP/1.1', 'Host: x', 'Content-Length: 0', 'Connection: close']),

@@ -174,6 +174,8 @@ describe.each(FRAMEWORKS)('bad inputs against the %s text-completion example', (
       },
     });
     for (const sent of headers) expect(sent['x-powered-by']).toBeUndefined();
+    // The same probe headers on all three frameworks: a cached probe answer would be a wrong one.
+    for (const sent of headers) expect(sent['cache-control']).toBe('no-store');
     expect(alive).toBe(true);
     expect([health.status, ready.status]).toEqual([200, 200]);
     expect(empty.kind === 'answered' && [empty.answer.status, errorBody(empty.answer.body)?.details]).toEqual([

@@ -26,6 +26,9 @@ const EXPECTED = [
   'abandoned-running-batches',
   'abandoned-running-batches-continuous',
   'overload',
+  'shutdown-express',
+  'shutdown-koa',
+  'shutdown-nest',
 ];
 
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {

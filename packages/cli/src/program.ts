@@ -22,6 +22,8 @@ export const FRAMEWORKS = ['express', 'koa', 'nest'] as const;
  * ```
  */
 export const SCHEDULINGS = ['continuous', 'request'] as const;
+/** What `/readyz` may mean (see `createHealth`'s `mode`). */
+export const READINESS_MODES = ['fleet', 'instance'] as const;
 
 /**
  * The checked flags of `microbatch serve`. A model setting nobody gave is `undefined`: the library's default applies
@@ -54,6 +56,8 @@ export interface ServeFlags {
   readonly executionProvider?: string;
   readonly scheduling: (typeof SCHEDULINGS)[number];
   readonly logFormat: (typeof LOG_FORMATS)[number];
+  /** What `/readyz` means: `fleet` (default; overload answered by 503s) or `instance` (unready when overloaded). */
+  readonly readiness: (typeof READINESS_MODES)[number];
   /** `redis://host:port`: serve as a web replica of workers behind this queue, with no local model. */
   readonly queue?: string;
 }
@@ -241,6 +245,14 @@ export function createProgram(
         'Refused under continuous scheduling (the batcher hands the loop one request at a time: see ' +
         '--max-sequences) and with --queue (set it on the workers)',
       integer(1),
+    )
+    .addOption(
+      new Option(
+        '--readiness <mode>',
+        'what /readyz means: fleet (behind a load balancer: unready only while it cannot serve, overload answered by 503s) or instance (also unready when overloaded)',
+      )
+        .choices(READINESS_MODES)
+        .default('fleet'),
     )
     .option(
       '--max-sequences <n>',

@@ -86,6 +86,7 @@ export async function serveCommand(flags: ServeFlags, fail: (message: string) =>
           maxLatencyMs: flags.maxLatencyMs ?? null,
           maxQueueSize: flags.maxQueueSize ?? DEFAULTS.maxQueueSize,
           workers: pool.size,
+          readiness: flags.readiness,
           ...dropUndefined({
             maxSequences: flags.maxSequences,
             threads: flags.threads,
@@ -94,7 +95,7 @@ export async function serveCommand(flags: ServeFlags, fail: (message: string) =>
         },
         'microbatch serve',
       );
-      return startTextCompletionApp(service, where);
+      return startTextCompletionApp(service, where, { readiness: flags.readiness });
     },
     { port: flags.port, host: flags.host },
     logger,
@@ -134,6 +135,7 @@ async function serveFromQueue(flags: ServeFlags, url: string, fail: (message: st
       return startTextCompletionApp(
         createQueuedTextCompletionService(redisQueue, { id: queue, maxLatencyMs: flags.maxLatencyMs }),
         where,
+        { readiness: flags.readiness },
       );
     },
     { port: flags.port, host: flags.host },

@@ -38,8 +38,25 @@ describe('toHttpError', () => {
     expect(toHttpError(error)).toEqual({
       status: 503,
       headers: { 'Retry-After': '3' },
-      body: { error: { code: 'QUEUE_FULL', message: 'queue is full' } },
+      body: {
+        error: {
+          code: 'QUEUE_FULL',
+          message: 'The server is at capacity: its queue is full; retry later',
+          retryAfterSeconds: 3,
+        },
+      },
     });
+    // The engine's own message and figures only with `exposeDetails`.
+    const detailed = new BatchError('OVERLOADED', 'Batcher "x" is overloaded', { details: { predictedMs: 900 } });
+    expect(toHttpError(detailed, { exposeDetails: true }).body).toEqual({
+      error: {
+        code: 'OVERLOADED',
+        message: 'Batcher "x" is overloaded',
+        details: { predictedMs: 900 },
+        retryAfterSeconds: 1,
+      },
+    });
+    expect(JSON.stringify(toHttpError(detailed).body)).not.toMatch(/predictedMs|Batcher/);
   });
 
   it('answers a known path with another method 405 and its Allow header, an unknown one 404', () => {
@@ -87,7 +104,13 @@ describe('toHttpError', () => {
     expect(toHttpError(hidden)).toEqual({
       status: 503,
       headers: { 'Retry-After': '1' },
-      body: { error: { code: 'UNAVAILABLE', message: 'Service Unavailable' } },
+      body: {
+        error: {
+          code: 'UNAVAILABLE',
+          message: 'The model is not available right now; retry later',
+          retryAfterSeconds: 1,
+        },
+      },
     });
   });
 

@@ -121,6 +121,30 @@ describe('createTextGenerationValidator', () => {
     ).toBe('prompt');
   });
 
+  it('bounds the tokenizing an invalid prompt costs: over the byte cap refused unread, a short one not tokenized', async () => {
+    const wide = await createTextGenerationValidator({ model: TINYSTORIES_DIR, maxPromptChars: 200_000 });
+    const calls: string[] = [];
+    const count = wide.countTokens.bind(wide);
+    wide.countTokens = (prompt: string) => {
+      calls.push(prompt);
+      return count(prompt);
+    };
+    // 512 tokens of context x the longest token of the bundled tokenizer (98 bytes).
+    expect(wide.maxPromptBytes).toBe(512 * 98);
+    const overCap = 'a'.repeat(wide.maxPromptBytes + 1);
+    expect(invalid(() => wide({ prompt: overCap, max_tokens: 1 }))).toEqual({
+      field: 'prompt',
+      message: `\`prompt\` cannot fit the context of 512 tokens: it is ${overCap.length} bytes, more than ${512 * 98} (the context x the longest token)`,
+    });
+    // Every byte a token, and it still fits: no need to count.
+    wide({ prompt: 'Once upon a time, ', max_tokens: 16 });
+    expect(calls).toEqual([]);
+    // Between the two bounds: counted once, and refused on its tokens.
+    const between = 'xq zv '.repeat(400);
+    expect(invalid(() => wide({ prompt: between, max_tokens: 16 })).field).toBe('prompt');
+    expect(calls).toEqual([between]);
+  });
+
   it('fails to load with a message naming the path', async () => {
     await expect(createTextGenerationValidator({ model: '/nonexistent/model' })).rejects.toThrow(
       /^Failed to load the tokenizer from "\/nonexistent\/model": /,

@@ -22,12 +22,22 @@ export interface HealthOptions {
    * @default 500
    */
   readonly readyTimeoutMs?: number;
+  /**
+   * What readiness means. `'instance'`: unready while the model is not ready, a batcher is closed, or a batcher is
+   * overloaded (so a load balancer sends the work elsewhere). `'fleet'`: unready only while the process cannot
+   * serve at all (model not ready, batcher closed); overload is answered by the requests' own 503s (with
+   * `Retry-After`), not by unreadiness, because under a fleet-wide peak every replica would go unready at once and
+   * the load balancer would have nowhere left to send anything. Use `'fleet'` behind a load balancer.
+   * @default 'instance'
+   */
+  readonly mode?: 'instance' | 'fleet';
 }
 
 const DEFAULTS = {
   batchers: [],
   ready: () => true,
   readyTimeoutMs: 500,
+  mode: 'instance',
 } as const satisfies Required<HealthOptions>;
 
 /** The JSON body of a health answer. */
@@ -41,7 +51,7 @@ export interface Health {
   liveness(): HttpResult<HealthBody>;
   /**
    * 200 `{ status: 'ok' }`, or 503 `{ status: 'unavailable', reasons }` while the model is not ready, a batcher
-   * closed, or a batcher's predicted latency for new work exceeds its `maxLatencyMs` (it would refuse it).
+   * closed, or (mode `'instance'`) a batcher's predicted latency for new work exceeds its `maxLatencyMs`.
    */
   readiness(): Promise<HttpResult<HealthBody>>;
 }
@@ -68,6 +78,8 @@ export function createHealth(options: HealthOptions = {}): Health {
   if (typeof ready !== 'function') fail('ready', 'a function', ready);
   const readyTimeoutMs = options.readyTimeoutMs ?? DEFAULTS.readyTimeoutMs;
   checkNumber('readyTimeoutMs', readyTimeoutMs, 0, MAX_FINITE, true);
+  const mode = options.mode ?? DEFAULTS.mode;
+  if (mode !== 'instance' && mode !== 'fleet') fail('mode', "'instance' or 'fleet'", mode);
   // A copy: the array the caller keeps must not change what was checked above.
   const watched = [...batchers];
 
@@ -78,7 +90,7 @@ export function createHealth(options: HealthOptions = {}): Health {
       const model = await checkReady(ready, readyTimeoutMs);
       if (model !== undefined) reasons.push(model);
       for (const batcher of watched) {
-        const overload = batcher.closed ? undefined : overloadOf(batcher);
+        const overload = batcher.closed || mode === 'fleet' ? undefined : overloadOf(batcher);
         if (batcher.closed) reasons.push(`batcher ${JSON.stringify(batcher.name)} is closed`);
         else if (overload !== undefined) reasons.push(overload);
       }

@@ -71,4 +71,25 @@ describe('readiness under overload', () => {
     await Promise.all(calls);
     expect(await health.readiness()).toEqual({ status: 200, body: { status: 'ok' } });
   });
+  it("in mode 'fleet', stays ready under overload (the 503s refuse the work) and goes unready only once closed", async () => {
+    const clock = new ManualClock();
+    const batcher = await warmBatcher(clock, 60);
+    const fleet = createHealth({ batchers: [batcher], mode: 'fleet' });
+    const instance = createHealth({ batchers: [batcher] });
+    const calls = Array.from({ length: 12 }, () => batcher(1));
+    await flush();
+    expect((await instance.readiness()).status).toBe(503);
+    expect(await fleet.readiness()).toEqual({ status: 200, body: { status: 'ok' } });
+    await expect(batcher(1)).rejects.toMatchObject({ code: 'OVERLOADED' });
+    const closing = batcher.close();
+    expect(await fleet.readiness()).toEqual({
+      status: 503,
+      body: { status: 'unavailable', reasons: ['batcher "adder" is closed'] },
+    });
+    await clock.advance(60);
+    await Promise.all([...calls, closing]);
+    expect(() => createHealth({ mode: 'cluster' as never })).toThrow(
+      "Expected `mode` to be 'instance' or 'fleet', got",
+    );
+  });
 });

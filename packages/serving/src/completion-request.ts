@@ -48,7 +48,7 @@ export interface CompletionRequest {
   readonly stream: boolean;
   /** `stream_options.include_usage`: end the stream with a chunk carrying the token usage. */
   readonly includeUsage: boolean;
-  /** OpenAI's `user`: who the request is for, the fairness key of its items when given. */
+  /** OpenAI's `user`: who the request is for, as the client says (never a fairness key: shares go by client). */
   readonly user: string | undefined;
 }
 

@@ -12,6 +12,7 @@ import {
   toCompletionChunk,
   toUsageChunk,
 } from './completion-response.js';
+import { type ClientKey, fairnessKeyOf } from './client-key.js';
 import { mergeStreams } from './merge-streams.js';
 import type { TextCompletionService } from './text-completion-model.js';
 
@@ -55,7 +56,11 @@ type StreamingRequestBatcher = Pick<StreamingBatcher<CompletionRequest, Completi
 export function createCompletionsEndpoint(
   model: CompletionsModel,
   limits: CompletionRequestLimits = {},
+  clientKey?: ClientKey,
 ): CompletionsEndpoint {
+  if (clientKey !== undefined && typeof clientKey !== 'function') {
+    throw new TypeError(`Expected \`clientKey\` to be a function, got ${typeof clientKey}`);
+  }
   if (typeof model !== 'object' || model === null || typeof model.validate !== 'function') {
     throw new TypeError('Expected `model` to be a text-completion model from `createTextCompletionModel()`');
   }
@@ -67,8 +72,9 @@ export function createCompletionsEndpoint(
     } catch (error) {
       invalid = error;
     }
-    // Fair shares per user: OpenAI's `user` field, else the client's address.
-    const fairnessKey = request?.user ?? res.req?.socket?.remoteAddress;
+    // Fair shares per client (its address, or the operator's `clientKey`), never per OpenAI `user`: a client's many
+    // `user` values share its one share, so inventing users gains nothing.
+    const fairnessKey = fairnessKeyOf(res.req, clientKey);
     // Continuous scheduling: the decode loop's batch replaces the batcher's dispatch headers (`X-Batch-Size: 1`),
     // with the answer, or with a stream's first chunk (headers go out with the first event).
     const setBatch = (headers: Record<string, string>): void => {

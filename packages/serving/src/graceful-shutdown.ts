@@ -1,4 +1,5 @@
-import type { Server } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import { Server as NetServer, type Socket } from 'node:net';
 
 /**
  * What a server does between "stop accepting" and "exit".
@@ -21,10 +22,50 @@ export interface ShutdownSteps {
 }
 
 /**
- * Returns the graceful shutdown of `server`: it stops accepting connections at once, drains (requests already
- * accepted keep going and get their answers; new requests on open keep-alive connections get 503 `CLOSED`), waits
- * for every response to be sent, closes the idle connections, then releases resources. Calling it again returns the
- * same promise.
+ * How long a connection accepted before the shutdown may stay open without sending a byte of a request: one
+ * whose request is on its way is answered; one that only connected (a client's pre-opened socket) is closed then.
+ */
+const SILENT_CONNECTION_MS = 5_000;
+
+/** How often open connections are looked at while the server shuts down. */
+const SWEEP_MS = 20;
+
+/**
+ * After draining, the listener stays open until no connection arrived for this long (a burst still connecting is
+ * taken in and answered, not reset in the listen backlog), and at most `graceMs`.
+ */
+const QUIET_MS = 100;
+
+/**
+ * An idle keep-alive connection is closed once it has been idle this long: a client that reuses it at the moment
+ * it is closed would see its request reset, and clients reuse a connection right after its response.
+ */
+const IDLE_GRACE_MS = 1_000;
+
+/** What the shutdown knows of one connection: requests seen and finished on it, and when it last went quiet. */
+interface ConnectionState {
+  requests: number;
+  finished: number;
+  /** `socket.bytesRead` when its last response finished: more means a next request is arriving. */
+  readAtIdle: number;
+  /** When it connected, then when its last response finished. */
+  since: number;
+}
+
+/**
+ * Returns the graceful shutdown of `server`, which loses no request whose bytes reached the server:
+ *
+ * 1. it drains: requests already accepted run and get their answers, new requests get 503 `CLOSED` from the
+ *    closed batchers, and every response from then on says `Connection: close`, so busy keep-alive connections
+ *    end after their last response;
+ * 2. idle keep-alive connections are closed after a second idle; a connection whose request is still arriving is
+ *    answered first (Node's own `server.close()` would cut it); one that sent nothing for 5 s is closed;
+ * 3. once drained and no connection arrived for a moment, it stops listening: later clients are refused
+ *    (ECONNREFUSED), none of those the kernel had already accepted (the listen backlog) is reset;
+ * 4. once every connection has ended (or `graceMs` after that, when the rest are cut), it releases resources.
+ *
+ * Call it before the server receives connections (`startServer` does). Calling the returned function again
+ * returns the same promise.
  *
  * @example
  * ```ts
@@ -37,23 +78,89 @@ export function shutdownServer(server: Server, steps: ShutdownSteps): () => Prom
     throw new TypeError(`Expected \`steps.drain\` to be a function, got ${typeof steps?.drain}`);
   }
   const graceMs = steps.graceMs ?? 10_000;
+  const connections = new Map<Socket, ConnectionState>();
+  const inFlight = new Set<ServerResponse>();
   let stopping: Promise<void> | undefined;
+  let accepted = 0;
+
+  server.on('connection', (socket: Socket) => {
+    accepted += 1;
+    connections.set(socket, { requests: 0, finished: 0, readAtIdle: 0, since: performance.now() });
+    socket.once('close', () => connections.delete(socket));
+  });
+  // First among the request listeners, so that a response the app writes at once already carries the header.
+  server.prependListener('request', (req: IncomingMessage, res: ServerResponse) => {
+    const state = connections.get(req.socket);
+    if (state !== undefined) state.requests += 1;
+    inFlight.add(res);
+    res.once('close', () => {
+      inFlight.delete(res);
+      if (state === undefined) return;
+      state.finished += 1;
+      state.readAtIdle = req.socket.bytesRead;
+      state.since = performance.now();
+    });
+    if (stopping !== undefined) closeAfter(res);
+  });
+
+  const sweep = (): void => {
+    const now = performance.now();
+    for (const [socket, state] of connections) {
+      if (state.requests > state.finished) continue; // busy: its response says `Connection: close`
+      // A request on its way (bytes read since the last response) is answered; a socket that only connected gets a
+      // few seconds for its first bytes; an idle keep-alive connection, a second (then it is closed).
+      const arriving = socket.bytesRead > state.readAtIdle;
+      const fresh = now - state.since < (state.requests === 0 ? SILENT_CONNECTION_MS : IDLE_GRACE_MS);
+      // `end()`, not `destroy()`: the last response may still be in the socket's buffer; the peer's FIN closes it.
+      if (!arriving && !fresh && !socket.writableEnded) socket.end();
+    }
+  };
+
   const stop = async (): Promise<void> => {
-    // Resolves once every connection has ended; an error only means the server was not listening any more.
-    const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-    await steps.drain();
-    // Keep-alive connections sit idle between requests and would hold `close()` open forever; the ones still
-    // writing a response (a stream, a body being flushed) become idle when it is sent and are closed then.
-    const sweep = setInterval(() => server.closeIdleConnections(), 20);
-    const cut = setTimeout(() => server.closeAllConnections(), graceMs);
+    // New work is refused from now on (503 CLOSED, `Connection: close`); what is queued or running finishes.
+    for (const res of inFlight) closeAfter(res);
+    const sweeper = setInterval(sweep, SWEEP_MS);
+    let cut: NodeJS.Timeout | undefined;
     try {
-      server.closeIdleConnections();
+      sweep();
+      await steps.drain();
+      // Connections whose handshake the kernel completed wait in the listen backlog, and closing the listener would
+      // reset them: it stays open while the server drains (a request arriving then is answered 503 CLOSED with
+      // `Connection: close`) and until connections stop arriving, then closes. `net.Server`'s own `close()`, not
+      // `http.Server`'s, which (Node >= 19) also destroys connections whose request is not parsed yet.
+      await lingerWhileConnecting(() => accepted, graceMs);
+      const closed = new Promise<void>((resolve) => NetServer.prototype.close.call(server, () => resolve()));
+      cut = setTimeout(() => server.closeAllConnections(), graceMs);
       await closed;
     } finally {
-      clearInterval(sweep);
+      clearInterval(sweeper);
       clearTimeout(cut);
+      // Every connection has ended: `http.Server#close()` now only stops its timeout checks.
+      if (!server.listening) server.close(() => undefined);
     }
     await steps.close?.();
   };
   return () => (stopping ??= stop());
+}
+
+/** Makes `res` the last response of its connection, if its headers are not sent yet. */
+function closeAfter(res: ServerResponse): void {
+  if (!res.headersSent) res.setHeader('Connection', 'close');
+}
+
+/** Resolves after the event loop has been through its poll phase (where pending connections are accepted). */
+function turnEventLoop(): Promise<void> {
+  return new Promise((resolve) => setImmediate(() => setImmediate(resolve)));
+}
+
+/** Resolves once no connection was accepted for {@link QUIET_MS} (after a turn of the loop), or after `maxMs`. */
+async function lingerWhileConnecting(accepted: () => number, maxMs: number): Promise<void> {
+  const started = performance.now();
+  await turnEventLoop();
+  while (performance.now() - started < maxMs) {
+    const seen = accepted();
+    await new Promise((resolve) => setTimeout(resolve, QUIET_MS));
+    await turnEventLoop();
+    if (accepted() === seen) return;
+  }
 }

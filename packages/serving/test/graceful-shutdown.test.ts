@@ -18,7 +18,7 @@ function get(port: number): Promise<{ status: number; body: string }> {
 }
 
 describe('shutdownServer', () => {
-  it('stops accepting at once, lets the running request finish, then closes; once', async () => {
+  it('refuses new work at once, lets the running request finish, stops listening, then closes; once', async () => {
     let release!: () => void;
     const held = new Promise<void>((resolve) => (release = resolve));
     const started = deferred();
@@ -28,7 +28,10 @@ describe('shutdownServer', () => {
       return inputs.map((n) => n + 1);
     });
     const server = createServer((_req, res) => {
-      void batcher(1).then((value) => res.end(String(value)));
+      void batcher(1).then(
+        (value) => res.end(String(value)),
+        (error: { code?: string }) => res.end(String(error.code)),
+      );
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     const { port } = server.address() as AddressInfo;
@@ -47,12 +50,15 @@ describe('shutdownServer', () => {
     await started.promise;
     const stopped = shutdown();
     expect(shutdown()).toBe(stopped);
-    await expect(get(port)).rejects.toThrow(/ECONNREFUSED/);
+    // While it drains, the listener stays open (closing it would reset connections in its backlog): a new request
+    // is answered, refused, with `Connection: close`.
+    expect(await get(port)).toEqual({ status: 200, body: 'CLOSED' });
     await expect(batcher(2)).rejects.toMatchObject({ code: 'CLOSED' });
     expect(steps).toEqual([]);
     release();
     expect(await inFlight).toEqual({ status: 200, body: '2' });
     await stopped;
+    await expect(get(port)).rejects.toThrow(/ECONNREFUSED/);
     expect(steps).toEqual(['drained', 'closed']);
     expect(server.listening).toBe(false);
   });

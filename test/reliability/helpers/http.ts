@@ -42,6 +42,10 @@ export interface SendOptions {
   readonly abortWhen?: (chunk: string) => boolean;
   /** Destroys the request when it aborts, as a client that goes away. */
   readonly signal?: AbortSignal;
+  /** Called once the whole request (head and body) has been handed to the connection. */
+  readonly onSent?: () => void;
+  /** Called once the connection is established (the server's kernel completed the handshake). */
+  readonly onConnect?: () => void;
 }
 
 /** Sends one request and accounts for exactly what came back; never rejects. */
@@ -109,6 +113,14 @@ export function send(base: string, path: string, options: SendOptions = {}): Pro
         });
       });
     });
+    if (options.onSent !== undefined) req.once('finish', options.onSent);
+    const { onConnect } = options;
+    if (onConnect !== undefined) {
+      req.once('socket', (socket) => {
+        if (socket.connecting) socket.once('connect', onConnect);
+        else onConnect();
+      });
+    }
     req.end(options.body);
   });
 }
@@ -244,7 +256,9 @@ export function errorBody(body: string): { code: string; message: string; detail
   const { code, message } = error as { code?: unknown; message?: unknown };
   if (typeof code !== 'string' || !/^[A-Z_]+$/.test(code) || typeof message !== 'string' || message === '')
     return undefined;
-  const extra = Object.keys(error).filter((key) => key !== 'code' && key !== 'message' && key !== 'details');
+  const extra = Object.keys(error).filter(
+    (key) => key !== 'code' && key !== 'message' && key !== 'details' && key !== 'retryAfterSeconds',
+  );
   return extra.length === 0 ? (error as { code: string; message: string; details?: unknown }) : undefined;
 }
 

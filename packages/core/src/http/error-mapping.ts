@@ -21,13 +21,34 @@ export const HttpErrorCode = {
 /** One of the {@link HttpErrorCode} values. */
 export type HttpErrorCode = (typeof HttpErrorCode)[keyof typeof HttpErrorCode];
 
-/** The JSON body every adapter sends for an error: `{"error":{"code","message"}}`. */
+/**
+ * The JSON body every adapter sends for an error: `{"error":{"code","message"}}`, with `details` on a 4xx, and
+ * `retryAfterSeconds` (what `Retry-After` says) on a 503.
+ */
 export interface HttpErrorBody {
   readonly error: {
     readonly code: HttpErrorCode;
     readonly message: string;
     readonly details?: Readonly<Record<string, unknown>>;
+    readonly retryAfterSeconds?: number;
   };
+}
+
+/**
+ * Options of {@link toHttpError}.
+ *
+ * @example
+ * ```ts
+ * toHttpError(error, { exposeDetails: true }); // 503s keep the batcher's name and its figures (internal services)
+ * ```
+ */
+export interface HttpErrorOptions {
+  /**
+   * Whether a 503 keeps the engine's own message and `details` (the batcher's name, `predictedMs`, `limitMs`,
+   * queue sizes). Off, a 503 says only what a client can act on: `code`, a fixed message and `retryAfterSeconds`.
+   * @default false
+   */
+  readonly exposeDetails?: boolean;
 }
 
 /** What an adapter writes for an error: status, extra headers and the JSON body. */
@@ -54,6 +75,14 @@ const STATUS_BY_CODE = {
 } as const satisfies Record<HttpErrorCode, number>;
 
 const GENERIC_MESSAGE = 'Internal Server Error';
+// What a 503 says without `exposeDetails`: the engine's messages name batchers (a Nest controller's method) and
+// carry its latency figures, which are the operator's business.
+const REFUSAL_MESSAGES: Readonly<Partial<Record<HttpErrorCode, string>>> = {
+  QUEUE_FULL: 'The server is at capacity: its queue is full; retry later',
+  OVERLOADED: 'The server is overloaded: the request would not be served in time; retry later',
+  CLOSED: 'The server is shutting down; retry on another instance',
+  UNAVAILABLE: 'The model is not available right now; retry later',
+};
 // What a client reads when the real message is not exposed (it may hold paths or a model's internals).
 const GENERIC_BY_STATUS: Readonly<Record<number, string>> = {
   500: GENERIC_MESSAGE,
@@ -124,20 +153,31 @@ function statusOf(error: unknown): number | undefined {
  * res.status(status).set(headers).json(body);
  * ```
  */
-export function toHttpError(error: unknown): HttpErrorResponse {
+export function toHttpError(error: unknown, options: HttpErrorOptions = {}): HttpErrorResponse {
   const batchError = toBatchError(error);
   const status = httpStatusFor(batchError.code);
   const headers: Record<string, string> = {};
-  if (status === 503) headers['Retry-After'] = String(Math.max(1, Math.ceil(batchError.retryAfterSeconds ?? 1)));
   const allowed = status === 405 ? batchError.details?.allowed : undefined;
   if (Array.isArray(allowed)) headers.Allow = allowed.join(', ');
   const message = batchError.expose ? batchError.message : (GENERIC_BY_STATUS[status] ?? GENERIC_MESSAGE);
   const details = batchError.expose ? batchError.details : undefined;
-  return {
-    status,
-    headers,
-    body: {
-      error: details === undefined ? { code: batchError.code, message } : { code: batchError.code, message, details },
-    },
-  };
+  if (status !== 503) {
+    return {
+      status,
+      headers,
+      body: {
+        error: details === undefined ? { code: batchError.code, message } : { code: batchError.code, message, details },
+      },
+    };
+  }
+  const retryAfterSeconds = Math.max(1, Math.ceil(batchError.retryAfterSeconds ?? 1));
+  headers['Retry-After'] = String(retryAfterSeconds);
+  const code = batchError.code;
+  if (options.exposeDetails === true) {
+    const body =
+      details === undefined ? { code, message, retryAfterSeconds } : { code, message, details, retryAfterSeconds };
+    return { status, headers, body: { error: body } };
+  }
+  const refusal = REFUSAL_MESSAGES[code] ?? GENERIC_BY_STATUS[503] ?? GENERIC_MESSAGE;
+  return { status, headers, body: { error: { code, message: refusal, retryAfterSeconds } } };
 }

@@ -2,7 +2,7 @@
 // entry pulls in no `node:http` types. Every function here accepts any object implementing `Batcher` or
 // `StreamingBatcher` and branded with `BATCHER_BRAND`, not only engine instances.
 export { HttpErrorCode, httpStatusFor, toBatchError, toHttpError } from './error-mapping.js';
-export type { HttpErrorBody, HttpErrorResponse } from './error-mapping.js';
+export type { HttpErrorBody, HttpErrorOptions, HttpErrorResponse } from './error-mapping.js';
 export { writeHttpError, writeJson } from './json.js';
 export { batcherForRoute, routeBatcher, toInputError } from './route.js';
 export type { RequestCallOptions, RouteBatcherOptions, RouteHooks } from './route.js';

@@ -1,5 +1,5 @@
 import type { ServerResponse } from 'node:http';
-import { toHttpError } from './error-mapping.js';
+import { type HttpErrorOptions, toHttpError } from './error-mapping.js';
 
 /**
  * Answers `body` as JSON with `status` and any extra `headers`: the one place a microbatch package writes JSON to
@@ -32,11 +32,11 @@ export function writeJson(
  * writeHttpError(res, new BatchError('INVALID_INPUT', '`prompt` must be a string')); // 400
  * ```
  */
-export function writeHttpError(res: ServerResponse, error: unknown): void {
+export function writeHttpError(res: ServerResponse, error: unknown, options?: HttpErrorOptions): void {
   if (res.headersSent) {
     res.destroy();
     return;
   }
-  const { status, headers, body } = toHttpError(error);
+  const { status, headers, body } = toHttpError(error, options);
   writeJson(res, status, body, headers);
 }

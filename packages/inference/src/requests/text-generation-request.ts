@@ -73,8 +73,13 @@ export type TextGenerationParser = (body: unknown) => TextGenerationInput;
  * ```
  */
 export interface TextGenerationValidator extends TextGenerationParser {
-  /** The prompt's token count as the model sees it (BOS included). */
+  /** The prompt's token count as the model sees it (BOS included). The validator calls it only when it must. */
   countTokens(prompt: string): number;
+  /**
+   * The longest prompt, in UTF-8 bytes, that could fit the context: `contextLength` x the tokenizer's longest token
+   * in bytes. A longer prompt is refused before it is tokenized.
+   */
+  readonly maxPromptBytes: number;
 }
 
 /**
@@ -167,17 +172,46 @@ export async function createTextGenerationValidator(
       },
     );
   }
-  const countTokens = (prompt: string) => tokenizer.encode(prompt).length;
-  const validate = (body: unknown): TextGenerationInput => {
-    const input = parse(body, resolved);
-    const overflow = contextLimitError(
-      countTokens(input.prompt),
-      input.max_new_tokens as number,
-      resolved.contextLength,
-      'max_tokens',
-    );
-    if (overflow !== undefined) throw invalid(overflow.field, overflow.message);
-    return input;
-  };
-  return Object.assign(validate, { countTokens });
+  // What bounds the work an invalid prompt costs the main thread before it is refused: a prompt of more bytes than
+  // the context holds in the longest tokens cannot fit and is refused unread; one whose every byte could be a token
+  // (plus the tokens the tokenizer adds) and still fit needs no tokenizing here (the worker counts its tokens again
+  // anyway). Only prompts between the two are tokenized on this thread.
+  let longestToken = 1;
+  for (const token of vocabularyOf(tokenizer)) longestToken = Math.max(longestToken, Buffer.byteLength(token));
+  const maxPromptBytes = resolved.contextLength * longestToken;
+  const added = tokenizer.encode('').length + 1;
+  const validator: TextGenerationValidator = Object.assign(
+    (body: unknown): TextGenerationInput => {
+      const input = parse(body, resolved);
+      const maxNewTokens = input.max_new_tokens as number;
+      const bytes = Buffer.byteLength(input.prompt);
+      if (bytes > maxPromptBytes) {
+        throw invalid(
+          'prompt',
+          `\`prompt\` cannot fit the context of ${resolved.contextLength} tokens: it is ${bytes} bytes, more than ${maxPromptBytes} (the context x the longest token)`,
+        );
+      }
+      if (bytes + added + maxNewTokens <= resolved.contextLength) return input;
+      const overflow = contextLimitError(
+        validator.countTokens(input.prompt),
+        maxNewTokens,
+        resolved.contextLength,
+        'max_tokens',
+      );
+      if (overflow !== undefined) throw invalid(overflow.field, overflow.message);
+      return input;
+    },
+    { countTokens: (prompt: string) => tokenizer.encode(prompt).length, maxPromptBytes },
+  );
+  return validator;
+}
+
+/** The token strings of a transformers.js tokenizer (`get_vocab()`: a map or an object from token to id). */
+function vocabularyOf(tokenizer: unknown): string[] {
+  const { get_vocab: getVocab } = tokenizer as { get_vocab?: () => unknown };
+  const vocab = typeof getVocab === 'function' ? getVocab.call(tokenizer) : undefined;
+  if (Array.isArray(vocab)) return vocab.filter((token): token is string => typeof token === 'string');
+  if (vocab instanceof Map) return [...vocab.keys()].filter((token): token is string => typeof token === 'string');
+  if (typeof vocab === 'object' && vocab !== null) return Object.keys(vocab);
+  throw new Error('The tokenizer has no vocabulary to bound its longest token');
 }

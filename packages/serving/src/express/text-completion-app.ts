@@ -6,6 +6,7 @@ import { createHealth, metricsHandler, toNodeHandler } from '@microbatch/prometh
 import express from 'express';
 import { Registry } from 'prom-client';
 import type { TextCompletionAppOptions } from '../app-options.js';
+import { fairnessKeyOf } from '../client-key.js';
 import { decodeBatchHeaders } from '../completion-response.js';
 import { createCompletionsEndpoint } from '../completions-endpoint.js';
 import { noRoute } from '../routes.js';
@@ -48,20 +49,24 @@ export function createTextCompletionApp(
           .set(decodeBatchHeaders([result]))
           .type('text/plain')
           .send(textQueryAnswer(req.query.text, result)),
-      // Each client address gets a fair share of admission and of each batch.
-      callOptions: (req) => ({ fairnessKey: req.socket.remoteAddress }),
+      // Each client (its address, or the app's `clientKey`) gets a fair share of admission and of each batch.
+      callOptions: (req) => ({ fairnessKey: fairnessKeyOf(req, options.clientKey) }),
     }),
   );
 
   // OpenAI's completions API (JSON or `stream: true`), so existing OpenAI clients work unchanged.
-  const completions = createCompletionsEndpoint(service, options.limits);
+  const completions = createCompletionsEndpoint(service, options.limits, options.clientKey);
   app.post('/v1/completions', jsonBody(), (req, res) => completions(req.body, res));
   // What `client.models.list()` of the official OpenAI clients reads.
   const models = modelList(service.id, new Date());
   app.get('/v1/models', (_req, res) => writeJson(res, 200, models));
 
   // Liveness always 200; readiness 503 while the model loads and once the server drains.
-  const health = createHealth({ batchers: service.batchers, ready: () => service.isReady() });
+  const health = createHealth({
+    batchers: service.batchers,
+    ready: () => service.isReady(),
+    ...(options.readiness === undefined ? {} : { mode: options.readiness }),
+  });
   app.get('/healthz', toNodeHandler(health.liveness));
   app.get('/readyz', toNodeHandler(health.readiness));
 

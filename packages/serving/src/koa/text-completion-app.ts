@@ -2,10 +2,11 @@
 // route shares ONE service: concurrent requests coalesce into one model call.
 import { Router } from '@koa/router';
 import { batchErrorHandler, batchRoute, jsonBody } from '@microbatch/koa';
-import { createHealth, scrapeMetrics } from '@microbatch/prometheus';
+import { type NodeHandler, createHealth, metricsHandler, toNodeHandler } from '@microbatch/prometheus';
 import Koa from 'koa';
 import { Registry } from 'prom-client';
 import type { TextCompletionAppOptions } from '../app-options.js';
+import { fairnessKeyOf } from '../client-key.js';
 import { decodeBatchHeaders } from '../completion-response.js';
 import { createCompletionsEndpoint } from '../completions-endpoint.js';
 import { noRoute } from '../routes.js';
@@ -42,8 +43,8 @@ export function createTextCompletionApp(service: TextCompletionService, options:
     batchRoute({
       batcher: service.generate,
       input: (ctx) => parseTextQuery(ctx.query.text, service.validate),
-      // Each client address gets a fair share of admission and of each batch.
-      callOptions: (ctx) => ({ fairnessKey: ctx.req.socket.remoteAddress }),
+      // Each client (its address, or the app's `clientKey`) gets a fair share of admission and of each batch.
+      callOptions: (ctx) => ({ fairnessKey: fairnessKeyOf(ctx.req, options.clientKey) }),
       output: (result, ctx) => {
         // Continuous scheduling: the decode loop's batch, not the batcher's single-request dispatch.
         ctx.set(decodeBatchHeaders([result]));
@@ -54,7 +55,7 @@ export function createTextCompletionApp(service: TextCompletionService, options:
   );
 
   // OpenAI's completions API (JSON or `stream: true`); the endpoint writes the Node response itself.
-  const completions = createCompletionsEndpoint(service, options.limits);
+  const completions = createCompletionsEndpoint(service, options.limits, options.clientKey);
   router.post('/v1/completions', jsonBody(), async (ctx) => {
     ctx.respond = false;
     await completions((ctx.request as { body?: unknown }).body, ctx.res);
@@ -67,20 +68,24 @@ export function createTextCompletionApp(service: TextCompletionService, options:
   });
 
   // Liveness always 200; readiness 503 while the model loads and once the server drains.
-  const health = createHealth({ batchers: service.batchers, ready: () => service.isReady() });
-  router.get('/healthz', (ctx) => {
-    ({ status: ctx.status, body: ctx.body } = health.liveness());
+  const health = createHealth({
+    batchers: service.batchers,
+    ready: () => service.isReady(),
+    ...(options.readiness === undefined ? {} : { mode: options.readiness }),
   });
-  router.get('/readyz', async (ctx) => {
-    ({ status: ctx.status, body: ctx.body } = await health.readiness());
-  });
+  // The probes and metrics answer through the same Node handlers as on Express and Nest: the same bytes and headers
+  // (`Cache-Control: no-store`) on all three.
+  const nodeRoute = (handler: NodeHandler) => async (ctx: Koa.Context) => {
+    ctx.respond = false;
+    await handler(ctx.req, ctx.res);
+  };
+  router.get('/healthz', nodeRoute(toNodeHandler(() => health.liveness())));
+  router.get('/readyz', nodeRoute(toNodeHandler(() => health.readiness())));
 
   // Prometheus metrics of both batchers, as the Express and Nest apps serve them.
   const registry = new Registry();
   instrumentTextCompletionService(service, registry);
-  router.get('/metrics', async (ctx) => {
-    ({ status: ctx.status, contentType: ctx.type, body: ctx.body } = await scrapeMetrics(registry));
-  });
+  router.get('/metrics', nodeRoute(metricsHandler(registry)));
 
   // The error handler goes first: it answers body problems (400, 413, 415) and unknown routes as JSON.
   const app = new Koa();

@@ -9,11 +9,11 @@
 export const TEXT_COMPLETION_SERVICE = Symbol.for('microbatch.serving.textCompletionService');
 
 /**
- * The injection token of the app's `TextCompletionAppOptions` (`limits` of `POST /v1/completions`).
+ * The injection token of the app's `TextCompletionAppOptions` (optional: absent, the defaults).
  *
  * @example
  * ```ts
- * constructor(@Inject(TEXT_COMPLETION_APP_OPTIONS) options: TextCompletionAppOptions) {}
+ * constructor(@Optional() @Inject(TEXT_COMPLETION_APP_OPTIONS) options?: TextCompletionAppOptions) {}
  * ```
  */
 export const TEXT_COMPLETION_APP_OPTIONS = Symbol.for('microbatch.serving.textCompletionAppOptions');

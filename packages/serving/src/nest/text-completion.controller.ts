@@ -1,21 +1,17 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { serveBatched, writeHttpError, writeJson } from '@microbatch/core/http';
-import { type Health, createHealth, scrapeMetrics } from '@microbatch/prometheus';
-import { Body, Controller, Get, Inject, Post, Query, Req, Res } from '@nestjs/common';
+import { type NodeHandler, createHealth, metricsHandler, toNodeHandler } from '@microbatch/prometheus';
+import { Body, Controller, Get, Inject, Optional, Post, Query, Req, Res } from '@nestjs/common';
 import { Registry } from 'prom-client';
+import type { TextCompletionAppOptions } from '../app-options.js';
+import { type ClientKey, fairnessKeyOf } from '../client-key.js';
+import { decodeBatchHeaders } from '../completion-response.js';
 import { type CompletionsEndpoint, createCompletionsEndpoint } from '../completions-endpoint.js';
 import { type ModelList, modelList } from '../models-endpoint.js';
 import { instrumentTextCompletionService } from '../service-metrics.js';
 import type { TextCompletionService } from '../text-completion-model.js';
-import { decodeBatchHeaders } from '../completion-response.js';
 import { parseTextQuery, textQueryAnswer } from '../text-query.js';
-import type { TextCompletionAppOptions } from '../app-options.js';
 import { TEXT_COMPLETION_APP_OPTIONS, TEXT_COMPLETION_SERVICE } from './text-completion.constants.js';
-
-/** The health probes' answer on a Node response. */
-function sendProbe(res: ServerResponse, probe: { readonly status: number; readonly body: unknown }): void {
-  writeJson(res, probe.status, probe.body);
-}
 
 /**
  * The text-completion routes on NestJS. Every constructor parameter names its token with `@Inject()`: apps run
@@ -29,20 +25,32 @@ function sendProbe(res: ServerResponse, probe: { readonly status: number; readon
 @Controller()
 export class TextCompletionController {
   readonly #completions: CompletionsEndpoint;
-  readonly #health: Health;
+  readonly #liveness: NodeHandler;
+  readonly #readiness: NodeHandler;
+  readonly #metrics: NodeHandler;
   readonly #models: ModelList;
-  readonly #registry = new Registry();
+  readonly #clientKey: ClientKey | undefined;
 
   constructor(
     @Inject(TEXT_COMPLETION_SERVICE) private readonly service: TextCompletionService,
-    @Inject(TEXT_COMPLETION_APP_OPTIONS) options: TextCompletionAppOptions,
+    @Optional() @Inject(TEXT_COMPLETION_APP_OPTIONS) options: TextCompletionAppOptions = {},
   ) {
-    this.#completions = createCompletionsEndpoint(service, options.limits);
+    this.#clientKey = options.clientKey;
+    this.#completions = createCompletionsEndpoint(service, options.limits, options.clientKey);
     this.#models = modelList(service.id, new Date());
     // Liveness always 200; readiness 503 while the model loads and once the app drains.
-    this.#health = createHealth({ batchers: service.batchers, ready: () => service.isReady() });
-    // Prometheus metrics of the service's batchers, as the Express and Koa apps serve them.
-    instrumentTextCompletionService(service, this.#registry);
+    // The same Node handlers as the Express and Koa apps: the same bytes and headers (`Cache-Control: no-store`).
+    const health = createHealth({
+      batchers: service.batchers,
+      ready: () => service.isReady(),
+      ...(options.readiness === undefined ? {} : { mode: options.readiness }),
+    });
+    this.#liveness = toNodeHandler(() => health.liveness());
+    this.#readiness = toNodeHandler(() => health.readiness());
+    // Prometheus metrics of the service's batchers (and decode loop), as the Express and Koa apps serve them.
+    const registry = new Registry();
+    instrumentTextCompletionService(service, registry);
+    this.#metrics = metricsHandler(registry);
   }
 
   /**
@@ -56,8 +64,8 @@ export class TextCompletionController {
     return serveBatched(service.generate, {
       res,
       readInput: () => parseTextQuery(text, (body) => service.validate(body)),
-      // Each client address gets a fair share of admission and of each batch.
-      callOptions: () => ({ fairnessKey: req.socket.remoteAddress }),
+      // Each client (its address, or the app's `clientKey`) gets a fair share of admission and of each batch.
+      callOptions: () => ({ fairnessKey: fairnessKeyOf(req, this.#clientKey) }),
       setHeaders: (headers) => {
         for (const [name, value] of Object.entries(headers)) res.setHeader(name, value);
       },
@@ -85,20 +93,17 @@ export class TextCompletionController {
   }
 
   @Get('healthz')
-  healthz(@Res() res: ServerResponse): void {
-    sendProbe(res, this.#health.liveness());
+  healthz(@Req() req: IncomingMessage, @Res() res: ServerResponse): Promise<void> {
+    return this.#liveness(req, res);
   }
 
   @Get('readyz')
-  async readyz(@Res() res: ServerResponse): Promise<void> {
-    sendProbe(res, await this.#health.readiness());
+  readyz(@Req() req: IncomingMessage, @Res() res: ServerResponse): Promise<void> {
+    return this.#readiness(req, res);
   }
 
   @Get('metrics')
-  async metrics(@Res() res: ServerResponse): Promise<void> {
-    const { status, contentType, body } = await scrapeMetrics(this.#registry);
-    res.statusCode = status;
-    res.setHeader('Content-Type', contentType);
-    res.end(body);
+  metrics(@Req() req: IncomingMessage, @Res() res: ServerResponse): Promise<void> {
+    return this.#metrics(req, res);
   }
 }
