@@ -4,25 +4,12 @@ import { gzipSync } from 'node:zlib';
 import request from 'supertest';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { GatedHandler, jsonParseMessage } from '../helpers/adapter-http.js';
+import { unsupportedEncodingMessage } from './encodings.js';
 import { DRIVERS, type Driver, type NeutralRequest, type NeutralRouteOptions, closeServers } from './drivers.js';
 
 afterEach(closeServers);
 
 const EACH = DRIVERS.map((driver) => [driver.name, driver] as const);
-
-/**
- * The encodings a driver's `jsonBody` decodes, as its 415 names them: Hono's reader has Web APIs only, and
- * `DecompressionStream` has no brotli before Node 22.
- */
-function decodedEncodings(driver: Driver): string {
-  if (driver.name !== 'Hono') return 'gzip, deflate, br';
-  try {
-    new DecompressionStream('brotli' as 'gzip');
-    return 'gzip, deflate, br';
-  } catch {
-    return 'gzip, deflate';
-  }
-}
 
 function parseNumber(req: NeutralRequest): number {
   if (!req.is('application/json')) req.reject(415, 'Expected an application/json body');
@@ -104,7 +91,7 @@ describe.each(EACH)('batchRoute (%s): errors', (_name, driver) => {
         .send('{"number": 1}');
       expect([encoding.status, encoding.body]).toEqual([
         415,
-        error('UNSUPPORTED_MEDIA_TYPE', `Unsupported Content-Encoding: use ${decodedEncodings(driver)} or identity`),
+        error('UNSUPPORTED_MEDIA_TYPE', unsupportedEncodingMessage(driver.name)),
       ]);
 
       // Koa answered 500 HANDLER_ERROR (and logged a stack) for bytes that are not what Content-Encoding says.
