@@ -37,6 +37,9 @@ export interface MicrobatchPluginOptions {
 }
 
 const PLUGIN_NAME = '@microbatch/fastify';
+const OWN_OPTIONS = new Set(['json', 'notFound', 'onError']);
+// What Fastify's `register` itself takes, and passes on to the plugin with its own options.
+const REGISTER_OPTIONS = new Set(['prefix', 'logLevel', 'logSerializers']);
 
 /**
  * Answers every error in the plugin's scope as `{"error":{"code","message"}}` (Fastify's body, validation and
@@ -59,6 +62,13 @@ export const microbatch = fp<MicrobatchPluginOptions>(microbatchPlugin, { name: 
 async function microbatchPlugin(fastify: FastifyInstance, options: MicrobatchPluginOptions): Promise<void> {
   const report = errorReporter('microbatch', options);
   const { json = true, notFound = true } = options;
+  for (const key of Object.keys(options)) {
+    if (!OWN_OPTIONS.has(key) && !REGISTER_OPTIONS.has(key)) {
+      throw new TypeError(
+        `Unknown option \`${key}\` of \`microbatch\` (it takes \`json\`, \`notFound\` and \`onError\`; set Fastify's \`bodyLimit\` on the server or the route)`,
+      );
+    }
+  }
   checkBoolean('json', json);
   checkBoolean('notFound', notFound);
 
