@@ -3,15 +3,15 @@
 import { createBatcher } from '@microbatch/core';
 import { batchRoute, microbatch } from '@microbatch/fastify';
 import { GatedHandler } from '../../../test/helpers/adapter-http.js';
-import Fastify, { type FastifyRequest } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyRequest, type FastifyServerOptions } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
 
-const apps: Array<ReturnType<typeof Fastify>> = [];
+const apps: FastifyInstance[] = [];
 afterEach(async () => {
   await Promise.all(apps.splice(0).map((app) => app.close()));
 });
 
-function app(options: Parameters<typeof Fastify>[0] = {}) {
+function app(options: FastifyServerOptions = {}): FastifyInstance {
   const created = Fastify({ ...options, logger: false });
   apps.push(created);
   return created;
