@@ -65,7 +65,7 @@ function routes(app: FastifyInstance, service: TextCompletionService, options: T
     '/',
     batchRoute({
       batcher: service.generate,
-      input: (request) => parseTextQuery((request.query as { text?: unknown }).text, service.validate),
+      input: (request) => parseTextQuery((request.query as { text?: unknown }).text, (body) => service.validate(body)),
       output: (result, request, reply) =>
         reply.type('text/plain').send(textQueryAnswer((request.query as { text?: unknown }).text, result)),
       // Each client address gets a fair share of admission and of each batch.

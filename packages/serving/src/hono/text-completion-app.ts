@@ -62,7 +62,7 @@ export function createTextCompletionApp(service: TextCompletionService, options:
     async (c, next) => (c.req.method === 'HEAD' ? c.body(null, 200, { 'Content-Type': 'text/plain' }) : next()),
     batchRoute({
       batcher: service.generate,
-      input: (c) => parseTextQuery(textParameter(c), service.validate),
+      input: (c) => parseTextQuery(textParameter(c), (body) => service.validate(body)),
       output: (result, c) => c.text(textQueryAnswer(textParameter(c), result)),
       // Each client address gets a fair share of admission and of each batch.
       callOptions: (c) => ({ fairnessKey: node(c).incoming.socket.remoteAddress }),
