@@ -1,6 +1,6 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import { BatchError, describeValue as describe, isBatcher, type BatcherBase } from '@microbatch/core';
+import { BatchError, describeValue as describe, isBatchError, isBatcher, type BatcherBase } from '@microbatch/core';
 import { fromBodyParserError, lingerAfterRefusal, readJsonBody, routeNotFound } from '@microbatch/core/http';
 import type { ServerErrorListener } from '@microbatch/core/http';
 import { sendError } from './batch-route.js';
@@ -92,7 +92,12 @@ async function microbatchPlugin(fastify: FastifyInstance, options: MicrobatchPlu
 
   fastify.setErrorHandler((error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
     const mapped = fromFastifyError(error, json, request.routeOptions.bodyLimit);
-    lingerAfterRefusal(reply.raw, mapped);
+    if (isBatchError(mapped, 'ITEM_TOO_LARGE')) {
+      // Fastify closes the connection after a body error; with a client still sending, that resets the connection
+      // and the client loses the 413. Node discards the rest of the body instead (bounded by `requestTimeout`).
+      reply.removeHeader('connection');
+      lingerAfterRefusal(reply.raw, mapped);
+    }
     sendError(reply, mapped);
     report(mapped, request);
   });

@@ -3,10 +3,12 @@
 // model call. The model runs in Node worker threads, so this app is Node's; `@microbatch/hono` itself is not.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { getRequestListener } from '@hono/node-server';
+import { BatchError } from '@microbatch/core';
+import { lingerAfterRefusal } from '@microbatch/core/http';
 import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import { batchErrorHandler, batchRoute, errorResponse, jsonBody } from '@microbatch/hono';
 import { createHealth, instrumentBatcher, scrapeMetrics } from '@microbatch/prometheus';
-import { type Context, Hono } from 'hono';
+import { type Context, Hono, type MiddlewareHandler } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { Registry } from 'prom-client';
 import type { TextCompletionAppOptions } from '../app-options.js';
@@ -28,6 +30,16 @@ interface NodeBindings {
 
 const node = (c: Context): NodeBindings => c.env as NodeBindings;
 
+/**
+ * After a 413 for a body it did not read, keeps the connection open while Node discards what the client is still
+ * sending (bounded by the server's `requestTimeout`), as core's `lingerAfterRefusal` does on the other frameworks:
+ * closing at once resets the connection under a client still sending, and it loses the answer.
+ */
+const lingerAfter413: MiddlewareHandler = async (c, next) => {
+  await next();
+  if (c.res.status === 413) lingerAfterRefusal(node(c).outgoing, new BatchError('ITEM_TOO_LARGE', 'refused'));
+};
+
 /** `text` as Express and Koa read it: one value, the values of a repeated parameter, or none. */
 function textParameter(c: Context): unknown {
   const values = c.req.queries('text');
@@ -48,7 +60,7 @@ function textParameter(c: Context): unknown {
 export function createTextCompletionApp(service: TextCompletionService, options: TextCompletionAppOptions = {}): Hono {
   const app = new Hono();
   const post = (path: string, endpoint: NodeJsonEndpoint): void => {
-    app.post(path, jsonBody(), async (c) => {
+    app.post(path, lingerAfter413, jsonBody(), async (c) => {
       // The endpoint answers (JSON or Server-Sent Events) on the Node response itself.
       await endpoint(c.var.jsonBody, node(c).outgoing);
       return RESPONSE_ALREADY_SENT;
@@ -114,7 +126,10 @@ export function startTextCompletionApp(
   where: ListenOptions,
   options: TextCompletionAppOptions = {},
 ): Promise<RunningServer> {
-  const listener = getRequestListener(createTextCompletionApp(service, options).fetch);
+  // Node discards a refused body itself (as under Express, Koa and Fastify), bounded by the server's
+  // `requestTimeout`: @hono/node-server's own clean-up cuts the connection after 500 ms, and a client still sending
+  // a large body then loses its 413.
+  const listener = getRequestListener(createTextCompletionApp(service, options).fetch, { autoCleanupIncoming: false });
   // The service is the server's lifecycle: its `ready`, `drain` and `close`.
   return startServer((req, res) => void listener(req, res), where, service);
 }
