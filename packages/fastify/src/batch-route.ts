@@ -126,7 +126,12 @@ class FastifyExchange<I, O, R extends FastifyRequest> implements BatchedExchange
   }
 
   callOptions(): RequestCallOptions | undefined {
-    return this.#route.callOptions?.(this.#request);
+    const own = this.#route.callOptions?.(this.#request);
+    // A route's `handlerTimeout` is the item's deadline too: it leaves the queue (or its batch) when Fastify gives up.
+    const { handlerTimeout } = this.#request.routeOptions;
+    if (!(handlerTimeout > 0)) return own;
+    const timeoutMs = own?.timeoutMs === undefined ? handlerTimeout : Math.min(own.timeoutMs, handlerTimeout);
+    return { ...own, timeoutMs };
   }
 
   setHeaders(headers: Record<string, string>): void {
@@ -135,10 +140,14 @@ class FastifyExchange<I, O, R extends FastifyRequest> implements BatchedExchange
   }
 
   send(result: O): unknown {
+    // Fastify answered already (its `handlerTimeout` fired): the result has no one to go to.
+    if (this.#reply.sent) return undefined;
     return this.#route.send(result, this.#request, this.#reply);
   }
 
   sendError(error: unknown): void {
+    // A complete answer is there already (Fastify's own, when its `handlerTimeout` fired): nothing to add or cut.
+    if (this.res.writableEnded) return;
     const mapped = fromBodyParserError(error);
     sendError(this.#reply, mapped);
     this.#route.report(mapped, this.#request);

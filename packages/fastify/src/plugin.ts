@@ -126,6 +126,10 @@ function fromFastifyError(error: unknown, json: boolean, limit: number): unknown
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
     case 'FST_ERR_CTP_INVALID_JSON_BODY':
       return new BatchError('INVALID_INPUT', 'The request body is not valid JSON', { cause: error });
+    case 'FST_ERR_HANDLER_TIMEOUT':
+      return new BatchError('DEADLINE_EXCEEDED', "The request took longer than the route's handlerTimeout", {
+        cause: error,
+      });
     case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
       return new BatchError('INVALID_INPUT', 'The request body does not match its Content-Length', { cause: error });
     default:

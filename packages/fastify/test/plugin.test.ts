@@ -109,3 +109,30 @@ describe('microbatch plugin', () => {
     );
   });
 });
+
+describe("batchRoute under Fastify's handlerTimeout", () => {
+  it("makes the route's handlerTimeout the item's deadline: the queued item leaves, answered once", async () => {
+    const model = new GatedHandler((text: string) => text.length);
+    const server = app();
+    await server.register(microbatch);
+    const route = batchRoute({
+      input: (request) => (request.body as { text: string }).text,
+      handler: model.handler,
+      maxBatchSize: 1,
+    });
+    server.post('/length', { handlerTimeout: 50 }, route);
+    await server.ready();
+
+    // The first request holds the only slot; the second waits in the queue past the route's handlerTimeout.
+    const first = server.inject({ method: 'POST', url: '/length', payload: { text: 'held' } });
+    await expect.poll(() => model.batches.length).toBe(1);
+    const second = await server.inject({ method: 'POST', url: '/length', payload: { text: 'queued' } });
+    expect(second.statusCode).toBe(504);
+    expect(second.json().error.code).toBe('DEADLINE_EXCEEDED');
+    expect(route.batcher.queueLength).toBe(0);
+    model.release(true);
+    await first;
+    // The queued item never reached the handler.
+    expect(model.inputs).toEqual(['held']);
+  });
+});
