@@ -1,7 +1,19 @@
 import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
 
-const packages = ['core', 'express', 'koa', 'nest', 'inference', 'prometheus', 'serving', 'redis', 'test-kit'];
+const packages = [
+  'core',
+  'express',
+  'koa',
+  'fastify',
+  'hono',
+  'nest',
+  'inference',
+  'prometheus',
+  'serving',
+  'redis',
+  'test-kit',
+];
 
 export default defineConfig({
   // Nest's dependency injection reads constructor parameter types from decorator metadata.
@@ -13,7 +25,11 @@ export default defineConfig({
         find: new RegExp(`^@microbatch/core/${subpath}$`),
         replacement: fileURLToPath(new URL(`./packages/core/src/${subpath}/index.ts`, import.meta.url)),
       })),
-      ...['express', 'koa', 'nest'].map((subpath) => ({
+      {
+        find: /^@microbatch\/core\/web$/,
+        replacement: fileURLToPath(new URL('./packages/core/src/web/index.ts', import.meta.url)),
+      },
+      ...['express', 'koa', 'fastify', 'hono', 'nest'].map((subpath) => ({
         find: new RegExp(`^@microbatch/serving/${subpath}$`),
         replacement: fileURLToPath(new URL(`./packages/serving/src/${subpath}/index.ts`, import.meta.url)),
       })),

@@ -1,4 +1,5 @@
-// `pnpm bench:adapters`: what `batchRoute` costs per request when the model costs nothing. For Express and Koa, a
+// `pnpm bench:adapters`: what `batchRoute` costs per request when the model costs nothing. For Express, Koa,
+// Fastify and Hono, a
 // plain route handler vs `batchRoute` with an instant batch handler, both answering `POST /add`, each in its own
 // server process, loaded by autocannon (64 connections) from this process. Rounds are interleaved and rotated so that
 // drift on a shared machine hits every variant alike; the medians and the batched/plain ratios are printed and
@@ -10,8 +11,14 @@ import { type LoadResult, runLoad } from './lib/load.js';
 import { machineInfo } from './lib/machine.js';
 import { median, round } from './lib/stats.js';
 
-const VARIANTS = ['express-plain', 'express-batched', 'koa-plain', 'koa-batched'] as const;
-type Variant = (typeof VARIANTS)[number];
+const ALL_FRAMEWORKS = ['express', 'koa', 'fastify', 'hono'] as const;
+type Framework = (typeof ALL_FRAMEWORKS)[number];
+/** `BENCH_FRAMEWORKS=fastify,hono` measures only those (a quicker look); the default is all four, in one run. */
+const FRAMEWORKS: readonly Framework[] = process.env.BENCH_FRAMEWORKS
+  ? ALL_FRAMEWORKS.filter((framework) => (process.env.BENCH_FRAMEWORKS as string).split(',').includes(framework))
+  : ALL_FRAMEWORKS;
+const VARIANTS = FRAMEWORKS.flatMap((framework) => [`${framework}-plain`, `${framework}-batched`] as const);
+type Variant = `${Framework}-${'plain' | 'batched'}`;
 
 const CONNECTIONS = 64;
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
@@ -71,23 +78,26 @@ async function main(): Promise<void> {
     const p50 = (variant: Variant): number =>
       round(median((runs.get(variant) as LoadResult[]).map((result) => result.p50Ms)), 2);
     // Per-round ratios as well as the ratio of medians: on a shared machine the spread tells how far to trust them.
-    const roundRatios = (framework: 'express' | 'koa'): number[] =>
+    const roundRatios = (framework: Framework): number[] =>
       (runs.get(`${framework}-batched`) as LoadResult[]).map((batched, index) =>
         round(batched.itemsPerS / ((runs.get(`${framework}-plain`) as LoadResult[])[index] as LoadResult).itemsPerS, 3),
       );
+    const figures: Record<string, number> = {};
+    for (const framework of FRAMEWORKS) {
+      figures[`${framework}_plain_rps`] = rps(`${framework}-plain`);
+      figures[`${framework}_batched_rps`] = rps(`${framework}-batched`);
+    }
+    for (const framework of FRAMEWORKS) {
+      figures[`${framework}_ratio`] = round(rps(`${framework}-batched`) / rps(`${framework}-plain`), 3);
+    }
     const results = {
-      express_plain_rps: rps('express-plain'),
-      express_batched_rps: rps('express-batched'),
-      koa_plain_rps: rps('koa-plain'),
-      koa_batched_rps: rps('koa-batched'),
-      express_ratio: round(rps('express-batched') / rps('express-plain'), 3),
-      koa_ratio: round(rps('koa-batched') / rps('koa-plain'), 3),
+      ...figures,
       target_ratio: TARGET,
       detail: {
         connections: CONNECTIONS,
         rounds: ROUNDS,
         seconds_per_run: SECONDS,
-        round_ratios: { express: roundRatios('express'), koa: roundRatios('koa') },
+        round_ratios: Object.fromEntries(FRAMEWORKS.map((framework) => [framework, roundRatios(framework)])),
         p50_ms: Object.fromEntries(VARIANTS.map((variant) => [variant, p50(variant)])),
         handler: 'instant: async (numbers) => numbers.map((n) => n + 1)',
         batcher_options: 'defaults',
@@ -96,14 +106,15 @@ async function main(): Promise<void> {
       machine: machineInfo(),
       date: new Date().toISOString(),
     };
-    await writeFile(OUT, `${JSON.stringify(results, null, 2)}\n`);
-    for (const framework of ['express', 'koa'] as const) {
-      const ratio = results[`${framework}_ratio`];
+    // A partial run (BENCH_FRAMEWORKS) prints its figures but keeps the file of the last full run.
+    if (FRAMEWORKS.length === ALL_FRAMEWORKS.length) await writeFile(OUT, `${JSON.stringify(results, null, 2)}\n`);
+    for (const framework of FRAMEWORKS) {
+      const ratio = figures[`${framework}_ratio`] as number;
       console.log(
-        `${framework}: plain ${results[`${framework}_plain_rps`]} requests/s, batched ${results[`${framework}_batched_rps`]} requests/s → ${ratio}x (target ≥ ${TARGET}x: ${ratio >= TARGET ? 'met' : 'MISSED'}; per round ${results.detail.round_ratios[framework].join(', ')})`,
+        `${framework}: plain ${figures[`${framework}_plain_rps`]} requests/s, batched ${figures[`${framework}_batched_rps`]} requests/s → ${ratio}x (target ≥ ${TARGET}x: ${ratio >= TARGET ? 'met' : 'MISSED'}; per round ${roundRatios(framework).join(', ')})`,
       );
     }
-    console.log(`wrote ${OUT}`);
+    if (FRAMEWORKS.length === ALL_FRAMEWORKS.length) console.log(`wrote ${OUT}`);
   } finally {
     await Promise.all([...servers.values()].map(({ child }) => child.stop()));
   }

@@ -11,7 +11,7 @@ async function firstTsBlock(path: string): Promise<string> {
 }
 
 describe('README.md', () => {
-  it.each(['express', 'koa', 'nest'])(
+  it.each(['express', 'koa', 'fastify', 'hono', 'nest'])(
     'shows the %s example that packages/%s/README.md runs in its test',
     async (name) => {
       expect(await read('README.md')).toContain(await firstTsBlock(`packages/${name}/README.md`));

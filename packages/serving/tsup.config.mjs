@@ -8,6 +8,8 @@ export default {
     index: 'src/index.ts',
     'express/index': 'src/express/index.ts',
     'koa/index': 'src/koa/index.ts',
+    'fastify/index': 'src/fastify/index.ts',
+    'hono/index': 'src/hono/index.ts',
     'nest/index': 'src/nest/index.ts',
   },
   // `import.meta.url` locates the repository's models/ folder (`bundledModelDir`); the shim provides it in CommonJS.

@@ -1,7 +1,8 @@
-// The contract suite's two drivers: each builds the same app on one framework, so one test file checks Express and
-// Koa alike through real servers. Tests describe routes in a framework-neutral way (`NeutralRequest`), and the
+// The contract suite's drivers: each builds the same app on one framework, so one test file checks Express, Koa,
+// Fastify and Hono alike through real servers. Tests describe routes in a framework-neutral way (`NeutralRequest`), and the
 // driver translates them to `batchRoute`'s own signature; what differs between frameworks is here and only here.
-import type { ServerResponse } from 'node:http';
+import { type ServerResponse, createServer } from 'node:http';
+import { getRequestListener } from '@hono/node-server';
 import { bodyParser } from '@koa/bodyparser';
 import { Router, type RouterContext } from '@koa/router';
 import type { Batcher, StreamingBatcher } from '@microbatch/core';
@@ -9,9 +10,14 @@ import { BatchError } from '@microbatch/core';
 import { applyServerLimits } from '@microbatch/core/http';
 import type { RequestCallOptions, RouteBatcherOptions, ServerErrorListener, ServerLimits } from '@microbatch/core/http';
 import * as expressAdapter from '@microbatch/express';
+import * as fastifyAdapter from '@microbatch/fastify';
+import * as honoAdapter from '@microbatch/hono';
 import * as koaAdapter from '@microbatch/koa';
 import { type TestServer, listen } from '@microbatch/test-kit';
 import express, { type NextFunction, type Request, type Response } from 'express';
+import Fastify, { type FastifyReply, type FastifyRequest } from 'fastify';
+import { type Context, Hono, type MiddlewareHandler } from 'hono';
+import { HTTPException } from 'hono/http-exception';
 import Koa, { type Next, type ParameterizedContext } from 'koa';
 
 /** One request as a route's `input`, `output` and `callOptions` see it, whatever the framework. */
@@ -22,7 +28,10 @@ export interface NeutralRequest {
   param(name: string): string | undefined;
   /** Whether the request's Content-Type is `type`. */
   is(type: string): boolean;
-  /** Fails the request with `status` the framework's way (Express: a `BatchError`, Koa: `ctx.throw`). */
+  /**
+   * Fails the request with `status` the framework's way (Express: a `BatchError`, Koa: `ctx.throw`, Fastify: an
+   * error with `statusCode`, Hono: an `HTTPException`).
+   */
   reject(status: 415, message: string): never;
 }
 
@@ -79,7 +88,17 @@ export interface ServedApp {
 }
 
 export interface Driver {
-  readonly name: 'Express' | 'Koa';
+  readonly name: 'Express' | 'Koa' | 'Fastify' | 'Hono';
+  /**
+   * Where errors go without `onError`: the console (Express's final handler and Hono's error handler log with
+   * `console.error`) or the framework's own channel, collected in `appErrors` (Koa's `error` event, Fastify's logger).
+   */
+  readonly errorChannel: 'console' | 'app';
+  /**
+   * The body parsers `json.parser` may name: the adapter's `jsonBody`, and the framework's usual library where there
+   * is one besides it (Fastify's JSON parsing is the plugin's, Hono has none).
+   */
+  readonly parsers: ReadonlyArray<'jsonBody' | 'library'>;
   /** The framework's `batchRoute`, untranslated, for the misuse tests. */
   readonly batchRoute: (options: never) => unknown;
   route<I, O>(options: NeutralRouteOptions<I, O>): Route<I, O>;
@@ -102,6 +121,8 @@ async function track(server: Promise<TestServer>, spec: AppSpec): Promise<TestSe
 
 const expressDriver: Driver = {
   name: 'Express',
+  errorChannel: 'console',
+  parsers: ['jsonBody', 'library'],
   batchRoute: expressAdapter.batchRoute as (options: never) => unknown,
   route<I, O>(options: NeutralRouteOptions<I, O>): Route<I, O> {
     const { input, output, callOptions, ...rest } = options;
@@ -157,6 +178,8 @@ function expressReply(res: Response): NeutralReply {
 
 const koaDriver: Driver = {
   name: 'Koa',
+  errorChannel: 'app',
+  parsers: ['jsonBody', 'library'],
   batchRoute: koaAdapter.batchRoute as (options: never) => unknown,
   route<I, O>(options: NeutralRouteOptions<I, O>): Route<I, O> {
     const { input, output, callOptions, ...rest } = options;
@@ -228,5 +251,156 @@ function koaReply(ctx: ParameterizedContext): NeutralReply {
   };
 }
 
+const fastifyDriver: Driver = {
+  name: 'Fastify',
+  errorChannel: 'app',
+  parsers: ['jsonBody'],
+  batchRoute: fastifyAdapter.batchRoute,
+  route<I, O>(options: NeutralRouteOptions<I, O>): Route<I, O> {
+    const { input, output, callOptions, ...rest } = options;
+    const middleware = fastifyAdapter.batchRoute<I, O>({
+      ...rest,
+      input: input && ((req) => input(fastifyRequest(req))),
+      output: output && ((result, req, reply) => output(result, fastifyRequest(req), fastifyReply(reply))),
+      callOptions: callOptions && ((req) => callOptions(fastifyRequest(req))),
+    });
+    return { batcher: middleware.batcher, middleware };
+  },
+  async serve(spec: AppSpec): Promise<ServedApp> {
+    const appErrors: unknown[] = [];
+    const app = Fastify({ serverFactory: (handler) => createServer(handler), loggerInstance: errorLogger(appErrors) });
+    // Fastify's own channel for what the plugin reports without `onError` is the request's logger.
+    await app.register(fastifyAdapter.microbatch, spec.errorHandler ?? {});
+    const before = spec.beforeRoute;
+    for (const { method, path, route, json } of spec.routes) {
+      const bodyLimit = json === false || json?.limit === undefined ? {} : { bodyLimit: json.limit };
+      const handler = route.middleware as (request: FastifyRequest, reply: FastifyReply) => void;
+      const preHandler = async (_request: FastifyRequest, reply: FastifyReply): Promise<void> => {
+        if (before !== undefined) await before(reply.raw);
+      };
+      const methods = method === 'use' ? ['GET', 'POST', 'PUT', 'DELETE', 'PATCH'] : [method.toUpperCase()];
+      app.route({ method: methods, url: method === 'use' ? '/*' : (path ?? '/'), ...bodyLimit, preHandler, handler });
+    }
+    for (const { path, run } of spec.plain ?? []) app.get(path, async () => run());
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    const server: TestServer = {
+      url: `http://127.0.0.1:${(app.server.address() as { port: number }).port}`,
+      server: app.server,
+      close: async () => {
+        app.server.closeAllConnections();
+        await app.close();
+      },
+    };
+    await track(Promise.resolve(server), spec);
+    return { url: server.url, appErrors };
+  },
+};
+
+/** A Fastify logger that keeps the errors logged at `error` level, and drops the rest. */
+function errorLogger(errors: unknown[]): any {
+  const logger = {
+    level: 'error',
+    error: (value: unknown) => errors.push((value as { err?: unknown } | null)?.err ?? value),
+    fatal: (value: unknown) => errors.push(value),
+    warn: () => undefined,
+    info: () => undefined,
+    debug: () => undefined,
+    trace: () => undefined,
+    silent: () => undefined,
+    child: () => logger,
+  };
+  return logger;
+}
+
+function fastifyRequest(req: FastifyRequest): NeutralRequest {
+  return {
+    body: req.body,
+    query: (name) => {
+      const value = (req.query as Record<string, unknown>)[name];
+      return typeof value === 'string' ? value : undefined;
+    },
+    param: (name) => (req.params as Record<string, string | undefined>)[name],
+    is: (type) => (req.headers['content-type'] ?? '').split(';', 1)[0]?.trim().toLowerCase() === type,
+    reject: (status, message) => {
+      throw Object.assign(new Error(message), { statusCode: status });
+    },
+  };
+}
+
+function fastifyReply(reply: FastifyReply): NeutralReply {
+  return {
+    text: (status, body) => void reply.code(status).type('text/plain').send(body),
+    json: (value) => void reply.send(value),
+  };
+}
+
+/** The Node response under a Hono context served by `@hono/node-server`. */
+function outgoing(c: Context): ServerResponse {
+  return (c.env as { outgoing: ServerResponse }).outgoing;
+}
+
+const honoDriver: Driver = {
+  name: 'Hono',
+  errorChannel: 'console',
+  parsers: ['jsonBody'],
+  batchRoute: honoAdapter.batchRoute,
+  route<I, O>(options: NeutralRouteOptions<I, O>): Route<I, O> {
+    const { input, output, callOptions, ...rest } = options;
+    const middleware = honoAdapter.batchRoute<I, O>({
+      ...rest,
+      input: input && ((c) => input(honoRequest(c))),
+      output:
+        output &&
+        ((result, c) => {
+          let response: globalThis.Response | undefined;
+          output(result, honoRequest(c), {
+            text: (status, body) => (response = c.text(body, status as 200)),
+            json: (value) => (response = c.json(value)),
+          });
+          return response ?? c.body(null);
+        }),
+      callOptions: callOptions && ((c) => callOptions(honoRequest(c))),
+    });
+    return { batcher: middleware.batcher, middleware };
+  },
+  async serve(spec: AppSpec): Promise<ServedApp> {
+    const app = new Hono();
+    const before = spec.beforeRoute;
+    const record: MiddlewareHandler = async (c, next) => {
+      if (before !== undefined) await before(outgoing(c));
+      await next();
+    };
+    for (const { method, path, route, json } of spec.routes) {
+      const limit = json === false || json?.limit === undefined ? {} : { limit: json.limit };
+      const parser = json === false ? [] : [honoAdapter.jsonBody(limit)];
+      const handlers = [...parser, record, route.middleware as MiddlewareHandler];
+      // Hono's overloads type each handler position; a list of any length is typed here.
+      const on = app.on.bind(app) as (method: string, path: string, ...chain: MiddlewareHandler[]) => unknown;
+      if (method === 'use') on('ALL', '*', ...handlers);
+      else on(method.toUpperCase(), path ?? '/', ...handlers);
+    }
+    for (const { path, run } of spec.plain ?? []) app.get(path, () => run() as globalThis.Response);
+    if (spec.errorHandler !== undefined) app.onError(honoAdapter.batchErrorHandler(spec.errorHandler));
+    const listener = getRequestListener(app.fetch);
+    const server = await track(
+      listen((req, res) => void listener(req, res)),
+      spec,
+    );
+    return { url: server.url, appErrors: [] };
+  },
+};
+
+function honoRequest(c: Context): NeutralRequest {
+  return {
+    body: c.var.jsonBody,
+    query: (name) => c.req.query(name),
+    param: (name) => c.req.param(name),
+    is: (type) => (c.req.header('content-type') ?? '').split(';', 1)[0]?.trim().toLowerCase() === type,
+    reject: (status, message) => {
+      throw new HTTPException(status, { message });
+    },
+  };
+}
+
 /** Every driver, for `describe.each`. */
-export const DRIVERS: readonly Driver[] = [expressDriver, koaDriver];
+export const DRIVERS: readonly Driver[] = [expressDriver, koaDriver, fastifyDriver, honoDriver];

@@ -1,8 +1,11 @@
-// One small batched echo app per framework (Express, Koa, Nest on Express), each reading bodies with its adapter's
+// One small batched echo app per framework (Express, Koa, Fastify, Hono, Nest on Express), each reading bodies with its adapter's
 // `jsonBody` and answering errors in the project's shape, for the issue-16 tests through real servers.
 import 'reflect-metadata';
-import type { RequestListener, Server, ServerOptions } from 'node:http';
+import { type RequestListener, type Server, type ServerOptions, createServer } from 'node:http';
+import { getRequestListener } from '@hono/node-server';
 import * as expressAdapter from '@microbatch/express';
+import * as fastifyAdapter from '@microbatch/fastify';
+import * as honoAdapter from '@microbatch/hono';
 import * as koaAdapter from '@microbatch/koa';
 import { Batch, BatchModule, jsonBody as nestJsonBody } from '@microbatch/nest';
 import { type TestServer, listen } from '@microbatch/test-kit';
@@ -11,6 +14,8 @@ import { ExpressAdapter } from '@nestjs/platform-express';
 import { Test } from '@nestjs/testing';
 import { Router } from '@koa/router';
 import express from 'express';
+import Fastify from 'fastify';
+import { Hono } from 'hono';
 import Koa from 'koa';
 
 export interface Echo {
@@ -55,6 +60,55 @@ async function koaEcho(options: ServerOptions = {}): Promise<Echo> {
   return fromTestServer(await listen(app.callback(), options), bodies);
 }
 
+async function fastifyEcho(options: ServerOptions = {}): Promise<Echo> {
+  const bodies: unknown[] = [];
+  let handler: RequestListener | undefined;
+  // Served by a server of our own, so that exactly the given Node server options apply (Fastify sets its own).
+  const app = Fastify({
+    bodyLimit: fastifyAdapter.JSON_BODY_LIMIT,
+    serverFactory: (fastifyHandler) => {
+      handler = fastifyHandler;
+      return createServer();
+    },
+  });
+  await app.register(fastifyAdapter.microbatch, { onError: () => undefined });
+  app.post(
+    '/echo',
+    fastifyAdapter.batchRoute({
+      handler: async (inputs: unknown[]) => (bodies.push(...inputs), inputs.map(() => 'ok')),
+      onError: () => undefined,
+    }),
+  );
+  await app.ready();
+  const route = handler as RequestListener;
+  const server = await listen((req, res) => route(req, res), options);
+  return {
+    url: server.url,
+    server: server.server,
+    bodies,
+    close: async () => {
+      await server.close();
+      await app.close();
+    },
+  };
+}
+
+async function honoEcho(options: ServerOptions = {}): Promise<Echo> {
+  const bodies: unknown[] = [];
+  const app = new Hono();
+  app.post(
+    '/echo',
+    honoAdapter.jsonBody(),
+    honoAdapter.batchRoute({
+      handler: async (inputs: unknown[]) => (bodies.push(...inputs), inputs.map(() => 'ok')),
+      onError: () => undefined,
+    }),
+  );
+  app.onError(honoAdapter.batchErrorHandler({ onError: () => undefined }));
+  const listener = getRequestListener(app.fetch);
+  return fromTestServer(await listen((req, res) => void listener(req, res), options), bodies);
+}
+
 async function nestEcho(options: ServerOptions = {}): Promise<Echo> {
   const bodies: unknown[] = [];
   @Controller()
@@ -93,5 +147,7 @@ function fromTestServer(test: TestServer, bodies: unknown[]): Echo {
 export const FRAMEWORKS: ReadonlyArray<readonly [name: string, start: StartEcho]> = [
   ['Express', expressEcho],
   ['Koa', koaEcho],
+  ['Fastify', fastifyEcho],
+  ['Hono', honoEcho],
   ['Nest', nestEcho],
 ];

@@ -1,9 +1,10 @@
 // `pnpm test:pack`: installs microbatch as a user would. Every public package is packed (`pnpm pack`), checked
 // (what the tarball ships, `attw` on its types), installed with npm from the tarballs into projects under the OS temp
-// folder (outside the workspace: no workspace links, no repository tsconfig), and exercised there: Express from
-// CommonJS and ESM, Koa, Nest 11 (CommonJS) and Nest 12 (ESM) answering batched requests, the READMEs' imports
-// type-checked against the installed declarations (`.mts` and `.cts`), and the installed `microbatch` CLI serving the
-// repository's bundled model to fetch and to the official `openai` client (`models.list()`, `completions.create()`).
+// folder (outside the workspace: no workspace links, no repository tsconfig), and exercised there: Express, Fastify
+// and Hono from CommonJS and ESM, Koa, Nest 11 (CommonJS) and Nest 12 (ESM) answering batched requests, the READMEs'
+// imports type-checked against the installed declarations (`.mts` and `.cts`), and the installed `microbatch` CLI
+// serving the repository's bundled model on Express, Fastify and Hono to fetch and to the official `openai` client
+// (`models.list()`, `completions.create()`).
 //
 // Run with node's test runner (`node --test`), after `pnpm build`. npm downloads go to one cache folder that
 // later runs reuse (MICROBATCH_PACK_CACHE, default <tmp>/microbatch-pack-npm-cache); every step has a hang guard.
@@ -100,12 +101,15 @@ async function installProjects() {
   projects.web = await createProject(
     'web',
     'commonjs',
-    ['@microbatch/core', '@microbatch/express', '@microbatch/koa'],
+    ['@microbatch/core', '@microbatch/express', '@microbatch/koa', '@microbatch/fastify', '@microbatch/hono'],
     {
       express: '^5.1.0',
       koa: '^3.0.0',
       '@koa/router': '^15.0.0',
       '@koa/bodyparser': '^6.0.0',
+      fastify: '^5.12.0',
+      hono: '^4.13.0',
+      '@hono/node-server': '^2.1.0',
     },
   );
   // The CommonJS project of the older majors: Nest 11, and Express 4 (Nest's own Express 5 nests below it).
@@ -250,6 +254,10 @@ for (const [label, project, fixture] of [
   ['Express from ESM', 'web', 'express.mjs'],
   ['Express 4 from CommonJS', 'nest11', 'express.cjs'],
   ['Koa from ESM', 'web', 'koa.mjs'],
+  ['Fastify from CommonJS', 'web', 'fastify.cjs'],
+  ['Fastify from ESM', 'web', 'fastify.mjs'],
+  ['Hono from CommonJS', 'web', 'hono.cjs'],
+  ['Hono from ESM', 'web', 'hono.mjs'],
   ['Nest 11 from CommonJS', 'nest11', 'nest11.cjs'],
   ['Nest 12 from ESM', 'full', 'nest12.mjs'],
 ]) {
@@ -314,8 +322,8 @@ test(
 );
 
 test(
-  'the installed CLI: `microbatch serve --help`, then one completion on the bundled model',
-  { timeout: 3 * MINUTE },
+  'the installed CLI: `microbatch serve --help`, then a completion on the bundled model from each framework',
+  { timeout: 6 * MINUTE },
   async () => {
     assert.ok(projects.cli, 'the cli project was not installed');
     const bin = join(projects.cli, 'node_modules', '.bin', 'microbatch');
@@ -364,56 +372,62 @@ test(
     assert.match(missing, /exit 1/);
     assert.match(missing, /no-such-model/);
     assert.ok(existsSync(MODEL), `the bundled model is missing: ${MODEL} (pnpm install copies it)`);
-    const child = spawn(bin, ['serve', '--model', MODEL, '--port', '0', '--host', '127.0.0.1'], {
-      cwd: projects.cli,
-      env: ENV,
-    });
-    let output = '';
-    child.stdout.on('data', (chunk) => (output += chunk));
-    child.stderr.on('data', (chunk) => (output += chunk));
-    const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
-    try {
-      const base = await new Promise((resolve, reject) => {
-        const poll = setInterval(async () => {
-          const url = /http:\/\/127\.0\.0\.1:\d+/.exec(output)?.[0];
-          if (url === undefined) return;
-          const ready = await fetch(`${url}/readyz`).then(
-            (r) => r.ok,
-            () => false,
-          );
-          if (ready) {
+    // The same app on three frameworks, each to fetch and to the official client.
+    for (const framework of ['express', 'fastify', 'hono']) {
+      const args = ['serve', '--model', MODEL, '--port', '0', '--host', '127.0.0.1', '--framework', framework];
+      const child = spawn(bin, args, {
+        cwd: projects.cli,
+        env: ENV,
+      });
+      let output = '';
+      child.stdout.on('data', (chunk) => (output += chunk));
+      child.stderr.on('data', (chunk) => (output += chunk));
+      const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+      try {
+        const base = await new Promise((resolve, reject) => {
+          const poll = setInterval(async () => {
+            const url = /http:\/\/127\.0\.0\.1:\d+/.exec(output)?.[0];
+            if (url === undefined) return;
+            const ready = await fetch(`${url}/readyz`).then(
+              (r) => r.ok,
+              () => false,
+            );
+            if (ready) {
+              clearInterval(poll);
+              resolve(url);
+            }
+          }, 200);
+          exited.then(({ code }) => {
             clearInterval(poll);
-            resolve(url);
-          }
-        }, 200);
-        exited.then(({ code }) => {
-          clearInterval(poll);
-          reject(new Error(`microbatch serve exited (${code}) before it was ready:\n${output}`));
+            reject(new Error(`microbatch serve exited (${code}) before it was ready:\n${output}`));
+          });
         });
-      });
-      const response = await fetch(`${base}/v1/completions`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ prompt: 'Once upon a time', max_tokens: 8 }),
-      });
-      const body = await response.json();
-      assert.equal(response.status, 200, JSON.stringify(body));
-      assert.equal(typeof body.choices?.[0]?.text, 'string', JSON.stringify(body));
-      assert.ok(body.choices[0].text.length > 0, JSON.stringify(body));
-      console.log(`cli: completion ${JSON.stringify(body.choices[0].text)}`);
-      // What the official client sees: the served model listed, and a completion from it.
-      const { stdout } = await run(process.execPath, ['openai-client.mjs', base], {
-        cwd: projects.full,
-        timeoutMs: MINUTE,
-      });
-      const seen = JSON.parse(stdout);
-      assert.equal(seen.models.length, 1, stdout);
-      assert.ok(typeof seen.text === 'string' && seen.text.length > 0, stdout);
-      console.log(`openai client: models ${JSON.stringify(seen.models)}, completion ${JSON.stringify(seen.text)}`);
-    } finally {
-      child.kill('SIGTERM');
-      const { code } = await exited;
-      assert.equal(code, 0, `microbatch serve did not exit 0 on SIGTERM:\n${output}`);
+        const response = await fetch(`${base}/v1/completions`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ prompt: 'Once upon a time', max_tokens: 8 }),
+        });
+        const body = await response.json();
+        assert.equal(response.status, 200, JSON.stringify(body));
+        assert.equal(typeof body.choices?.[0]?.text, 'string', JSON.stringify(body));
+        assert.ok(body.choices[0].text.length > 0, JSON.stringify(body));
+        console.log(`cli (${framework}): completion ${JSON.stringify(body.choices[0].text)}`);
+        // What the official client sees: the served model listed, and a completion from it.
+        const { stdout } = await run(process.execPath, ['openai-client.mjs', base], {
+          cwd: projects.full,
+          timeoutMs: MINUTE,
+        });
+        const seen = JSON.parse(stdout);
+        assert.equal(seen.models.length, 1, stdout);
+        assert.ok(typeof seen.text === 'string' && seen.text.length > 0, stdout);
+        console.log(
+          `openai client (${framework}): models ${JSON.stringify(seen.models)}, completion ${JSON.stringify(seen.text)}`,
+        );
+      } finally {
+        child.kill('SIGTERM');
+        const { code } = await exited;
+        assert.equal(code, 0, `microbatch serve --framework ${framework} did not exit 0 on SIGTERM:\n${output}`);
+      }
     }
   },
 );

@@ -1,5 +1,5 @@
-// Bad inputs against the REAL text-completion examples of all three frameworks (Express with its documented
-// `pnpm start` command, Koa and Nest with theirs): every bad input is answered with its exact 4xx and
+// Bad inputs against the REAL text-completion examples of all five frameworks (Express with its documented
+// `pnpm start` command, Koa, Fastify, Hono and Nest with theirs): every bad input is answered with its exact 4xx and
 // `{"error":{"code","message"}}`, no body carries a stack trace, odd but valid unicode never gets a 5xx, and each
 // server is up and healthy afterwards (and logged nothing on stderr). Each framework is reported on its own.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -17,10 +17,10 @@ import {
 } from './helpers/http.js';
 import { countBy, flush, groupBy, record } from './helpers/report.js';
 
-const FRAMEWORKS = ['express', 'koa', 'nest'] as const;
+const FRAMEWORKS = ['express', 'koa', 'fastify', 'hono', 'nest'] as const;
 type Framework = (typeof FRAMEWORKS)[number];
 
-/** Each example as its README starts it: Express through the root `start` script, Koa and Nest their `src/main.ts`. */
+/** Each example as its README starts it: Express through the root `start` script, the others their `src/main.ts`. */
 function startArgs(framework: Framework): string[] {
   return framework === 'express'
     ? exampleStartArgs()

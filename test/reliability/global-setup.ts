@@ -13,6 +13,8 @@ const RESULTS = fileURLToPath(new URL('../../bench/results/reliability.json', im
 const EXPECTED = [
   'bad-input',
   'bad-input-koa',
+  'bad-input-fastify',
+  'bad-input-hono',
   'bad-input-nest',
   'poison-isolate',
   'poison-fail-batch',

@@ -10,7 +10,7 @@ import { LOG_FORMATS } from './logger.js';
  * FRAMEWORKS.includes('koa'); // true
  * ```
  */
-export const FRAMEWORKS = ['express', 'koa', 'nest'] as const;
+export const FRAMEWORKS = ['express', 'koa', 'fastify', 'hono', 'nest'] as const;
 
 /**
  * How requests share the model: `continuous` (join the running decode loop step by step) or `request` (one batch,

@@ -33,6 +33,8 @@ const FRAMEWORK_PACKAGES: Record<ServeFlags['framework'], readonly string[]> = {
 const APPS: Record<ServeFlags['framework'], () => Promise<{ startTextCompletionApp: StartApp }>> = {
   express: () => import('@microbatch/serving/express'),
   koa: () => import('@microbatch/serving/koa'),
+  fastify: () => import('@microbatch/serving/fastify'),
+  hono: () => import('@microbatch/serving/hono'),
   nest: () => import('@microbatch/serving/nest'),
 };
 

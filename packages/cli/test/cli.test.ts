@@ -54,8 +54,8 @@ describe('microbatch serve', () => {
       "error: option '--port <n>' argument '70000' is invalid. Expected an integer from 0 to 65535.",
     ],
     [
-      ['serve', '--model', MODEL, '--framework', 'fastify'],
-      "error: option '--framework <name>' argument 'fastify' is invalid. Allowed choices are express, koa, nest.",
+      ['serve', '--model', MODEL, '--framework', 'flask'],
+      "error: option '--framework <name>' argument 'flask' is invalid. Allowed choices are express, koa, fastify, hono, nest.",
     ],
     [
       ['serve', '--model', MODEL, '--task', 'summarization'],

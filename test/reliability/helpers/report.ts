@@ -18,7 +18,13 @@ export const FULL = process.env.RELIABILITY_FULL === '1';
 /** One scenario's figures. `requests_sent` counts only requests that must be answered (not deliberate aborts). */
 export interface ScenarioResult {
   readonly scenario: string;
-  readonly server: 'express-text-completion' | 'koa-text-completion' | 'nest-text-completion' | 'fault-server';
+  readonly server:
+    | 'express-text-completion'
+    | 'koa-text-completion'
+    | 'fastify-text-completion'
+    | 'hono-text-completion'
+    | 'nest-text-completion'
+    | 'fault-server';
   readonly requests_sent: number;
   readonly answered_exactly_once: number;
   readonly lost: number;

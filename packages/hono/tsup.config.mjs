@@ -1,0 +1,10 @@
+/** @type {import('tsup').Options} */
+export default {
+  entry: ['src/index.ts'],
+  format: ['esm', 'cjs'],
+  // Declarations come from `tsc -p tsconfig.build.json`: TypeScript 7 has no compiler API for tsup's dts step.
+  dts: false,
+  clean: true,
+  sourcemap: true,
+  target: 'node20',
+};

@@ -1,0 +1,2 @@
+export { createTextCompletionApp, startTextCompletionApp } from './text-completion-app.js';
+export type { TextCompletionAppOptions } from '../app-options.js';
