@@ -26,6 +26,8 @@ type StartApp = (
 const FRAMEWORK_PACKAGES: Record<ServeFlags['framework'], readonly string[]> = {
   express: ['express'],
   koa: ['koa', '@koa/router', '@koa/bodyparser'],
+  fastify: ['fastify'],
+  hono: ['hono', '@hono/node-server'],
   nest: ['@nestjs/common', '@nestjs/core', '@nestjs/platform-express', 'reflect-metadata', 'rxjs'],
 };
 
