@@ -143,8 +143,8 @@ describe('the fault server (real model, misbehaving worker, isolate + executionT
 
   it.each([
     // The worker's own words (exit code, error text) go to logs only: clients read the generic status message.
-    ['worker-crash', MARKERS.exit, /^Service Unavailable$/],
-    ['worker-uncaught-exception', MARKERS.throw, /^Service Unavailable$/],
+    ['worker-crash', MARKERS.exit, /^The model is not available right now; retry later$/],
+    ['worker-uncaught-exception', MARKERS.throw, /^The model is not available right now; retry later$/],
   ])(
     '%s: the in-flight batch gets 503 UNAVAILABLE + Retry-After, the worker is replaced, the next requests get 200',
     async (name, marker, message) => {

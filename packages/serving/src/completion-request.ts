@@ -97,12 +97,13 @@ const KNOWN_FIELDS: ReadonlySet<string> = new Set([
 export const IGNORED_COMPLETION_FIELDS: readonly string[] = ['metadata', 'store', 'service_tier'];
 
 /** What a client probably meant by a field of another API. */
-const DID_YOU_MEAN: Readonly<Record<string, string>> = {
-  max_new_tokens: 'max_tokens',
-  max_completion_tokens: 'max_tokens',
-  max_length: 'max_tokens',
-  stop_sequences: 'stop',
-};
+// A Map, not an object literal: a client's field name (`__proto__`, `constructor`) must never reach a prototype.
+const DID_YOU_MEAN: ReadonlyMap<string, string> = new Map([
+  ['max_new_tokens', 'max_tokens'],
+  ['max_completion_tokens', 'max_tokens'],
+  ['max_length', 'max_tokens'],
+  ['stop_sequences', 'stop'],
+]);
 
 /** Refuses a body with fields neither read, checked nor known to be harmless, naming them (at most 5). */
 function checkUnknownFields(fields: Record<string, unknown>): void {
@@ -115,7 +116,7 @@ function checkUnknownFields(fields: Record<string, unknown>): void {
     .map((field) => `\`${field.slice(0, 64)}\``)
     .join(', ');
   const more = unknown.length > 5 ? ` and ${unknown.length - 5} more` : '';
-  const hint = unknown.map((field) => DID_YOU_MEAN[field]).find((known) => known !== undefined);
+  const hint = unknown.map((field) => DID_YOU_MEAN.get(field)).find((known) => known !== undefined);
   throw invalid(
     unknown[0] as string,
     `Unknown field${unknown.length === 1 ? '' : 's'} ${named}${more}: this server does not read ` +

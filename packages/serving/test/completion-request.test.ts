@@ -61,6 +61,18 @@ describe('parseCompletionRequest', () => {
     ).toBe(1);
   });
 
+  it('refuses `__proto__` and `constructor` as unread fields, with no hint read through a prototype', () => {
+    const body = JSON.parse('{"prompt": "A", "__proto__": {"max_tokens": 200}}') as unknown;
+    expect(fieldOf(() => parseCompletionRequest(body, parse))).toEqual({
+      code: 'INVALID_INPUT',
+      details: { field: '__proto__' },
+      message: 'Unknown field `__proto__`: this server does not read it, and it could change the answer',
+    });
+    expect(fieldOf(() => parseCompletionRequest({ prompt: 'A', constructor: {} }, parse))).toMatchObject({
+      details: { field: 'constructor' },
+    });
+  });
+
   it('names the field, and the index of a bad prompt in an array', () => {
     expect(fieldOf(() => parseCompletionRequest({ prompt: ['ok', ''] }, parse))).toEqual({
       code: 'INVALID_INPUT',
