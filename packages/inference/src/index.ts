@@ -26,7 +26,9 @@ export type {
   TextGenerationInput,
   TextGenerationOutput,
   TextGenerationRunnerSpec,
+  TokenLogprob,
   TokenUsage,
+  TopLogprob,
 } from './spec/runner-types.js';
 export { createTextGenerationParser, createTextGenerationValidator } from './requests/text-generation-request.js';
 export type {

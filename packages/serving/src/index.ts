@@ -6,6 +6,14 @@ export type { CompletionRequest, CompletionRequestLimits } from './completion-re
 export { completionMeta, toCompletion, toCompletionChunk, toUsageChunk } from './completion-response.js';
 export type { Completion, CompletionChoice, CompletionMeta } from './completion-response.js';
 export { createCompletionsEndpoint } from './completions-endpoint.js';
+export { createChatCompletionsEndpoint } from './chat-endpoint.js';
+export type { ChatCompletionsEndpoint, ChatCompletionsModel } from './chat-endpoint.js';
+export { parseChatRequest } from './chat-request.js';
+export type { ChatRequest, ChatRequestLimits } from './chat-request.js';
+export { chatMeta, toChatChunk, toChatCompletion, toChatUsageChunk } from './chat-response.js';
+export type { ChatCompletion, ChatCompletionChunk, ChatLogprobs, ChatMeta } from './chat-response.js';
+export { PLAIN_CHAT_TEMPLATE, loadChatTemplate } from './chat-template.js';
+export type { ChatMessage, ChatTemplate } from './chat-template.js';
 export type { CompletionsEndpoint, CompletionsModel } from './completions-endpoint.js';
 export { shutdownServer } from './graceful-shutdown.js';
 export type { ShutdownSteps } from './graceful-shutdown.js';

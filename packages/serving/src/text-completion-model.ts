@@ -13,6 +13,7 @@ import type {
   WorkerPool,
 } from '@microbatch/inference';
 import { type LogLine, type Logger, logBatches, logRefusals } from './batch-log.js';
+import { type ChatTemplate, loadChatTemplate } from './chat-template.js';
 
 /**
  * Options of {@link createTextCompletionModel}.
@@ -107,6 +108,8 @@ export interface TextCompletionService {
   readonly generate: Batcher<TextGenerationInput, TextGenerationOutput>;
   /** Streamed completions: `streamer.stream(input)` yields the caller's chunks as they are decoded. */
   readonly streamer: StreamingBatcher<TextGenerationInput, TextGenerationChunk>;
+  /** How `/v1/chat/completions` renders a conversation; the plain role-prefixed fallback when absent. */
+  readonly chatTemplate?: ChatTemplate;
   /** Both batchers, for health checks and metrics. */
   readonly batchers: readonly BatcherBase[];
   /** Resolves once the service can serve; rejects (naming the reason) if it never will. */
@@ -256,6 +259,7 @@ export function createTextCompletionModel(options: TextCompletionModelOptions): 
     generate,
     streamer,
     batchers,
+    chatTemplate: loadChatTemplate(model),
     ready,
     isReady: () => pool.isReady && validate !== undefined && !batchers.some((batcher) => batcher.closed),
     validate: (body) => (validate ?? parse)(body),

@@ -6,6 +6,7 @@ import { createHealth, instrumentBatcher, metricsHandler, toNodeHandler } from '
 import express from 'express';
 import { Registry } from 'prom-client';
 import type { TextCompletionAppOptions } from '../app-options.js';
+import { createChatCompletionsEndpoint } from '../chat-endpoint.js';
 import { createCompletionsEndpoint } from '../completions-endpoint.js';
 import { noRoute } from '../routes.js';
 import { modelList } from '../models-endpoint.js';
@@ -49,6 +50,8 @@ export function createTextCompletionApp(
   // OpenAI's completions API (JSON or `stream: true`), so existing OpenAI clients work unchanged.
   const completions = createCompletionsEndpoint(service, options.limits);
   app.post('/v1/completions', jsonBody(), (req, res) => completions(req.body, res));
+  const chat = createChatCompletionsEndpoint(service);
+  app.post('/v1/chat/completions', jsonBody(), (req, res) => chat(req.body, res));
   // What `client.models.list()` of the official OpenAI clients reads.
   const models = modelList(service.id, new Date());
   app.get('/v1/models', (_req, res) => writeJson(res, 200, models));

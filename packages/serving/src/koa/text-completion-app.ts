@@ -6,6 +6,7 @@ import { createHealth, instrumentBatcher, scrapeMetrics } from '@microbatch/prom
 import Koa from 'koa';
 import { Registry } from 'prom-client';
 import type { TextCompletionAppOptions } from '../app-options.js';
+import { createChatCompletionsEndpoint } from '../chat-endpoint.js';
 import { createCompletionsEndpoint } from '../completions-endpoint.js';
 import { noRoute } from '../routes.js';
 import { modelList } from '../models-endpoint.js';
@@ -54,6 +55,11 @@ export function createTextCompletionApp(service: TextCompletionService, options:
   router.post('/v1/completions', jsonBody(), async (ctx) => {
     ctx.respond = false;
     await completions((ctx.request as { body?: unknown }).body, ctx.res);
+  });
+  const chat = createChatCompletionsEndpoint(service);
+  router.post('/v1/chat/completions', jsonBody(), async (ctx) => {
+    ctx.respond = false;
+    await chat((ctx.request as { body?: unknown }).body, ctx.res);
   });
 
   // What `client.models.list()` of the official OpenAI clients reads.

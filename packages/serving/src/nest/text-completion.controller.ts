@@ -6,6 +6,7 @@ import { Batch } from '@microbatch/nest';
 import { type Health, createHealth, instrumentBatcher, scrapeMetrics } from '@microbatch/prometheus';
 import { Body, Controller, Get, Inject, Post, Query, Res, UseInterceptors } from '@nestjs/common';
 import { Registry } from 'prom-client';
+import { type ChatCompletionsEndpoint, createChatCompletionsEndpoint } from '../chat-endpoint.js';
 import { type CompletionsEndpoint, createCompletionsEndpoint } from '../completions-endpoint.js';
 import { type ModelList, modelList } from '../models-endpoint.js';
 import type { TextCompletionService } from '../text-completion-model.js';
@@ -30,12 +31,14 @@ function sendProbe(res: ServerResponse, probe: { readonly status: number; readon
 @Controller()
 export class TextCompletionController {
   readonly #completions: CompletionsEndpoint;
+  readonly #chat: ChatCompletionsEndpoint;
   readonly #health: Health;
   readonly #models: ModelList;
   readonly #registry = new Registry();
 
   constructor(@Inject(TEXT_COMPLETION_SERVICE) private readonly service: TextCompletionService) {
     this.#completions = createCompletionsEndpoint(service);
+    this.#chat = createChatCompletionsEndpoint(service);
     this.#models = modelList(service.id, new Date());
     // Liveness always 200; readiness 503 while the model loads and once the app drains.
     this.#health = createHealth({ batchers: service.batchers, ready: () => service.isReady() });
@@ -59,6 +62,12 @@ export class TextCompletionController {
   @Post('v1/completions')
   completions(@Body() body: unknown, @Res() res: ServerResponse): Promise<void> {
     return this.#completions(body, res);
+  }
+
+  /** OpenAI's chat completions API (JSON or `stream: true`), through the same batchers. */
+  @Post('v1/chat/completions')
+  chatCompletions(@Body() body: unknown, @Res() res: ServerResponse): Promise<void> {
+    return this.#chat(body, res);
   }
 
   /** What `client.models.list()` of the official OpenAI clients reads. */
