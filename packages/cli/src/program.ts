@@ -23,6 +23,26 @@ export const FRAMEWORKS = ['express', 'koa', 'nest'] as const;
 export const SCHEDULINGS = ['continuous', 'request'] as const;
 
 /**
+ * What `microbatch serve` can serve: text generation (`/v1/completions`, `/v1/chat/completions`) or embeddings
+ * (`/v1/embeddings`).
+ *
+ * @example
+ * ```ts
+ * TASKS[1]; // 'feature-extraction'
+ * ```
+ */
+export const TASKS = ['text-generation', 'feature-extraction'] as const;
+
+/** Flags that mean something for one task only: given for the other, they are refused rather than ignored. */
+const TASK_FLAGS: Readonly<Record<(typeof TASKS)[number], readonly string[]>> = {
+  'text-generation': ['maxBatchCost', 'pooling', 'normalize', 'truncatableDimensions'],
+  'feature-extraction': ['scheduling', 'queue'],
+};
+
+/** The flag a camel-cased option key is spelled as on the command line. */
+const flagName = (key: string) => `--${key.replaceAll(/[A-Z]/g, (letter) => `-${letter.toLowerCase()}`)}`;
+
+/**
  * The checked flags of `microbatch serve`.
  *
  * @example
@@ -31,7 +51,7 @@ export const SCHEDULINGS = ['continuous', 'request'] as const;
  * ```
  */
 export interface ServeFlags {
-  readonly task: 'text-generation';
+  readonly task: (typeof TASKS)[number];
   readonly model: string;
   readonly modelsDir: string;
   readonly maxBatchSize: number;
@@ -50,6 +70,14 @@ export interface ServeFlags {
   readonly logFormat: (typeof LOG_FORMATS)[number];
   /** `redis://host:port`: serve as a web replica of workers behind this queue, with no local model. */
   readonly queue?: string;
+  /** feature-extraction: the most tokens one model call holds. */
+  readonly maxBatchCost?: number;
+  /** feature-extraction: how token vectors are pooled (default: the folder's `1_Pooling/config.json`, else mean). */
+  readonly pooling?: 'mean' | 'cls' | 'last_token';
+  /** feature-extraction: L2-normalise embeddings (default: the folder's `modules.json`, else on). */
+  readonly normalize?: 'on' | 'off';
+  /** feature-extraction: the model allows shorter `dimensions`. */
+  readonly truncatableDimensions?: boolean;
 }
 
 /**
@@ -128,7 +156,9 @@ export function createProgram(
       'Serve a local model with request batching: GET /?text=, OpenAI-compatible POST /v1/completions, /healthz, /readyz.',
     )
     .addOption(
-      new Option('--task <task>', 'what the model does').choices(['text-generation']).default('text-generation'),
+      new Option('--task <task>', 'what the model does: text generation (completions, chat) or embeddings')
+        .choices(TASKS)
+        .default('text-generation'),
     )
     .requiredOption(
       '--model <dir>',
@@ -180,7 +210,25 @@ export function createProgram(
       'serve as a web replica of the workers behind this Redis queue (redis://HOST:PORT), with no local model',
       redisUrl,
     )
-    .action((flags: ServeFlags) => serve(flags));
+    .option('--max-batch-cost <n>', 'feature-extraction: the most tokens one model call holds', integer(1))
+    .addOption(
+      new Option(
+        '--pooling <mode>',
+        "feature-extraction: pooling (default: the model's 1_Pooling/config.json, else mean)",
+      ).choices(['mean', 'cls', 'last_token']),
+    )
+    .addOption(
+      new Option(
+        '--normalize <on|off>',
+        "feature-extraction: L2-normalise (default: the model's modules.json, else on)",
+      ).choices(['on', 'off']),
+    )
+    .option('--truncatable-dimensions', 'feature-extraction: the model allows requests to ask for fewer `dimensions`')
+    .action((flags: ServeFlags, command: Command) => {
+      const refused = TASK_FLAGS[flags.task].find((key) => command.getOptionValueSource(key) === 'cli');
+      if (refused !== undefined) command.error(`error: ${flagName(refused)} does not apply to --task ${flags.task}`);
+      return serve(flags);
+    });
   program
     .command('worker')
     .description(

@@ -38,3 +38,5 @@ export type {
   TextGenerationValidatorOptions,
 } from './requests/text-generation-request.js';
 export { createWorkerPool } from './pool/worker-pool.js';
+export { loadTokenizer } from './requests/tokenizer.js';
+export type { Tokenizer } from './requests/tokenizer.js';

@@ -33,3 +33,13 @@ export { TEXT_COMPLETION_HANDLERS, createQueuedTextCompletionService } from './q
 export type { QueuedTextCompletionServiceOptions, TextCompletionQueue } from './queued-service.js';
 export { modelList } from './models-endpoint.js';
 export type { ModelList, ModelObject } from './models-endpoint.js';
+export { createEmbeddingModel, folderPooling } from './embedding-model.js';
+export type { EmbeddingItem, EmbeddingModelOptions, EmbeddingService } from './embedding-model.js';
+export { normalized, poolEmbedding } from './embedding-pooling.js';
+export type { Pooling } from './embedding-pooling.js';
+export { createEmbeddingsEndpoint } from './embeddings-endpoint.js';
+export type { EmbeddingList, EmbeddingsEndpoint } from './embeddings-endpoint.js';
+export { parseEmbeddingsRequest } from './embeddings-request.js';
+export type { EmbeddingsRequest, EmbeddingsRequestLimits } from './embeddings-request.js';
+export { EMBEDDINGS_ROUTES, noEmbeddingsRoute } from './embeddings-routes.js';
+export { writeOpenAiError } from './openai-error.js';
