@@ -1,6 +1,6 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
-import { createBatcher } from '@microbatch/core';
+import { BatchError, ErrorCode, createBatcher } from '@microbatch/core';
 import { dropUndefined } from '@microbatch/core/util';
 import type { Batcher, BatcherBase, CallOptions } from '@microbatch/core';
 import { createWorkerPool, loadTokenizer } from '@microbatch/inference';
@@ -53,6 +53,13 @@ export interface EmbeddingModelOptions {
    * @default 8192
    */
   readonly maxBatchCost?: number;
+  /**
+   * Inputs are batched only with inputs of the same length bucket (token counts rounded up to a multiple of this),
+   * so a model call pads each input by less than this many tokens instead of to the longest of a mixed batch.
+   * `0` turns bucketing off (one queue; each call padded to its longest input).
+   * @default 8
+   */
+  readonly lengthBucket?: number;
   /** @default 0 (work-conserving) */
   readonly batchWaitTimeoutMs?: number;
   /** @default Infinity */
@@ -197,10 +204,19 @@ export function createEmbeddingModel(options: EmbeddingModelOptions): EmbeddingS
     threads: options.threads ?? 1,
     executionProvider: options.executionProvider ?? 'cpu',
   });
-  const batcher = createBatcher<OnnxInput, OnnxOutput>(pool.handler, {
+  const bucket = options.lengthBucket ?? 8;
+  if (!Number.isInteger(bucket) || bucket < 0) {
+    throw new TypeError(`Expected \`lengthBucket\` to be an integer >= 0, got ${JSON.stringify(bucket)}`);
+  }
+  const tokensOf = (item: OnnxInput) => (item.input_ids as readonly number[]).length;
+  // A running encoder call is never cancelled: it takes milliseconds, while stopping it means retiring its worker
+  // and loading the model again (onnxruntime cannot be interrupted). A cancelled input still leaves its queue at
+  // once, and the answer of one cancelled while its call runs is dropped.
+  const batcher = createBatcher<OnnxInput, OnnxOutput>((inputs) => pool.run(inputs), {
     ...settings,
     ...pool.batcherOptions,
-    cost: (item) => (item.input_ids as readonly number[]).length,
+    ...(bucket > 0 ? { batchKey: (item: OnnxInput) => Math.ceil(tokensOf(item) / bucket) } : {}),
+    cost: tokensOf,
     name: 'embed',
   });
   const log = options.logger ?? options.log ?? console.log;
@@ -235,7 +251,7 @@ export function createEmbeddingModel(options: EmbeddingModelOptions): EmbeddingS
     ready,
     isReady: () => pool.isReady && encode !== undefined && !batcher.closed,
     tokenize: (text) => {
-      if (encode === undefined) throw new Error('The tokenizer is not loaded yet');
+      if (encode === undefined) throw new BatchError(ErrorCode.UNAVAILABLE, 'The model is still loading');
       return encode(text);
     },
     embed: async (ids, call) => vector(await batcher(item(ids), call)),

@@ -1,5 +1,4 @@
 import type { ServerResponse } from 'node:http';
-import { BatchError, ErrorCode } from '@microbatch/core';
 import type { Batcher, CallOptions } from '@microbatch/core';
 import { serveBatched, writeJson } from '@microbatch/core/http';
 import type { EmbeddingService } from './embedding-model.js';
@@ -88,8 +87,7 @@ export function createEmbeddingsEndpoint(
     let request: EmbeddingsRequest | undefined;
     let invalid: unknown;
     try {
-      // Texts are tokenized here: until the tokenizer is loaded, the model cannot take requests (503, as /readyz).
-      if (!model.isReady()) throw new BatchError(ErrorCode.UNAVAILABLE, 'The model is not ready yet');
+      // Texts are tokenized here: until the tokenizer is loaded, `tokenize` refuses them (503 UNAVAILABLE).
       request = parseEmbeddingsRequest(body, model, limits);
     } catch (error) {
       invalid = error;
