@@ -56,7 +56,10 @@ describe('LangChain ChatOpenAI against microbatch serve', () => {
     expect(typeof reply.content).toBe('string');
     expect(reply.content).toBe(direct.choices[0]?.message.content);
     let streamed = '';
-    for await (const chunk of await chat.stream(messages)) streamed += String(chunk.content);
+    for await (const chunk of await chat.stream(messages)) {
+      expect(typeof chunk.content).toBe('string');
+      streamed += chunk.content as string;
+    }
     expect(streamed).toBe(reply.content);
   });
 });
