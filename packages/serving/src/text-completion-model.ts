@@ -20,6 +20,7 @@ import {
   logDecodeLoop,
   logRefusals,
 } from './batch-log.js';
+import { type ChatTemplate, loadChatTemplate } from './chat-template.js';
 
 /**
  * Options of {@link createTextCompletionModel}.
@@ -122,6 +123,8 @@ export interface TextCompletionService {
   readonly generate: Batcher<TextGenerationInput, TextGenerationOutput>;
   /** Streamed completions: `streamer.stream(input)` yields the caller's chunks as they are decoded. */
   readonly streamer: StreamingBatcher<TextGenerationInput, TextGenerationChunk>;
+  /** How `/v1/chat/completions` renders a conversation; the plain role-prefixed fallback when absent. */
+  readonly chatTemplate?: ChatTemplate;
   /** Both batchers, for health checks and metrics. */
   readonly batchers: readonly BatcherBase[];
   /**
@@ -265,6 +268,7 @@ export function createTextCompletionModel(options: TextCompletionModelOptions): 
     streamer,
     batchers,
     ...(decodeLoop === undefined ? {} : { decodeLoop }),
+    chatTemplate: loadChatTemplate(model),
     ready,
     isReady: () => pool.isReady && validate !== undefined && !batchers.some((batcher) => batcher.closed),
     validate: (body) => (validate ?? parse)(body),

@@ -6,6 +6,7 @@ import { createHealth, metricsHandler, toNodeHandler } from '@microbatch/prometh
 import express from 'express';
 import { Registry } from 'prom-client';
 import type { TextCompletionAppOptions } from '../app-options.js';
+import { createChatCompletionsEndpoint } from '../chat-endpoint.js';
 import { fairnessKeyOf } from '../client-key.js';
 import { decodeBatchHeaders } from '../completion-response.js';
 import { createCompletionsEndpoint } from '../completions-endpoint.js';
@@ -57,6 +58,8 @@ export function createTextCompletionApp(
   // OpenAI's completions API (JSON or `stream: true`), so existing OpenAI clients work unchanged.
   const completions = createCompletionsEndpoint(service, options.limits, options.clientKey);
   app.post('/v1/completions', jsonBody(), (req, res) => completions(req.body, res));
+  const chat = createChatCompletionsEndpoint(service, undefined, options.clientKey);
+  app.post('/v1/chat/completions', jsonBody(), (req, res) => chat(req.body, res));
   // What `client.models.list()` of the official OpenAI clients reads.
   const models = modelList(service.id, new Date());
   app.get('/v1/models', (_req, res) => writeJson(res, 200, models));

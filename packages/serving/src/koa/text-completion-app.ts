@@ -6,6 +6,7 @@ import { type NodeHandler, createHealth, metricsHandler, toNodeHandler } from '@
 import Koa from 'koa';
 import { Registry } from 'prom-client';
 import type { TextCompletionAppOptions } from '../app-options.js';
+import { createChatCompletionsEndpoint } from '../chat-endpoint.js';
 import { fairnessKeyOf } from '../client-key.js';
 import { decodeBatchHeaders } from '../completion-response.js';
 import { createCompletionsEndpoint } from '../completions-endpoint.js';
@@ -59,6 +60,11 @@ export function createTextCompletionApp(service: TextCompletionService, options:
   router.post('/v1/completions', jsonBody(), async (ctx) => {
     ctx.respond = false;
     await completions((ctx.request as { body?: unknown }).body, ctx.res);
+  });
+  const chat = createChatCompletionsEndpoint(service, undefined, options.clientKey);
+  router.post('/v1/chat/completions', jsonBody(), async (ctx) => {
+    ctx.respond = false;
+    await chat((ctx.request as { body?: unknown }).body, ctx.res);
   });
 
   // What `client.models.list()` of the official OpenAI clients reads.

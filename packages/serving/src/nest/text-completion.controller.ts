@@ -6,6 +6,7 @@ import { Registry } from 'prom-client';
 import type { TextCompletionAppOptions } from '../app-options.js';
 import { type ClientKey, fairnessKeyOf } from '../client-key.js';
 import { decodeBatchHeaders } from '../completion-response.js';
+import { type ChatCompletionsEndpoint, createChatCompletionsEndpoint } from '../chat-endpoint.js';
 import { type CompletionsEndpoint, createCompletionsEndpoint } from '../completions-endpoint.js';
 import { type ModelList, modelList } from '../models-endpoint.js';
 import { instrumentTextCompletionService } from '../service-metrics.js';
@@ -28,6 +29,7 @@ export class TextCompletionController {
   readonly #liveness: NodeHandler;
   readonly #readiness: NodeHandler;
   readonly #metrics: NodeHandler;
+  readonly #chat: ChatCompletionsEndpoint;
   readonly #models: ModelList;
   readonly #clientKey: ClientKey | undefined;
 
@@ -37,6 +39,7 @@ export class TextCompletionController {
   ) {
     this.#clientKey = options.clientKey;
     this.#completions = createCompletionsEndpoint(service, options.limits, options.clientKey);
+    this.#chat = createChatCompletionsEndpoint(service, undefined, options.clientKey);
     this.#models = modelList(service.id, new Date());
     // Liveness always 200; readiness 503 while the model loads and once the app drains.
     // The same Node handlers as the Express and Koa apps: the same bytes and headers (`Cache-Control: no-store`).
@@ -84,6 +87,12 @@ export class TextCompletionController {
   @Post('v1/completions')
   completions(@Body() body: unknown, @Res() res: ServerResponse): Promise<void> {
     return this.#completions(body, res);
+  }
+
+  /** OpenAI's chat completions API (JSON or `stream: true`), through the same batchers. */
+  @Post('v1/chat/completions')
+  chatCompletions(@Body() body: unknown, @Res() res: ServerResponse): Promise<void> {
+    return this.#chat(body, res);
   }
 
   /** What `client.models.list()` of the official OpenAI clients reads. */
