@@ -1,7 +1,14 @@
 /** @type {import('tsup').Options} */
 export default {
-  // One entry per subpath export: `@microbatch/core`, `@microbatch/core/http`, `@microbatch/core/util`.
-  entry: { index: 'src/index.ts', 'http/index': 'src/http/index.ts', 'util/index': 'src/util/index.ts' },
+  // One entry per subpath export: `@microbatch/core`, `@microbatch/core/http`, `@microbatch/core/util`,
+  // `@microbatch/core/otel`, `@microbatch/core/diagnostics`.
+  entry: {
+    index: 'src/index.ts',
+    'http/index': 'src/http/index.ts',
+    'util/index': 'src/util/index.ts',
+    'otel/index': 'src/otel/index.ts',
+    'diagnostics/index': 'src/diagnostics/index.ts',
+  },
   format: ['esm', 'cjs'],
   // Shared modules go to chunks in the CommonJS build as well (esbuild splits ESM only; tsup converts for CJS):
   // without it each CJS entry carries its own copy of `BatchError`, the batcher and the options checks.
