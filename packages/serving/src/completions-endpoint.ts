@@ -3,6 +3,7 @@ import type { ServerResponse } from 'node:http';
 import { serveBatched, writeHttpError, writeJson } from '@microbatch/core/http';
 import type { Batcher, CallOptions, StreamingBatcher } from '@microbatch/core';
 import type { TextGenerationOutput, TokenUsage } from '@microbatch/inference';
+import type { GenerationMetrics, SequenceTimer } from '@microbatch/prometheus';
 import { type CompletionRequest, type CompletionRequestLimits, parseCompletionRequest } from './completion-request.js';
 import {
   type Completion,
@@ -54,6 +55,7 @@ type StreamingRequestBatcher = Pick<StreamingBatcher<CompletionRequest, Completi
 export function createCompletionsEndpoint(
   model: CompletionsModel,
   limits: CompletionRequestLimits = {},
+  generation?: Pick<GenerationMetrics, 'start'>,
 ): CompletionsEndpoint {
   if (typeof model !== 'object' || model === null || typeof model.validate !== 'function') {
     throw new TypeError('Expected `model` to be a text-completion model from `createTextCompletionModel()`');
@@ -70,8 +72,14 @@ export function createCompletionsEndpoint(
     const fairnessKey = request?.user ?? res.req?.socket?.remoteAddress;
     const target: RequestBatcher | StreamingRequestBatcher =
       request?.stream === true
-        ? { streaming: true, stream: (parsed, call) => streamAll(model, parsed, { ...call, fairnessKey }) }
-        : { streaming: false, call: (parsed, call) => completeAll(model, parsed, { ...call, fairnessKey }) };
+        ? {
+            streaming: true,
+            stream: (parsed, call) => streamAll(model, parsed, timed(parsed, { ...call, fairnessKey }, generation)),
+          }
+        : {
+            streaming: false,
+            call: (parsed, call) => completeAll(model, parsed, timed(parsed, { ...call, fairnessKey }, generation)),
+          };
     // Core's request path does the rest: disconnect → cancellation, `X-Batch-*` headers at dispatch, SSE, errors.
     await serveBatched<CompletionRequest, Completion>(target as Batcher<CompletionRequest, Completion>, {
       res,
@@ -88,11 +96,39 @@ export function createCompletionsEndpoint(
   };
 }
 
+/** The call options of a request, with a generation timer per prompt when metrics are kept. */
+interface TimedCall {
+  readonly call: CallOptions;
+  readonly timers: readonly SequenceTimer[] | undefined;
+}
+
+/**
+ * Starts a timer per prompt and marks one dispatched at each `onDispatch` (the prompts of a request arrived
+ * together, so whichever is marked, its queue time is the right one).
+ */
+function timed(request: CompletionRequest, call: CallOptions, generation: TimedGeneration): TimedCall {
+  if (generation === undefined) return { call, timers: undefined };
+  const timers = request.inputs.map(() => generation.start());
+  let dispatched = 0;
+  const { onDispatch } = call;
+  return {
+    timers,
+    call: {
+      ...call,
+      onDispatch: (info) => {
+        timers[dispatched++]?.dispatched();
+        onDispatch?.(info);
+      },
+    },
+  };
+}
+type TimedGeneration = Pick<GenerationMetrics, 'start'> | undefined;
+
 /** Every prompt of the request as one item; a failed prompt cancels its siblings, whose answers are useless. */
 async function completeAll(
   model: CompletionsModel,
   request: CompletionRequest,
-  call: CallOptions = {},
+  { call, timers }: TimedCall,
 ): Promise<Completion> {
   const done = new AbortController();
   const signal = call.signal === undefined ? done.signal : AbortSignal.any([call.signal, done.signal]);
@@ -101,7 +137,11 @@ async function completeAll(
   try {
     // Admitted all together or refused together: a request is never half started when it is refused.
     const outputs: TextGenerationOutput[] = await model.generate.callAll(request.inputs, { ...call, signal });
+    outputs.forEach((output, index) => timers?.[index]?.finished(output.usage));
     return toCompletion(completionMeta(model.id), outputs);
+  } catch (error) {
+    for (const timer of timers ?? []) timer.failed(error);
+    throw error;
   } finally {
     done.abort();
   }
@@ -110,14 +150,27 @@ async function completeAll(
 async function* streamAll(
   model: CompletionsModel,
   request: CompletionRequest,
-  call: CallOptions = {},
+  { call, timers }: TimedCall,
 ): AsyncGenerator<Completion, void, undefined> {
   const meta = completionMeta(model.id);
   const usages: TokenUsage[] = [];
   if (call.signal !== undefined) setMaxListeners(request.inputs.length + MAX_LISTENERS_SLACK, call.signal);
-  for await (const [index, chunk] of mergeStreams(model.streamer.streamAll(request.inputs, call))) {
-    if (chunk.usage !== null) usages.push(chunk.usage);
-    yield toCompletionChunk(meta, index, chunk);
+  try {
+    for await (const [index, chunk] of mergeStreams(model.streamer.streamAll(request.inputs, call))) {
+      const timer = timers?.[index];
+      timer?.token();
+      if (chunk.usage !== null) {
+        usages.push(chunk.usage);
+        timer?.finished(chunk.usage);
+      }
+      yield toCompletionChunk(meta, index, chunk);
+    }
+  } catch (error) {
+    for (const timer of timers ?? []) timer.failed(error);
+    throw error;
+  } finally {
+    // A client that left: its sequences are no longer running (a finished or failed timer ignores this).
+    for (const timer of timers ?? []) timer.failed(undefined);
   }
   if (request.includeUsage) yield toUsageChunk(meta, usages);
 }

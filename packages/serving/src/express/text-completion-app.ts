@@ -2,7 +2,13 @@
 // Prometheus metrics. Every route shares ONE service: concurrent requests coalesce into one model call.
 import { writeHttpError, writeJson } from '@microbatch/core/http';
 import { batchErrorHandler, batchRoute, jsonBody } from '@microbatch/express';
-import { createHealth, instrumentBatcher, metricsHandler, toNodeHandler } from '@microbatch/prometheus';
+import {
+  createGenerationMetrics,
+  createHealth,
+  instrumentBatcher,
+  metricsHandler,
+  toNodeHandler,
+} from '@microbatch/prometheus';
 import express from 'express';
 import { Registry } from 'prom-client';
 import type { TextCompletionAppOptions } from '../app-options.js';
@@ -47,7 +53,9 @@ export function createTextCompletionApp(
   );
 
   // OpenAI's completions API (JSON or `stream: true`), so existing OpenAI clients work unchanged.
-  const completions = createCompletionsEndpoint(service, options.limits);
+  const registry = new Registry();
+  const generation = createGenerationMetrics({ model: service.id, registry });
+  const completions = createCompletionsEndpoint(service, options.limits, generation);
   app.post('/v1/completions', jsonBody(), (req, res) => completions(req.body, res));
   // What `client.models.list()` of the official OpenAI clients reads.
   const models = modelList(service.id, new Date());
@@ -59,7 +67,6 @@ export function createTextCompletionApp(
   app.get('/readyz', toNodeHandler(health.readiness));
 
   // Prometheus metrics of both batchers (queue wait, execution time, batch size, rejections by reason).
-  const registry = new Registry();
   for (const batcher of service.batchers) instrumentBatcher(batcher, { registry });
   app.get('/metrics', metricsHandler(registry));
 

@@ -2,7 +2,7 @@
 // route shares ONE service: concurrent requests coalesce into one model call.
 import { Router } from '@koa/router';
 import { batchErrorHandler, batchRoute, jsonBody } from '@microbatch/koa';
-import { createHealth, instrumentBatcher, scrapeMetrics } from '@microbatch/prometheus';
+import { createGenerationMetrics, createHealth, instrumentBatcher, scrapeMetrics } from '@microbatch/prometheus';
 import Koa from 'koa';
 import { Registry } from 'prom-client';
 import type { TextCompletionAppOptions } from '../app-options.js';
@@ -50,7 +50,9 @@ export function createTextCompletionApp(service: TextCompletionService, options:
   );
 
   // OpenAI's completions API (JSON or `stream: true`); the endpoint writes the Node response itself.
-  const completions = createCompletionsEndpoint(service, options.limits);
+  const registry = new Registry();
+  const generation = createGenerationMetrics({ model: service.id, registry });
+  const completions = createCompletionsEndpoint(service, options.limits, generation);
   router.post('/v1/completions', jsonBody(), async (ctx) => {
     ctx.respond = false;
     await completions((ctx.request as { body?: unknown }).body, ctx.res);
@@ -72,7 +74,6 @@ export function createTextCompletionApp(service: TextCompletionService, options:
   });
 
   // Prometheus metrics of both batchers, as the Express and Nest apps serve them.
-  const registry = new Registry();
   for (const batcher of service.batchers) instrumentBatcher(batcher, { registry });
   router.get('/metrics', async (ctx) => {
     ({ status: ctx.status, contentType: ctx.type, body: ctx.body } = await scrapeMetrics(registry));

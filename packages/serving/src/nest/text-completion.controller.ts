@@ -3,7 +3,13 @@ import type { BatchContext } from '@microbatch/core';
 import { writeJson } from '@microbatch/core/http';
 import type { TextGenerationInput } from '@microbatch/inference';
 import { Batch } from '@microbatch/nest';
-import { type Health, createHealth, instrumentBatcher, scrapeMetrics } from '@microbatch/prometheus';
+import {
+  type Health,
+  createGenerationMetrics,
+  createHealth,
+  instrumentBatcher,
+  scrapeMetrics,
+} from '@microbatch/prometheus';
 import { Body, Controller, Get, Inject, Post, Query, Res, UseInterceptors } from '@nestjs/common';
 import { Registry } from 'prom-client';
 import { type CompletionsEndpoint, createCompletionsEndpoint } from '../completions-endpoint.js';
@@ -35,7 +41,8 @@ export class TextCompletionController {
   readonly #registry = new Registry();
 
   constructor(@Inject(TEXT_COMPLETION_SERVICE) private readonly service: TextCompletionService) {
-    this.#completions = createCompletionsEndpoint(service);
+    const generation = createGenerationMetrics({ model: service.id, registry: this.#registry });
+    this.#completions = createCompletionsEndpoint(service, {}, generation);
     this.#models = modelList(service.id, new Date());
     // Liveness always 200; readiness 503 while the model loads and once the app drains.
     this.#health = createHealth({ batchers: service.batchers, ready: () => service.isReady() });
