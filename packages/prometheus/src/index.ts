@@ -16,3 +16,6 @@ export type {
   SequenceTimer,
   SequenceUsage,
 } from './generation-metrics.js';
+export { dashboardHandler } from './dashboard/handler.js';
+export type { DashboardData, DashboardHandler, DashboardOptions } from './dashboard/handler.js';
+export type { DashboardPoint, Percentiles } from './dashboard/sampler.js';

@@ -18,6 +18,7 @@ export const TEXT_COMPLETION_ROUTES: Readonly<Record<string, readonly string[]>>
   '/healthz': ['GET', 'HEAD'],
   '/readyz': ['GET', 'HEAD'],
   '/metrics': ['GET', 'HEAD'],
+  '/dashboard': ['GET', 'HEAD'],
 };
 
 /**

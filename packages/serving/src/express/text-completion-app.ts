@@ -5,6 +5,7 @@ import { batchErrorHandler, batchRoute, jsonBody } from '@microbatch/express';
 import {
   createGenerationMetrics,
   createHealth,
+  dashboardHandler,
   instrumentBatcher,
   metricsHandler,
   toNodeHandler,
@@ -69,6 +70,8 @@ export function createTextCompletionApp(
   // Prometheus metrics of both batchers (queue wait, execution time, batch size, rejections by reason).
   for (const batcher of service.batchers) instrumentBatcher(batcher, { registry });
   app.get('/metrics', metricsHandler(registry));
+  // A live page of the same figures: batch sizes, queue, throughput, latency percentiles, refusals.
+  app.get('/dashboard', dashboardHandler({ registry, title: `microbatch · ${service.id}` }));
 
   app.use((req, res) => writeHttpError(res, noRoute(req.method, req.path)));
   app.use(batchErrorHandler()); // body problems (400, 413, 415) as JSON errors with fixed messages

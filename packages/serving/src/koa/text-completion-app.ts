@@ -2,7 +2,13 @@
 // route shares ONE service: concurrent requests coalesce into one model call.
 import { Router } from '@koa/router';
 import { batchErrorHandler, batchRoute, jsonBody } from '@microbatch/koa';
-import { createGenerationMetrics, createHealth, instrumentBatcher, scrapeMetrics } from '@microbatch/prometheus';
+import {
+  createGenerationMetrics,
+  createHealth,
+  dashboardHandler,
+  instrumentBatcher,
+  scrapeMetrics,
+} from '@microbatch/prometheus';
 import Koa from 'koa';
 import { Registry } from 'prom-client';
 import type { TextCompletionAppOptions } from '../app-options.js';
@@ -77,6 +83,12 @@ export function createTextCompletionApp(service: TextCompletionService, options:
   for (const batcher of service.batchers) instrumentBatcher(batcher, { registry });
   router.get('/metrics', async (ctx) => {
     ({ status: ctx.status, contentType: ctx.type, body: ctx.body } = await scrapeMetrics(registry));
+  });
+  // A live page of the same figures: batch sizes, queue, throughput, latency percentiles, refusals.
+  const dashboard = dashboardHandler({ registry, title: `microbatch · ${service.id}` });
+  router.get('/dashboard', (ctx) => {
+    ctx.respond = false;
+    return dashboard(ctx.req, ctx.res);
   });
 
   // The error handler goes first: it answers body problems (400, 413, 415) and unknown routes as JSON.

@@ -1,4 +1,4 @@
-import type { ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { BatchContext } from '@microbatch/core';
 import { writeJson } from '@microbatch/core/http';
 import type { TextGenerationInput } from '@microbatch/inference';
@@ -7,10 +7,12 @@ import {
   type Health,
   createGenerationMetrics,
   createHealth,
+  dashboardHandler,
   instrumentBatcher,
+  type NodeHandler,
   scrapeMetrics,
 } from '@microbatch/prometheus';
-import { Body, Controller, Get, Inject, Post, Query, Res, UseInterceptors } from '@nestjs/common';
+import { Body, Controller, Get, Inject, Post, Query, Req, Res, UseInterceptors } from '@nestjs/common';
 import { Registry } from 'prom-client';
 import { type CompletionsEndpoint, createCompletionsEndpoint } from '../completions-endpoint.js';
 import { type ModelList, modelList } from '../models-endpoint.js';
@@ -39,6 +41,7 @@ export class TextCompletionController {
   readonly #health: Health;
   readonly #models: ModelList;
   readonly #registry = new Registry();
+  readonly #dashboard: NodeHandler;
 
   constructor(@Inject(TEXT_COMPLETION_SERVICE) private readonly service: TextCompletionService) {
     const generation = createGenerationMetrics({ model: service.id, registry: this.#registry });
@@ -48,6 +51,7 @@ export class TextCompletionController {
     this.#health = createHealth({ batchers: service.batchers, ready: () => service.isReady() });
     // Prometheus metrics of the service's batchers, as the Express and Koa apps serve them.
     for (const batcher of service.batchers) instrumentBatcher(batcher, { registry: this.#registry });
+    this.#dashboard = dashboardHandler({ registry: this.#registry, title: `microbatch · ${service.id}` });
   }
 
   /**
@@ -82,6 +86,12 @@ export class TextCompletionController {
   @Get('readyz')
   async readyz(@Res() res: ServerResponse): Promise<void> {
     sendProbe(res, await this.#health.readiness());
+  }
+
+  /** A live page of the metrics: batch sizes, queue, throughput, latency percentiles, refusals. */
+  @Get('dashboard')
+  dashboard(@Req() req: IncomingMessage, @Res() res: ServerResponse): Promise<void> {
+    return this.#dashboard(req, res);
   }
 
   @Get('metrics')
