@@ -12,6 +12,7 @@ import {
   toCompletionChunk,
   toUsageChunk,
 } from './completion-response.js';
+import { traceSequences } from './generation-trace.js';
 import { mergeStreams } from './merge-streams.js';
 import type { TextCompletionService } from './text-completion-model.js';
 
@@ -74,11 +75,13 @@ export function createCompletionsEndpoint(
       request?.stream === true
         ? {
             streaming: true,
-            stream: (parsed, call) => streamAll(model, parsed, timed(parsed, { ...call, fairnessKey }, generation)),
+            stream: (parsed, call) =>
+              streamAll(model, parsed, timed(model.id, parsed, { ...call, fairnessKey }, generation)),
           }
         : {
             streaming: false,
-            call: (parsed, call) => completeAll(model, parsed, timed(parsed, { ...call, fairnessKey }, generation)),
+            call: (parsed, call) =>
+              completeAll(model, parsed, timed(model.id, parsed, { ...call, fairnessKey }, generation)),
           };
     // Core's request path does the rest: disconnect → cancellation, `X-Batch-*` headers at dispatch, SSE, errors.
     await serveBatched<CompletionRequest, Completion>(target as Batcher<CompletionRequest, Completion>, {
@@ -103,12 +106,18 @@ interface TimedCall {
 }
 
 /**
- * Starts a timer per prompt and marks one dispatched at each `onDispatch` (the prompts of a request arrived
- * together, so whichever is marked, its queue time is the right one).
+ * Starts a timer per prompt (for the metrics, and for the request's trace where it is traced) and marks one
+ * dispatched at each `onDispatch` (the prompts of a request arrived together, so whichever is marked, its queue
+ * time is the right one).
  */
-function timed(request: CompletionRequest, call: CallOptions, generation: TimedGeneration): TimedCall {
-  if (generation === undefined) return { call, timers: undefined };
-  const timers = request.inputs.map(() => generation.start());
+function timed(model: string, request: CompletionRequest, call: CallOptions, generation: TimedGeneration): TimedCall {
+  const count = request.inputs.length;
+  const timers = traceSequences(
+    model,
+    count,
+    generation === undefined ? undefined : request.inputs.map(() => generation.start()),
+  );
+  if (timers === undefined) return { call, timers: undefined };
   let dispatched = 0;
   const { onDispatch } = call;
   return {

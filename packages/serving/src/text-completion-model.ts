@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 import { createBatcher, createStreamingBatcher } from '@microbatch/core';
+import { otelTracer } from '@microbatch/core/otel';
 import { dropUndefined } from '@microbatch/core/util';
 import type { Batcher, BatcherBase, StreamingBatcher } from '@microbatch/core';
 import { createTextGenerationParser, createTextGenerationValidator, createWorkerPool } from '@microbatch/inference';
@@ -225,6 +226,8 @@ export function createTextCompletionModel(options: TextCompletionModelOptions): 
     maxLatencyMs,
     maxQueueSize,
     cost: textCompletionCost,
+    // Each batch an OpenTelemetry span linked to the requests it served, once the app registers an SDK.
+    tracer: otelTracer(),
     ...pool.batcherOptions,
   };
   const generate = createBatcher(pool.handler, { ...batcherOptions, name: 'generate' });
