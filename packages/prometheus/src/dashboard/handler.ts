@@ -89,6 +89,8 @@ export function dashboardHandler(options: DashboardOptions = {}): DashboardHandl
     try {
       start();
       const wantsData = new URL(req.url ?? '/', 'http://localhost').searchParams.has('data');
+      // Set, not assumed: a framework may have put its own default there (Koa starts every response at 404).
+      res.statusCode = 200;
       res.setHeader('Cache-Control', 'no-store');
       if (!wantsData) {
         res.setHeader('Content-Type', 'text/html; charset=utf-8');
