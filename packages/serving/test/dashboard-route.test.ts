@@ -1,7 +1,7 @@
 // The serving apps (what `microbatch serve` runs) serve the dashboard at /dashboard, fed by the same registry as
 // /metrics, generation metrics included. A fake service stands in for the model.
 import type { AddressInfo } from 'node:net';
-import type { Server } from 'node:http';
+import { type RequestListener, type Server, createServer } from 'node:http';
 import { createBatcher, createStreamingBatcher, END } from '@microbatch/core';
 import type { TextGenerationChunk, TextGenerationInput, TextGenerationOutput } from '@microbatch/inference';
 import { createTextGenerationParser } from '@microbatch/inference';
@@ -44,15 +44,17 @@ afterEach(async () => {
   server = undefined;
 });
 
-const APPS = {
-  express: (service: TextCompletionService) => expressApp(service),
-  koa: (service: TextCompletionService) => koaApp(service).callback(),
+const APPS: Record<string, (service: TextCompletionService) => RequestListener> = {
+  express: (service) => expressApp(service),
+  koa: (service) => {
+    const callback = koaApp(service).callback();
+    return (req, res) => void callback(req, res);
+  },
 };
 
-describe.each(Object.keys(APPS) as Array<keyof typeof APPS>)('%s app', (name) => {
+describe.each(Object.keys(APPS))('%s app', (name) => {
   it('serves the dashboard page and its data at /dashboard, and generation metrics at /metrics', async () => {
-    const { createServer } = await import('node:http');
-    const listening = createServer(APPS[name](fakeService()));
+    const listening = createServer(APPS[name]?.(fakeService()));
     server = listening;
     await new Promise<void>((resolve) => listening.listen(0, '127.0.0.1', resolve));
     const base = `http://127.0.0.1:${(listening.address() as AddressInfo).port}`;
