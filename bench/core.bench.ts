@@ -55,8 +55,11 @@ async function main(): Promise<void> {
   const cpuSamples: Record<keyof typeof cases, number[]> = { direct: [], batcher: [], dataloader: [], traced: [] };
   for (const run of Object.values(cases)) await run(); // warm-up: let the JIT settle before measuring
   for (let trial = 0; trial < TRIALS; trial += 1) {
-    // Interleaved so that machine noise hits every case alike.
-    for (const [name, run] of Object.entries(cases) as Array<[keyof typeof cases, () => Promise<void>]>) {
+    // Interleaved so that machine noise hits every case alike, in an order rotated each trial so that no case always
+    // runs right after the same other one (garbage left by the one before is paid by the next).
+    const entries = Object.entries(cases) as Array<[keyof typeof cases, () => Promise<void>]>;
+    const order = [...entries.slice(trial % entries.length), ...entries.slice(0, trial % entries.length)];
+    for (const [name, run] of order) {
       const { wall, cpu } = await nsPerItem(run);
       samples[name].push(wall);
       cpuSamples[name].push(cpu);
