@@ -1,3 +1,4 @@
+import 'reflect-metadata';
 // The serving apps (what `microbatch serve` runs) serve the dashboard at /dashboard, fed by the same registry as
 // /metrics, generation metrics included. A fake service stands in for the model.
 import type { AddressInfo } from 'node:net';
@@ -8,6 +9,8 @@ import { createTextGenerationParser } from '@microbatch/inference';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createTextCompletionApp as expressApp } from '../src/express/index.js';
 import { createTextCompletionApp as koaApp } from '../src/koa/index.js';
+import { TextCompletionModule } from '../src/nest/index.js';
+import { NestFactory } from '@nestjs/core';
 import type { TextCompletionService } from '../src/index.js';
 
 const usage = { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 };
@@ -42,22 +45,37 @@ afterEach(async () => {
   server?.closeAllConnections();
   await new Promise((resolve) => server?.close(resolve) ?? resolve(undefined));
   server = undefined;
+  await stopNest?.();
+  stopNest = undefined;
 });
 
-const APPS: Record<string, (service: TextCompletionService) => RequestListener> = {
-  express: (service) => expressApp(service),
+/** Starts each framework's app on a free port; returns its base URL. */
+const APPS: Record<string, (service: TextCompletionService) => Promise<string>> = {
+  express: (service) => listen(expressApp(service)),
   koa: (service) => {
     const callback = koaApp(service).callback();
-    return (req, res) => void callback(req, res);
+    return listen((req, res) => void callback(req, res));
+  },
+  nest: async (service) => {
+    const app = await NestFactory.create(TextCompletionModule.forRoot(service), { logger: false });
+    await app.listen(0, '127.0.0.1');
+    stopNest = () => app.close();
+    return `http://127.0.0.1:${(app.getHttpServer().address() as AddressInfo).port}`;
   },
 };
 
+let stopNest: (() => Promise<void>) | undefined;
+
+async function listen(listener: RequestListener): Promise<string> {
+  const listening = createServer(listener);
+  server = listening;
+  await new Promise<void>((resolve) => listening.listen(0, '127.0.0.1', resolve));
+  return `http://127.0.0.1:${(listening.address() as AddressInfo).port}`;
+}
+
 describe.each(Object.keys(APPS))('%s app', (name) => {
   it('serves the dashboard page and its data at /dashboard, and generation metrics at /metrics', async () => {
-    const listening = createServer(APPS[name]?.(fakeService()));
-    server = listening;
-    await new Promise<void>((resolve) => listening.listen(0, '127.0.0.1', resolve));
-    const base = `http://127.0.0.1:${(listening.address() as AddressInfo).port}`;
+    const base = await (APPS[name] as (service: TextCompletionService) => Promise<string>)(fakeService());
     const page = await fetch(`${base}/dashboard`);
     expect(page.status).toBe(200);
     expect(page.headers.get('content-type')).toBe('text/html; charset=utf-8');
