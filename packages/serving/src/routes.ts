@@ -19,6 +19,7 @@ export const TEXT_COMPLETION_ROUTES: Readonly<Record<string, readonly string[]>>
   '/healthz': ['GET', 'HEAD'],
   '/readyz': ['GET', 'HEAD'],
   '/metrics': ['GET', 'HEAD'],
+  '/dashboard': ['GET', 'HEAD'],
 };
 
 /**

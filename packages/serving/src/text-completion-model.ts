@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 import { DEFAULTS, createBatcher, createStreamingBatcher } from '@microbatch/core';
+import { otelTracer } from '@microbatch/core/otel';
 import { dropUndefined } from '@microbatch/core/util';
 import type { Batcher, BatcherBase, StreamingBatcher } from '@microbatch/core';
 import { createTextGenerationParser, createTextGenerationValidator, createWorkerPool } from '@microbatch/inference';
@@ -230,10 +231,18 @@ export function createTextCompletionModel(options: TextCompletionModelOptions): 
     pool.close().catch(() => undefined);
     throw error;
   }
-  const generate = createBatcher(pool.handler, { ...batcherOptions, cost: textCompletionCost, name: 'generate' });
+  // Each batch an OpenTelemetry span linked to the requests it served, once the app registers an SDK.
+  const tracer = otelTracer();
+  const generate = createBatcher(pool.handler, {
+    ...batcherOptions,
+    cost: textCompletionCost,
+    tracer,
+    name: 'generate',
+  });
   const streamer = createStreamingBatcher(pool.streamingHandler, {
     ...batcherOptions,
     cost: textCompletionCost,
+    tracer,
     name: 'stream',
   });
   const batchers = [generate, streamer] as const;

@@ -1,6 +1,13 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { serveBatched, writeHttpError, writeJson } from '@microbatch/core/http';
-import { type NodeHandler, createHealth, metricsHandler, toNodeHandler } from '@microbatch/prometheus';
+import {
+  type NodeHandler,
+  createGenerationMetrics,
+  createHealth,
+  dashboardHandler,
+  metricsHandler,
+  toNodeHandler,
+} from '@microbatch/prometheus';
 import { Body, Controller, Get, Inject, Optional, Post, Query, Req, Res } from '@nestjs/common';
 import { Registry } from 'prom-client';
 import type { TextCompletionAppOptions } from '../app-options.js';
@@ -32,13 +39,16 @@ export class TextCompletionController {
   readonly #chat: ChatCompletionsEndpoint;
   readonly #models: ModelList;
   readonly #clientKey: ClientKey | undefined;
+  readonly #dashboard: NodeHandler;
 
   constructor(
     @Inject(TEXT_COMPLETION_SERVICE) private readonly service: TextCompletionService,
     @Optional() @Inject(TEXT_COMPLETION_APP_OPTIONS) options: TextCompletionAppOptions = {},
   ) {
     this.#clientKey = options.clientKey;
-    this.#completions = createCompletionsEndpoint(service, options.limits, options.clientKey);
+    const registry = new Registry();
+    const generation = createGenerationMetrics({ model: service.id, registry });
+    this.#completions = createCompletionsEndpoint(service, options.limits, options.clientKey, generation);
     this.#chat = createChatCompletionsEndpoint(service, undefined, options.clientKey);
     this.#models = modelList(service.id, new Date());
     // Liveness always 200; readiness 503 while the model loads and once the app drains.
@@ -51,9 +61,9 @@ export class TextCompletionController {
     this.#liveness = toNodeHandler(() => health.liveness());
     this.#readiness = toNodeHandler(() => health.readiness());
     // Prometheus metrics of the service's batchers (and decode loop), as the Express and Koa apps serve them.
-    const registry = new Registry();
     instrumentTextCompletionService(service, registry);
     this.#metrics = metricsHandler(registry);
+    this.#dashboard = dashboardHandler({ registry, title: `microbatch · ${service.id}` });
   }
 
   /**
@@ -109,6 +119,12 @@ export class TextCompletionController {
   @Get('readyz')
   readyz(@Req() req: IncomingMessage, @Res() res: ServerResponse): Promise<void> {
     return this.#readiness(req, res);
+  }
+
+  /** A live page of the metrics: batch sizes, queue, throughput, latency percentiles, refusals. */
+  @Get('dashboard')
+  dashboard(@Req() req: IncomingMessage, @Res() res: ServerResponse): Promise<void> {
+    return this.#dashboard(req, res);
   }
 
   @Get('metrics')
