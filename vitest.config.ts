@@ -21,7 +21,7 @@ export default defineConfig({
   resolve: {
     // Tests run against the sources, so a change is tested without a rebuild.
     alias: [
-      ...['http', 'util'].map((subpath) => ({
+      ...['http', 'util', 'otel', 'diagnostics'].map((subpath) => ({
         find: new RegExp(`^@microbatch/core/${subpath}$`),
         replacement: fileURLToPath(new URL(`./packages/core/src/${subpath}/index.ts`, import.meta.url)),
       })),

@@ -1,9 +1,12 @@
 // Per-item overhead of the batching engine against calling the handler directly and against graphql's dataloader,
 // with the same handler and batches of 64, measured in one run (medians of interleaved trials). Each trial is
 // timed twice: wall clock, and this process's CPU time (user + system), which other processes on a shared machine
-// disturb far less; the ratio against dataloader is taken on CPU time.
+// disturb far less; the ratio against dataloader is taken on CPU time. A fourth case measures tracing's cost: the
+// same batcher with `tracer: otelTracer()` and `@opentelemetry/api` loaded but no SDK registered (what a library
+// user who never set up OpenTelemetry pays), against the batcher without a tracer.
 import { readFile, writeFile } from 'node:fs/promises';
 import { createBatcher } from '@microbatch/core';
+import { otelTracer } from '@microbatch/core/otel';
 import DataLoader from 'dataloader';
 
 const BATCH = 64;
@@ -20,6 +23,11 @@ async function direct(): Promise<void> {
 const batcher = createBatcher((xs: number[]) => handler(xs), { maxBatchSize: BATCH });
 async function batched(): Promise<void> {
   for (let round = 0; round < ROUNDS; round += 1) await Promise.all(inputs.map((x) => batcher(x)));
+}
+
+const tracedBatcher = createBatcher((xs: number[]) => handler(xs), { maxBatchSize: BATCH, tracer: otelTracer() });
+async function traced(): Promise<void> {
+  for (let round = 0; round < ROUNDS; round += 1) await Promise.all(inputs.map((x) => tracedBatcher(x)));
 }
 
 const loader = new DataLoader<number, number>((keys) => handler(keys), { maxBatchSize: BATCH, cache: false });
@@ -42,13 +50,16 @@ const median = (values: number[]): number => {
 };
 
 async function main(): Promise<void> {
-  const cases = { direct, batcher: batched, dataloader } as const;
-  const samples: Record<keyof typeof cases, number[]> = { direct: [], batcher: [], dataloader: [] };
-  const cpuSamples: Record<keyof typeof cases, number[]> = { direct: [], batcher: [], dataloader: [] };
+  const cases = { direct, batcher: batched, dataloader, traced } as const;
+  const samples: Record<keyof typeof cases, number[]> = { direct: [], batcher: [], dataloader: [], traced: [] };
+  const cpuSamples: Record<keyof typeof cases, number[]> = { direct: [], batcher: [], dataloader: [], traced: [] };
   for (const run of Object.values(cases)) await run(); // warm-up: let the JIT settle before measuring
   for (let trial = 0; trial < TRIALS; trial += 1) {
-    // Interleaved so that machine noise hits every case alike.
-    for (const [name, run] of Object.entries(cases) as Array<[keyof typeof cases, () => Promise<void>]>) {
+    // Interleaved so that machine noise hits every case alike, in an order rotated each trial so that no case always
+    // runs right after the same other one (garbage left by the one before is paid by the next).
+    const entries = Object.entries(cases) as Array<[keyof typeof cases, () => Promise<void>]>;
+    const order = [...entries.slice(trial % entries.length), ...entries.slice(0, trial % entries.length)];
+    for (const [name, run] of order) {
       const { wall, cpu } = await nsPerItem(run);
       samples[name].push(wall);
       cpuSamples[name].push(cpu);
@@ -63,12 +74,18 @@ async function main(): Promise<void> {
     direct_cpu_ns_per_item: Math.round(median(cpuSamples.direct)),
     batcher_cpu_ns_per_item: Math.round(median(cpuSamples.batcher)),
     dataloader_cpu_ns_per_item: Math.round(median(cpuSamples.dataloader)),
+    otel_no_sdk_ns_per_item: Math.round(median(samples.traced)),
+    otel_no_sdk_cpu_ns_per_item: Math.round(median(cpuSamples.traced)),
   };
   await writeFile(new URL('./results/core.json', import.meta.url), `${JSON.stringify(result, null, 2)}\n`);
   console.table({
     direct: { 'wall ns/item': result.direct_ns_per_item, 'CPU ns/item': result.direct_cpu_ns_per_item },
     '@microbatch/core': { 'wall ns/item': result.batcher_ns_per_item, 'CPU ns/item': result.batcher_cpu_ns_per_item },
     dataloader: { 'wall ns/item': result.dataloader_ns_per_item, 'CPU ns/item': result.dataloader_cpu_ns_per_item },
+    'core + otelTracer(), no SDK': {
+      'wall ns/item': result.otel_no_sdk_ns_per_item,
+      'CPU ns/item': result.otel_no_sdk_cpu_ns_per_item,
+    },
   });
   const ratio = result.batcher_cpu_ns_per_item / result.dataloader_cpu_ns_per_item;
   const wallRatio = result.batcher_ns_per_item / result.dataloader_ns_per_item;
@@ -76,7 +93,14 @@ async function main(): Promise<void> {
     `batcher / dataloader = ${ratio.toFixed(2)}x on CPU time (${wallRatio.toFixed(2)}x wall; target <= 1.2x), ` +
       `batches of ${BATCH}, ${TRIALS} trials`,
   );
+  const tracing = result.otel_no_sdk_cpu_ns_per_item / result.batcher_cpu_ns_per_item;
+  const tracingWall = result.otel_no_sdk_ns_per_item / result.batcher_ns_per_item;
+  console.log(
+    `otelTracer() without an SDK / no tracer = ${tracing.toFixed(3)}x on CPU time (${tracingWall.toFixed(3)}x wall; ` +
+      'target <= 1.05x)',
+  );
   await batcher.close();
+  await tracedBatcher.close();
 }
 
 /**

@@ -1,12 +1,14 @@
 /** @type {import('tsup').Options} */
 export default {
   // One entry per subpath export: `@microbatch/core`, `@microbatch/core/http`, `@microbatch/core/util`,
-  // `@microbatch/core/web`.
+  // `@microbatch/core/web`, `@microbatch/core/otel`, `@microbatch/core/diagnostics`.
   entry: {
     index: 'src/index.ts',
     'http/index': 'src/http/index.ts',
     'util/index': 'src/util/index.ts',
     'web/index': 'src/web/index.ts',
+    'otel/index': 'src/otel/index.ts',
+    'diagnostics/index': 'src/diagnostics/index.ts',
   },
   format: ['esm', 'cjs'],
   // Shared modules go to chunks in the CommonJS build as well (esbuild splits ESM only; tsup converts for CJS):

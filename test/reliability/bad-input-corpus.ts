@@ -57,6 +57,152 @@ const deepObject = (depth: number): string => `${'{"a":'.repeat(depth)}1${'}'.re
 
 type Bad = [name: string, request: CorpusRequest, status: number, code: string, field?: string];
 
+/** POST /v1/chat/completions with a raw JSON text, or with a value serialised as JSON. */
+const chat = (body: string): CorpusRequest => ({
+  method: 'POST',
+  path: '/v1/chat/completions',
+  headers: JSON_TYPE,
+  body,
+});
+const chatValue = (value: unknown): CorpusRequest => chat(JSON.stringify(value));
+const USER_HI = [{ role: 'user', content: 'hi' }];
+
+/** The chat endpoint's own bad inputs (its body reading is the same `jsonBody()` as completions'). */
+const CHAT_GROUPS: Record<string, Bad[]> = {
+  chat: [
+    ['malformed JSON', chat('{"messages": [{"role": "user"'), 400, 'INVALID_INPUT'],
+    ['a 1 MiB body', chatValue({ messages: [{ role: 'user', content: 'a'.repeat(2 ** 20) }] }), 413, 'ITEM_TOO_LARGE'],
+    ['no messages', chatValue({}), 400, 'INVALID_INPUT', 'messages'],
+    ['empty messages', chatValue({ messages: [] }), 400, 'INVALID_INPUT', 'messages'],
+    ['messages a string', chatValue({ messages: 'hi' }), 400, 'INVALID_INPUT', 'messages'],
+    ['messages nested 10000 deep', chat(`{"messages": ${nested(10_000)}}`), 400, 'INVALID_INPUT', 'messages[0]'],
+    [
+      '257 messages',
+      chatValue({ messages: Array.from({ length: 257 }, () => USER_HI[0]) }),
+      400,
+      'INVALID_INPUT',
+      'messages',
+    ],
+    [
+      'an unknown role',
+      chatValue({ messages: [{ role: 'robot', content: 'hi' }] }),
+      400,
+      'INVALID_INPUT',
+      'messages[0].role',
+    ],
+    [
+      'a tool message',
+      chatValue({ messages: [{ role: 'tool', content: 'x', tool_call_id: 'a' }] }),
+      400,
+      'INVALID_INPUT',
+      'messages[0].role',
+    ],
+    [
+      'content a number',
+      chatValue({ messages: [{ role: 'user', content: 5 }] }),
+      400,
+      'INVALID_INPUT',
+      'messages[0].content',
+    ],
+    [
+      'content null',
+      chatValue({ messages: [{ role: 'user', content: null }] }),
+      400,
+      'INVALID_INPUT',
+      'messages[0].content',
+    ],
+    [
+      'an image part',
+      chatValue({ messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'x' } }] }] }),
+      400,
+      'INVALID_INPUT',
+      'messages[0].content[0].type',
+    ],
+    [
+      'a part whose toString is not a function',
+      chat('{"messages": [{"role": "user", "content": [{"toString": 1}]}]}'),
+      400,
+      'INVALID_INPUT',
+      'messages[0].content[0].type',
+    ],
+    [
+      '__proto__ carrying messages',
+      chat('{"__proto__": {"messages": [{"role": "user", "content": "hi"}]}}'),
+      400,
+      'INVALID_INPUT',
+      'messages',
+    ],
+    [
+      'content longer than the context (tokens)',
+      chatValue({ messages: [{ role: 'user', content: 'Once upon a time '.repeat(150) }] }),
+      400,
+      'INVALID_INPUT',
+      'messages',
+    ],
+    [
+      'a 5th stop string',
+      chatValue({ messages: USER_HI, stop: ['a', 'b', 'c', 'd', 'e'] }),
+      400,
+      'INVALID_INPUT',
+      'stop',
+    ],
+    [
+      'tools',
+      chatValue({ messages: USER_HI, tools: [{ type: 'function', function: { name: 'f' } }] }),
+      400,
+      'INVALID_INPUT',
+      'tools',
+    ],
+    [
+      'tool_choice required',
+      chatValue({ messages: USER_HI, tool_choice: 'required' }),
+      400,
+      'INVALID_INPUT',
+      'tool_choice',
+    ],
+    [
+      'response_format json_object',
+      chatValue({ messages: USER_HI, response_format: { type: 'json_object' } }),
+      400,
+      'INVALID_INPUT',
+      'response_format',
+    ],
+    ['n 9', chatValue({ messages: USER_HI, n: 9 }), 400, 'INVALID_INPUT', 'n'],
+    ['n 1e400', chat('{"messages": [{"role": "user", "content": "hi"}], "n": 1e400}'), 400, 'INVALID_INPUT', 'n'],
+    ['seed 1.5', chatValue({ messages: USER_HI, seed: 1.5 }), 400, 'INVALID_INPUT', 'seed'],
+    [
+      'top_logprobs 21',
+      chatValue({ messages: USER_HI, logprobs: true, top_logprobs: 21 }),
+      400,
+      'INVALID_INPUT',
+      'top_logprobs',
+    ],
+    ['logprobs "yes"', chatValue({ messages: USER_HI, logprobs: 'yes' }), 400, 'INVALID_INPUT', 'logprobs'],
+    [
+      'max_completion_tokens 0',
+      chatValue({ messages: USER_HI, max_completion_tokens: 0 }),
+      400,
+      'INVALID_INPUT',
+      'max_completion_tokens',
+    ],
+    [
+      'max_completion_tokens past the context',
+      chatValue({ messages: [{ role: 'user', content: 'Once upon a time '.repeat(70) }], max_completion_tokens: 256 }),
+      400,
+      'INVALID_INPUT',
+      'max_completion_tokens',
+    ],
+    ['temperature 3', chatValue({ messages: USER_HI, temperature: 3 }), 400, 'INVALID_INPUT', 'temperature'],
+    [
+      'stream_options a string',
+      chatValue({ messages: USER_HI, stream: true, stream_options: 'x' }),
+      400,
+      'INVALID_INPUT',
+      'stream_options',
+    ],
+  ],
+};
+
 const INVALID = 'INVALID_INPUT';
 const TOO_LARGE = 'ITEM_TOO_LARGE';
 const MEDIA = 'UNSUPPORTED_MEDIA_TYPE';
@@ -288,6 +434,7 @@ const GROUPS: Record<string, Bad[]> = {
       'text',
     ],
   ],
+  ...CHAT_GROUPS,
 };
 
 export const BAD_INPUTS: readonly BadInput[] = Object.entries(GROUPS).flatMap(([group, cases]) =>

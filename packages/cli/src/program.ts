@@ -26,6 +26,26 @@ export const SCHEDULINGS = ['continuous', 'request'] as const;
 export const READINESS_MODES = ['fleet', 'instance'] as const;
 
 /**
+ * What `microbatch serve` can serve: text generation (`/v1/completions`, `/v1/chat/completions`) or embeddings
+ * (`/v1/embeddings`).
+ *
+ * @example
+ * ```ts
+ * TASKS[1]; // 'feature-extraction'
+ * ```
+ */
+export const TASKS = ['text-generation', 'feature-extraction'] as const;
+
+/** Flags that mean something for one task only: given for the other, they are refused rather than ignored. */
+const TASK_FLAGS: Readonly<Record<(typeof TASKS)[number], readonly string[]>> = {
+  'text-generation': ['maxBatchCost', 'pooling', 'normalize', 'truncatableDimensions'],
+  'feature-extraction': ['scheduling', 'queue', 'maxSequences'],
+};
+
+/** The flag a camel-cased option key is spelled as on the command line. */
+const flagName = (key: string) => `--${key.replaceAll(/[A-Z]/g, (letter) => `-${letter.toLowerCase()}`)}`;
+
+/**
  * The checked flags of `microbatch serve`. A model setting nobody gave is `undefined`: the library's default applies
  * (core's `DEFAULTS`, the worker pool's, the runner's), written nowhere else.
  *
@@ -35,7 +55,7 @@ export const READINESS_MODES = ['fleet', 'instance'] as const;
  * ```
  */
 export interface ServeFlags {
-  readonly task: 'text-generation';
+  readonly task: (typeof TASKS)[number];
   readonly model: string;
   readonly modelsDir: string;
   /** `--scheduling request` only: the most requests one batch (one generate call) holds. */
@@ -60,6 +80,14 @@ export interface ServeFlags {
   readonly readiness: (typeof READINESS_MODES)[number];
   /** `redis://host:port`: serve as a web replica of workers behind this queue, with no local model. */
   readonly queue?: string;
+  /** feature-extraction: the most tokens one model call holds. */
+  readonly maxBatchCost?: number;
+  /** feature-extraction: how token vectors are pooled (default: the folder's `1_Pooling/config.json`, else mean). */
+  readonly pooling?: 'mean' | 'cls' | 'last_token';
+  /** feature-extraction: L2-normalise embeddings (default: the folder's `modules.json`, else on). */
+  readonly normalize?: 'on' | 'off';
+  /** feature-extraction: the model allows shorter `dimensions`. */
+  readonly truncatableDimensions?: boolean;
 }
 
 /**
@@ -225,7 +253,9 @@ export function createProgram(
         'replica of `microbatch worker`s. A flag with no effect in the mode chosen is refused, naming it.',
     )
     .addOption(
-      new Option('--task <task>', 'what the model does').choices(['text-generation']).default('text-generation'),
+      new Option('--task <task>', 'what the model does: text generation (completions, chat) or embeddings')
+        .choices(TASKS)
+        .default('text-generation'),
     )
     .requiredOption('--model <dir>', `${MODEL_HELP}; with --queue: only the queue's name (its last part)`)
     .option('--models-dir <dir>', 'where hub ids are looked up (not with --queue)', 'models')
@@ -292,8 +322,31 @@ export function createProgram(
       'serve as a web replica of the workers behind this Redis queue (redis://HOST:PORT), with no local model',
       redisUrl,
     )
+    .option('--max-batch-cost <n>', 'feature-extraction: the most tokens one model call holds', integer(1))
+    .addOption(
+      new Option(
+        '--pooling <mode>',
+        "feature-extraction: pooling (default: the model's 1_Pooling/config.json, else mean)",
+      ).choices(['mean', 'cls', 'last_token']),
+    )
+    .addOption(
+      new Option(
+        '--normalize <on|off>',
+        "feature-extraction: L2-normalise (default: the model's modules.json, else on)",
+      ).choices(['on', 'off']),
+    )
+    .option('--truncatable-dimensions', 'feature-extraction: the model allows requests to ask for fewer `dimensions`')
     .action((flags: ServeFlags, command: Command) => {
-      const refused = uselessFlag(command, flags.queue === undefined ? `serve ${flags.scheduling}` : 'web replica');
+      const wrongTask = TASK_FLAGS[flags.task].find((key) => command.getOptionValueSource(key) === 'cli');
+      if (wrongTask !== undefined) command.error(`error: ${flagName(wrongTask)} does not apply to --task ${flags.task}`);
+      // Embeddings have no decode loop: their batches are the batcher's, as under request scheduling.
+      const mode =
+        flags.queue !== undefined
+          ? 'web replica'
+          : flags.task === 'feature-extraction'
+            ? 'serve request'
+            : (`serve ${flags.scheduling}` as const);
+      const refused = uselessFlag(command, mode);
       if (refused !== undefined) command.error(`error: ${refused}`);
       return serve(flags);
     });

@@ -11,6 +11,7 @@ import { dropUndefined } from '@microbatch/core/util';
 import { type QueueStatus, createRedisQueue } from '@microbatch/redis';
 import { createQueuedTextCompletionService, createTextCompletionModel } from '@microbatch/serving';
 import { serveUntilSignal } from './lifecycle.js';
+import { serveEmbeddings } from './serve-embeddings.js';
 import { createLogger } from './logger.js';
 import { queueName, resolveModelDir } from './model-dir.js';
 import type { ServeFlags } from './program.js';
@@ -51,6 +52,7 @@ const APPS: Record<ServeFlags['framework'], () => Promise<{ startTextCompletionA
  * ```
  */
 export async function serveCommand(flags: ServeFlags, fail: (message: string) => never): Promise<void> {
+  if (flags.task === 'feature-extraction') return serveEmbeddings(flags, fail);
   if (flags.queue !== undefined) return serveFromQueue(flags, flags.queue, fail);
   let model: string;
   try {

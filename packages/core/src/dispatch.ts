@@ -8,6 +8,8 @@ import type { Predictor } from './predictor.js';
 import type { QueueSet } from './queues.js';
 import type { Refusal, Refusals } from './refusals.js';
 import type { Settlement } from './settlement.js';
+import { type BatchTracer, batchOutcome, startBatchSpan } from './tracing.js';
+import { NO_TRACER } from './options.js';
 
 /** What the dispatcher reads and writes, built before it (see `BatchEngine`'s constructor). */
 export interface DispatcherParts {
@@ -47,6 +49,7 @@ export class Dispatcher implements BatchLifecycle {
   readonly #settlement: Settlement;
   readonly #costed: boolean;
   readonly #executor: BatchExecutor;
+  readonly #tracer: BatchTracer | undefined;
   /** An arrival is waiting for the end-of-tick flush (work-conserving mode). */
   flushWanted = false;
   #batchSeq = 0;
@@ -71,6 +74,7 @@ export class Dispatcher implements BatchLifecycle {
     this.#settlement = parts.settlement;
     this.#costed = costed;
     this.#executor = executor(this);
+    this.#tracer = parts.options.tracer === NO_TRACER ? undefined : parts.options.tracer;
   }
 
   /** Handler calls whose slot is taken. */
@@ -191,6 +195,8 @@ export class Dispatcher implements BatchLifecycle {
         this.#dispatched(item, batch, now - enqueuedAt, queueTimesMs);
     }
     this.#stats.queueWait.addMany(items.length, Math.max(0, items.length * now - arrivals), now - oldest);
+    if (this.#tracer !== undefined)
+      batch.span = startBatchSpan(this.#tracer, this.#options.name, batch, maxBatchSize, now);
     if (queueTimesMs !== undefined) {
       this.#emitter.emit('batchStart', {
         batchId: batch.id,
@@ -208,7 +214,9 @@ export class Dispatcher implements BatchLifecycle {
         this.finish(batch);
       }, executionTimeoutMs);
     }
-    void this.#executor.run(batch);
+    const { span } = batch;
+    if (span?.enter === undefined) void this.#executor.run(batch);
+    else span.enter(() => void this.#executor.run(batch));
   }
 
   /** The per-item part of a dispatch that only items with `onDispatch`, or a `batchStart` listener, need. */
@@ -244,6 +252,7 @@ export class Dispatcher implements BatchLifecycle {
     this.release(batch);
     const executionMs = (batch.endedAt as number) - batch.startedAt;
     this.#stats.execution.add(executionMs);
+    batch.span?.end(batchOutcome(batch.broken, batch.failed, batch.abandoned, executionMs));
     if (this.#emitter.has('batchEnd')) {
       const { id: batchId, items, key, failed } = batch;
       this.#emitter.emit('batchEnd', { batchId, batchSize: items.length, key, executionMs, failed });

@@ -7,11 +7,12 @@ import { ItemStream } from './item-stream.js';
 import type { ItemWatcher } from './item-watch.js';
 import type { Lifecycle } from './lifecycle.js';
 import type { Emitter, StatsRecorder } from './metrics.js';
-import { type ResolvedOptions, type Settings, checkHandler, resolveOptions } from './options.js';
+import { NO_TRACER, type ResolvedOptions, type Settings, checkHandler, resolveOptions } from './options.js';
 import type { Predictor } from './predictor.js';
 import type { QueueSet } from './queues.js';
 import type { Refusals } from './refusals.js';
 import type { Settlement } from './settlement.js';
+import type { BatchTracer } from './tracing.js';
 import type { BatcherEvents, BatcherOptions, BatcherStats, CallOptions, CloseOptions } from './types.js';
 import { MAX_FINITE, checkInteger, checkNumber } from './util/checks.js';
 import { describeValue } from './util/describe-value.js';
@@ -57,6 +58,8 @@ export class BatchEngine {
   readonly #admission: Admission;
   readonly #dispatcher: Dispatcher;
   readonly #watcher: ItemWatcher;
+  /** The `tracer` option, `undefined` when none was given (then calls capture nothing). */
+  readonly #tracer: BatchTracer | undefined;
   #seq = 0;
   #tick: Tick | undefined;
   /**
@@ -85,6 +88,7 @@ export class BatchEngine {
     this.#admission = parts.admission;
     this.#dispatcher = parts.dispatcher;
     this.#watcher = parts.watcher;
+    this.#tracer = this.#options.tracer === NO_TRACER ? undefined : this.#options.tracer;
   }
 
   /**
@@ -220,7 +224,9 @@ export class BatchEngine {
     }
     const tick = this.#tick ?? this.#startTick();
     const { now } = tick;
-    this.#dispatcher.arrived(queues.insertPlain(new Item(input, 0, this.#seq++, tick, resolve, reject), now), now);
+    const item = new Item(input, 0, this.#seq++, tick, resolve, reject);
+    if (this.#tracer !== undefined) item.trace = this.#tracer.capture();
+    this.#dispatcher.arrived(queues.insertPlain(item, now), now);
   }
 
   #submit(
@@ -262,6 +268,7 @@ export class BatchEngine {
     if (options !== NO_OPTIONS || sink !== undefined || this.#options.timeoutMs !== Number.POSITIVE_INFINITY) {
       item.watch = new Watch(sink, options.signal, options.onDispatch);
     }
+    if (this.#tracer !== undefined) item.trace = this.#tracer.capture();
     return item;
   }
 

@@ -1,4 +1,5 @@
 import type { ItemStream } from './item-stream.js';
+import type { BatchSpan } from './tracing.js';
 import type { DispatchInfo } from './types.js';
 
 /** Where an item is in its life: waiting, in a running batch, or done (settled exactly once). */
@@ -31,6 +32,8 @@ export class Item {
   readonly resolve: ((value: unknown) => void) | undefined;
   readonly reject: ((error: unknown) => void) | undefined;
   batch: RunningBatch | undefined = undefined;
+  /** What the batcher's `tracer` captured of the caller (its trace context); only with a `tracer`. */
+  trace: unknown = undefined;
   /** What only some calls have (a stream, a signal, a deadline timer, `onDispatch`): kept apart so plain calls stay small. */
   watch: Watch | undefined = undefined;
 
@@ -111,6 +114,8 @@ export class RunningBatch {
   /** Whether the handler failed as a whole or timed out: then its duration says nothing about the model. */
   broken = false;
   finished = false;
+  /** The batch's span, with a `tracer`. */
+  span: BatchSpan | undefined = undefined;
 
   constructor(id: number, key: unknown, items: Item[], inputs: unknown[], cost: number, startedAt: number) {
     this.id = id;

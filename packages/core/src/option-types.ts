@@ -1,3 +1,4 @@
+import type { BatchTracer } from './tracing.js';
 import type { Clock } from './types.js';
 
 /** What to do with a batch whose handler throws. */
@@ -90,6 +91,13 @@ export interface BatcherOptions<I> {
    * @default performance.now() and the global timers
    */
   readonly clock?: Clock;
+  /**
+   * Traces each batch: `otelTracer()` from `@microbatch/core/otel` makes every batch an OpenTelemetry span linked
+   * to the spans of the calls it served, `diagnosticsTracer()` from `@microbatch/core/diagnostics` publishes
+   * `diagnostics_channel` tracing channels; `combineTracers` runs both.
+   * @default none (no tracing work at all)
+   */
+  readonly tracer?: BatchTracer;
 }
 
 /** Options of one call. */

@@ -2,6 +2,7 @@ import type { BatcherOptions, CallOptions, Clock, OnBatchError } from './types.j
 import { describeValue } from './util/describe-value.js';
 import { MAX_FINITE, checkFunction, checkInteger, checkNumber, checkOneOf, fail } from './util/checks.js';
 import { dropUndefined } from './util/defined.js';
+import { type BatchTracer, checkTracer } from './tracing.js';
 
 /** The options after defaults are applied and every value is checked. */
 export type ResolvedOptions<I> = Required<BatcherOptions<I>>;
@@ -15,8 +16,10 @@ const systemClock: Clock = {
   clearTimeout: (handle) => clearTimeout(handle as Parameters<typeof clearTimeout>[0]),
 };
 
-/** The batcher options whose defaults are plain values (all but `batchKey`, `cost` and `clock`). */
-export type BatcherDefaults = Readonly<Required<Omit<BatcherOptions<unknown>, 'batchKey' | 'cost' | 'clock'>>>;
+/** The batcher options whose defaults are plain values (all but `batchKey`, `cost`, `clock` and `tracer`). */
+export type BatcherDefaults = Readonly<
+  Required<Omit<BatcherOptions<unknown>, 'batchKey' | 'cost' | 'clock' | 'tracer'>>
+>;
 
 /**
  * The batcher's defaults, one frozen object: what `createBatcher` applies to every option not given (each one is
@@ -60,12 +63,16 @@ export const DEFAULTS: BatcherDefaults = Object.freeze({
   retryAfterSeconds: 1,
 });
 
+/** The default `tracer`: none. The engine compares with it and then does no tracing work at all. */
+export const NO_TRACER: BatchTracer = Object.freeze({ capture: () => undefined, startBatch: () => undefined });
+
 /** {@link DEFAULTS} with the defaults of the function options: what `resolveOptions` applies. */
 export const DEFAULT_OPTIONS: Required<BatcherOptions<unknown>> = Object.freeze({
   ...DEFAULTS,
   batchKey: () => undefined,
   cost: () => 1,
   clock: systemClock,
+  tracer: NO_TRACER,
 });
 
 const ON_BATCH_ERROR: readonly OnBatchError[] = ['fail-batch', 'isolate'];
@@ -106,6 +113,7 @@ export function resolveOptions<I>(options: BatcherOptions<I> | undefined): Resol
   ) {
     fail('clock', 'an object with `now`, `setTimeout` and `clearTimeout` functions', clock);
   }
+  checkTracer(resolved.tracer);
   return resolved;
 }
 

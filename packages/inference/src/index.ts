@@ -28,7 +28,9 @@ export type {
   TextGenerationInput,
   TextGenerationOutput,
   TextGenerationRunnerSpec,
+  TokenLogprob,
   TokenUsage,
+  TopLogprob,
 } from './spec/runner-types.js';
 export { createTextGenerationParser, createTextGenerationValidator } from './requests/text-generation-request.js';
 export type {
@@ -38,3 +40,5 @@ export type {
   TextGenerationValidatorOptions,
 } from './requests/text-generation-request.js';
 export { createWorkerPool } from './pool/worker-pool.js';
+export { loadTokenizer } from './requests/tokenizer.js';
+export type { Tokenizer } from './requests/tokenizer.js';

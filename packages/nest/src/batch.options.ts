@@ -80,6 +80,7 @@ const CORE_OPTION_KEYS = {
   onBatchError: true,
   retryAfterSeconds: true,
   clock: true,
+  tracer: true,
 } as const satisfies Record<keyof BatcherOptions<unknown>, true>;
 
 /** Which options a place accepts, and where to go for one it does not. */

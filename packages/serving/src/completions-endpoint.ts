@@ -3,6 +3,7 @@ import type { ServerResponse } from 'node:http';
 import { serveBatched, writeHttpError, writeJson } from '@microbatch/core/http';
 import type { Batcher, CallOptions, StreamingBatcher } from '@microbatch/core';
 import type { TextGenerationOutput, TokenUsage } from '@microbatch/inference';
+import type { GenerationMetrics, SequenceTimer } from '@microbatch/prometheus';
 import { type CompletionRequest, type CompletionRequestLimits, parseCompletionRequest } from './completion-request.js';
 import {
   type Completion,
@@ -13,6 +14,7 @@ import {
   toUsageChunk,
 } from './completion-response.js';
 import { type ClientKey, fairnessKeyOf } from './client-key.js';
+import { traceSequences } from './generation-trace.js';
 import { mergeStreams } from './merge-streams.js';
 import type { TextCompletionService } from './text-completion-model.js';
 
@@ -57,6 +59,7 @@ export function createCompletionsEndpoint(
   model: CompletionsModel,
   limits: CompletionRequestLimits = {},
   clientKey?: ClientKey,
+  generation?: Pick<GenerationMetrics, 'start'>,
 ): CompletionsEndpoint {
   if (clientKey !== undefined && typeof clientKey !== 'function') {
     throw new TypeError(`Expected \`clientKey\` to be a function, got ${typeof clientKey}`);
@@ -83,10 +86,15 @@ export function createCompletionsEndpoint(
     };
     const target: RequestBatcher | StreamingRequestBatcher =
       request?.stream === true
-        ? { streaming: true, stream: (parsed, call) => streamAll(model, parsed, { ...call, fairnessKey }, setBatch) }
+        ? {
+            streaming: true,
+            stream: (parsed, call) =>
+              streamAll(model, parsed, timed(model.id, parsed, { ...call, fairnessKey }, generation), setBatch),
+          }
         : {
             streaming: false,
-            call: (parsed, call) => completeAll(model, parsed, { ...call, fairnessKey }, setBatch),
+            call: (parsed, call) =>
+              completeAll(model, parsed, timed(model.id, parsed, { ...call, fairnessKey }, generation), setBatch),
           };
     // Core's request path does the rest: disconnect → cancellation, `X-Batch-*` headers at dispatch, SSE, errors.
     await serveBatched<CompletionRequest, Completion>(target as Batcher<CompletionRequest, Completion>, {
@@ -104,11 +112,45 @@ export function createCompletionsEndpoint(
   };
 }
 
+/** The call options of a request, with a generation timer per prompt when metrics are kept. */
+interface TimedCall {
+  readonly call: CallOptions;
+  readonly timers: readonly SequenceTimer[] | undefined;
+}
+
+/**
+ * Starts a timer per prompt (for the metrics, and for the request's trace where it is traced) and marks one
+ * dispatched at each `onDispatch` (the prompts of a request arrived together, so whichever is marked, its queue
+ * time is the right one).
+ */
+function timed(model: string, request: CompletionRequest, call: CallOptions, generation: TimedGeneration): TimedCall {
+  const count = request.inputs.length;
+  const timers = traceSequences(
+    model,
+    count,
+    generation === undefined ? undefined : request.inputs.map(() => generation.start()),
+  );
+  if (timers === undefined) return { call, timers: undefined };
+  let dispatched = 0;
+  const { onDispatch } = call;
+  return {
+    timers,
+    call: {
+      ...call,
+      onDispatch: (info) => {
+        timers[dispatched++]?.dispatched();
+        onDispatch?.(info);
+      },
+    },
+  };
+}
+type TimedGeneration = Pick<GenerationMetrics, 'start'> | undefined;
+
 /** Every prompt of the request as one item; a failed prompt cancels its siblings, whose answers are useless. */
 async function completeAll(
   model: CompletionsModel,
   request: CompletionRequest,
-  call: CallOptions,
+  { call, timers }: TimedCall,
   setBatch: (headers: Record<string, string>) => void,
 ): Promise<Completion> {
   const done = new AbortController();
@@ -119,7 +161,11 @@ async function completeAll(
     // Admitted all together or refused together: a request is never half started when it is refused.
     const outputs: TextGenerationOutput[] = await model.generate.callAll(request.inputs, { ...call, signal });
     setBatch(decodeBatchHeaders(outputs));
+    outputs.forEach((output, index) => timers?.[index]?.finished(output.usage));
     return toCompletion(completionMeta(model.id), outputs);
+  } catch (error) {
+    for (const timer of timers ?? []) timer.failed(error);
+    throw error;
   } finally {
     done.abort();
   }
@@ -128,19 +174,32 @@ async function completeAll(
 async function* streamAll(
   model: CompletionsModel,
   request: CompletionRequest,
-  call: CallOptions,
+  { call, timers }: TimedCall,
   setBatch: (headers: Record<string, string>) => void,
 ): AsyncGenerator<Completion, void, undefined> {
   const meta = completionMeta(model.id);
   const usages: TokenUsage[] = [];
   if (call.signal !== undefined) setMaxListeners(request.inputs.length + MAX_LISTENERS_SLACK, call.signal);
   let first = true;
-  for await (const [index, chunk] of mergeStreams(model.streamer.streamAll(request.inputs, call))) {
-    // Pulled before the headers go out: the first chunk's batch is what the headers can still say.
-    if (first) setBatch(decodeBatchHeaders([chunk]));
-    first = false;
-    if (chunk.usage !== null) usages.push(chunk.usage);
-    yield toCompletionChunk(meta, index, chunk);
+  try {
+    for await (const [index, chunk] of mergeStreams(model.streamer.streamAll(request.inputs, call))) {
+      // Pulled before the headers go out: the first chunk's batch is what the headers can still say.
+      if (first) setBatch(decodeBatchHeaders([chunk]));
+      first = false;
+      const timer = timers?.[index];
+      timer?.token();
+      if (chunk.usage !== null) {
+        usages.push(chunk.usage);
+        timer?.finished(chunk.usage);
+      }
+      yield toCompletionChunk(meta, index, chunk);
+    }
+  } catch (error) {
+    for (const timer of timers ?? []) timer.failed(error);
+    throw error;
+  } finally {
+    // A client that left: its sequences are no longer running (a finished or failed timer ignores this).
+    for (const timer of timers ?? []) timer.failed(undefined);
   }
   if (request.includeUsage) yield toUsageChunk(meta, usages);
 }

@@ -19,6 +19,14 @@ export {
 } from './completion-response.js';
 export type { Completion, CompletionChoice, CompletionMeta } from './completion-response.js';
 export { createCompletionsEndpoint } from './completions-endpoint.js';
+export { createChatCompletionsEndpoint } from './chat-endpoint.js';
+export type { ChatCompletionsEndpoint, ChatCompletionsModel } from './chat-endpoint.js';
+export { parseChatRequest } from './chat-request.js';
+export type { ChatRequest, ChatRequestLimits } from './chat-request.js';
+export { chatMeta, toChatChunk, toChatCompletion, toChatUsageChunk } from './chat-response.js';
+export type { ChatCompletion, ChatCompletionChunk, ChatLogprobs, ChatMeta } from './chat-response.js';
+export { PLAIN_CHAT_TEMPLATE, loadChatTemplate } from './chat-template.js';
+export type { ChatMessage, ChatTemplate } from './chat-template.js';
 export type { CompletionsEndpoint, CompletionsModel } from './completions-endpoint.js';
 export { shutdownServer } from './graceful-shutdown.js';
 export type { ShutdownSteps } from './graceful-shutdown.js';
@@ -38,3 +46,13 @@ export { TEXT_COMPLETION_HANDLERS, createQueuedTextCompletionService } from './q
 export type { QueuedTextCompletionServiceOptions, TextCompletionQueue } from './queued-service.js';
 export { modelList } from './models-endpoint.js';
 export type { ModelList, ModelObject } from './models-endpoint.js';
+export { createEmbeddingModel, folderPooling } from './embedding-model.js';
+export type { EmbeddingItem, EmbeddingModelOptions, EmbeddingService } from './embedding-model.js';
+export { normalized, poolEmbedding } from './embedding-pooling.js';
+export type { Pooling } from './embedding-pooling.js';
+export { createEmbeddingsEndpoint } from './embeddings-endpoint.js';
+export type { EmbeddingList, EmbeddingsEndpoint } from './embeddings-endpoint.js';
+export { parseEmbeddingsRequest } from './embeddings-request.js';
+export type { EmbeddingsRequest, EmbeddingsRequestLimits } from './embeddings-request.js';
+export { EMBEDDINGS_ROUTES, noEmbeddingsRoute } from './embeddings-routes.js';
+export { writeOpenAiError } from './openai-error.js';

@@ -14,10 +14,12 @@ import type { BatchError } from '@microbatch/core';
 export const TEXT_COMPLETION_ROUTES: Readonly<Record<string, readonly string[]>> = {
   '/': ['GET', 'HEAD'],
   '/v1/completions': ['POST'],
+  '/v1/chat/completions': ['POST'],
   '/v1/models': ['GET', 'HEAD'],
   '/healthz': ['GET', 'HEAD'],
   '/readyz': ['GET', 'HEAD'],
   '/metrics': ['GET', 'HEAD'],
+  '/dashboard': ['GET', 'HEAD'],
 };
 
 /**

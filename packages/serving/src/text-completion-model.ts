@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 import { DEFAULTS, createBatcher, createStreamingBatcher } from '@microbatch/core';
+import { otelTracer } from '@microbatch/core/otel';
 import { dropUndefined } from '@microbatch/core/util';
 import type { Batcher, BatcherBase, StreamingBatcher } from '@microbatch/core';
 import { createTextGenerationParser, createTextGenerationValidator, createWorkerPool } from '@microbatch/inference';
@@ -20,6 +21,7 @@ import {
   logDecodeLoop,
   logRefusals,
 } from './batch-log.js';
+import { type ChatTemplate, loadChatTemplate } from './chat-template.js';
 
 /**
  * Options of {@link createTextCompletionModel}.
@@ -122,6 +124,8 @@ export interface TextCompletionService {
   readonly generate: Batcher<TextGenerationInput, TextGenerationOutput>;
   /** Streamed completions: `streamer.stream(input)` yields the caller's chunks as they are decoded. */
   readonly streamer: StreamingBatcher<TextGenerationInput, TextGenerationChunk>;
+  /** How `/v1/chat/completions` renders a conversation; the plain role-prefixed fallback when absent. */
+  readonly chatTemplate?: ChatTemplate;
   /** Both batchers, for health checks and metrics. */
   readonly batchers: readonly BatcherBase[];
   /**
@@ -227,10 +231,18 @@ export function createTextCompletionModel(options: TextCompletionModelOptions): 
     pool.close().catch(() => undefined);
     throw error;
   }
-  const generate = createBatcher(pool.handler, { ...batcherOptions, cost: textCompletionCost, name: 'generate' });
+  // Each batch an OpenTelemetry span linked to the requests it served, once the app registers an SDK.
+  const tracer = otelTracer();
+  const generate = createBatcher(pool.handler, {
+    ...batcherOptions,
+    cost: textCompletionCost,
+    tracer,
+    name: 'generate',
+  });
   const streamer = createStreamingBatcher(pool.streamingHandler, {
     ...batcherOptions,
     cost: textCompletionCost,
+    tracer,
     name: 'stream',
   });
   const batchers = [generate, streamer] as const;
@@ -265,6 +277,7 @@ export function createTextCompletionModel(options: TextCompletionModelOptions): 
     streamer,
     batchers,
     ...(decodeLoop === undefined ? {} : { decodeLoop }),
+    chatTemplate: loadChatTemplate(model),
     ready,
     isReady: () => pool.isReady && validate !== undefined && !batchers.some((batcher) => batcher.closed),
     validate: (body) => (validate ?? parse)(body),

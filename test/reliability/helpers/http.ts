@@ -256,8 +256,9 @@ export function errorBody(body: string): { code: string; message: string; detail
   const { code, message } = error as { code?: unknown; message?: unknown };
   if (typeof code !== 'string' || !/^[A-Z_]+$/.test(code) || typeof message !== 'string' || message === '')
     return undefined;
+  // The OpenAI endpoints (chat, embeddings) add OpenAI's `type` and `param` beside them.
   const extra = Object.keys(error).filter(
-    (key) => key !== 'code' && key !== 'message' && key !== 'details' && key !== 'retryAfterSeconds',
+    (key) => !['code', 'message', 'details', 'retryAfterSeconds', 'type', 'param'].includes(key),
   );
   return extra.length === 0 ? (error as { code: string; message: string; details?: unknown }) : undefined;
 }

@@ -2,6 +2,9 @@
 // check with these, so a field is valid or invalid, with the same message, wherever it is checked.
 import { describeValue } from '@microbatch/core/util';
 
+/** The most alternatives a token's log-probabilities list (OpenAI's `top_logprobs` bound). */
+export const MAX_TOP_LOGPROBS = 20;
+
 /** The checked fields; `undefined` where the request leaves the default. */
 export interface GenerationFields {
   readonly prompt: string;
@@ -9,6 +12,8 @@ export interface GenerationFields {
   readonly temperature: number | undefined;
   readonly topP: number | undefined;
   readonly stop: readonly string[] | undefined;
+  readonly seed: number | undefined;
+  readonly logprobs: number | undefined;
 }
 
 /** Bounds the HTTP parser adds; the runner checks only what the model needs. */
@@ -83,7 +88,23 @@ export function checkGenerationFields(
     }
     stops = list.length > 0 ? [...(list as string[])] : undefined;
   }
+  const { seed, logprobs } = record;
+  if (seed !== undefined && seed !== null && !Number.isSafeInteger(seed)) {
+    throw invalid('seed', `\`seed\` must be an integer, got ${describeValue(seed)}`);
+  }
+  if (
+    logprobs !== undefined &&
+    logprobs !== null &&
+    (!Number.isInteger(logprobs) || (logprobs as number) < 0 || (logprobs as number) > MAX_TOP_LOGPROBS)
+  ) {
+    throw invalid(
+      'logprobs',
+      `\`logprobs\` must be an integer from 0 to ${MAX_TOP_LOGPROBS} (alternatives per token), got ${describeValue(logprobs)}`,
+    );
+  }
   return {
+    seed: seed === undefined || seed === null ? undefined : (seed as number),
+    logprobs: logprobs === undefined || logprobs === null ? undefined : (logprobs as number),
     prompt,
     maxTokens: tokens === undefined || tokens === null ? undefined : tokens,
     temperature: temperature === undefined || temperature === null ? undefined : temperature,

@@ -119,6 +119,8 @@ function parse(body: unknown, limits: Required<TextGenerationLimits>): TextGener
   if (fields.temperature !== undefined) input.temperature = fields.temperature;
   if (fields.topP !== undefined) input.top_p = fields.topP;
   if (fields.stop !== undefined) input.stop = fields.stop;
+  if (fields.seed !== undefined) input.seed = fields.seed;
+  if (fields.logprobs !== undefined) input.logprobs = fields.logprobs;
   return input;
 }
 

@@ -204,10 +204,13 @@ class ContinuousGenerationRunner implements Runner {
 
   #sequence(request: GenerationRequest, cancelled: () => boolean): Sequence {
     const arrival = this.#arrivals++;
+    // A request's own seed alone decides its stream: the same seed draws the same tokens whatever else runs.
     const seed =
-      this.#spec.seed >= 0
-        ? (Math.imul(this.#spec.seed + 1, 0x9e3779b1) ^ arrival) >>> 0
-        : (Math.random() * 2 ** 32) >>> 0;
+      request.seed !== undefined
+        ? Math.imul(request.seed >>> 0, 0x9e3779b1) >>> 0
+        : this.#spec.seed >= 0
+          ? (Math.imul(this.#spec.seed + 1, 0x9e3779b1) ^ arrival) >>> 0
+          : (Math.random() * 2 ** 32) >>> 0;
     const output = new GenerationRow({
       promptTokens: request.ids.length,
       maxNewTokens: request.maxNewTokens,
@@ -219,7 +222,12 @@ class ContinuousGenerationRunner implements Runner {
     return new Sequence(
       request.ids,
       output,
-      { temperature: request.temperature, topP: request.topP, random: seededRandom(seed) },
+      {
+        temperature: request.temperature,
+        topP: request.topP,
+        random: seededRandom(seed),
+        ...(request.logprobs === undefined ? {} : { logprobs: request.logprobs }),
+      },
       cancelled,
     );
   }

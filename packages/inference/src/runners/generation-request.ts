@@ -13,6 +13,10 @@ export interface GenerationRequest {
   readonly temperature: number;
   readonly topP: number;
   readonly stop: readonly string[];
+  /** The request's own seed, if it gave one. */
+  readonly seed: number | undefined;
+  /** How many alternatives to report per token, if it asked for log-probabilities. */
+  readonly logprobs: number | undefined;
 }
 
 /** Checks one input against the spec's defaults and the model's context; throws `InputError` naming the field. */
@@ -39,5 +43,7 @@ export function checkGenerationInput(
     temperature: fields.temperature ?? spec.temperature,
     topP: fields.topP ?? spec.topP,
     stop: [...spec.stop, ...(fields.stop ?? [])],
+    seed: fields.seed,
+    logprobs: fields.logprobs,
   };
 }

@@ -1,4 +1,12 @@
-import type { FinishReason, TextGenerationChunk, TextGenerationOutput, TokenUsage } from '../spec/runner-types.js';
+import type {
+  FinishReason,
+  TextGenerationChunk,
+  TextGenerationOutput,
+  TokenLogprob,
+  TokenUsage,
+  TopLogprob,
+} from '../spec/runner-types.js';
+import type { RawLogprob } from './continuous/logprobs.js';
 
 /** What one row of a batched generation needs to know to decide when it is done. */
 export interface GenerationRowOptions {
@@ -38,6 +46,9 @@ export class GenerationRow {
   #final: string | undefined;
   #emitted = 0;
   #reported = false;
+  /** Each generated token's log-probability, when the request asked for them; `#logprobsSent` went out in chunks. */
+  #logprobs: TokenLogprob[] | undefined;
+  #logprobsSent = 0;
 
   constructor(options: GenerationRowOptions) {
     this.#options = options;
@@ -53,10 +64,11 @@ export class GenerationRow {
     return this.#ids.length;
   }
 
-  /** Adds the token generated for this row in the latest step. */
-  push(id: number): void {
+  /** Adds the token generated for this row in the latest step (with its log-probability when it was asked for). */
+  push(id: number, logprob?: RawLogprob): void {
     if (this.#finish !== null) return;
     this.#ids.push(id);
+    if (logprob !== undefined) (this.#logprobs ??= []).push(this.#tokenLogprob(id, logprob));
     if (this.#options.eosTokenIds.has(id)) {
       this.#end('stop');
       return;
@@ -104,14 +116,31 @@ export class GenerationRow {
     this.#emitted = Math.max(this.#emitted, end);
     if (this.#finish !== null) {
       this.#reported = true;
-      return { text: piece, finish_reason: this.#finish, usage: this.#usage() };
+      return { text: piece, finish_reason: this.#finish, usage: this.#usage(), ...this.#newLogprobs() };
     }
-    return piece.length > 0 ? { text: piece, finish_reason: null, usage: null } : null;
+    return piece.length > 0 ? { text: piece, finish_reason: null, usage: null, ...this.#newLogprobs() } : null;
   }
 
   /** The row's final result. */
   output(): TextGenerationOutput {
-    return { text: this.#final ?? this.#text, finish_reason: this.#finish ?? 'length', usage: this.#usage() };
+    const output = { text: this.#final ?? this.#text, finish_reason: this.#finish ?? 'length', usage: this.#usage() };
+    return this.#logprobs === undefined ? output : { ...output, logprobs: this.#logprobs };
+  }
+
+  /** The log-probabilities not yet sent in a chunk (every token's, including those a stop string cut). */
+  #newLogprobs(): { logprobs?: readonly TokenLogprob[] } {
+    if (this.#logprobs === undefined) return {};
+    const logprobs = this.#logprobs.slice(this.#logprobsSent);
+    this.#logprobsSent = this.#logprobs.length;
+    return { logprobs };
+  }
+
+  #tokenLogprob(id: number, { logprob, top }: RawLogprob): TokenLogprob {
+    const entry = (token: number, value: number): TopLogprob => {
+      const text = this.#options.pieceOf?.(token) ?? this.#decode([token]);
+      return { token: text, logprob: value, bytes: [...Buffer.from(text, 'utf8')] };
+    };
+    return { ...entry(id, logprob), top_logprobs: top.map(([token, value]) => entry(token, value)) };
   }
 
   #end(reason: FinishReason): void {

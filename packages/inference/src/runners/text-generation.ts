@@ -6,6 +6,7 @@ import {
   Tensor,
   random,
 } from '@huggingface/transformers';
+import { InputError } from '../pool/protocol.js';
 import type { ItemResult, StepSlot, WorkerInit } from '../pool/protocol.js';
 import { samplingKey } from '../spec/runner-spec.js';
 import type { TextGenerationRunnerSpec } from '../spec/runner-types.js';
@@ -178,7 +179,19 @@ class TextGenerationRunner implements Runner {
   }
 
   #check(input: unknown): Request {
-    return checkGenerationInput(input, this.#spec, (text) => this.#tokenizer.encode(text), this.#facts.contextLength);
+    const request = checkGenerationInput(
+      input,
+      this.#spec,
+      (text) => this.#tokenizer.encode(text),
+      this.#facts.contextLength,
+    );
+    // generate() samples a whole batch from one stream and does not expose its logits: refused, never ignored.
+    for (const field of ['seed', 'logprobs'] as const) {
+      if (request[field] !== undefined) {
+        throw new InputError(field, `\`${field}\` needs continuous scheduling; this model runs with 'request'`);
+      }
+    }
+    return request;
   }
 }
 

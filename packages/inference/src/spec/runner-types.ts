@@ -186,6 +186,44 @@ export interface TextGenerationInput {
   readonly top_p?: number;
   /** Extra stop strings for this request. */
   readonly stop?: readonly string[];
+  /**
+   * Seeds this request's own random stream (continuous scheduling only), so its sampled output is reproducible
+   * whatever else shares its steps; the runner's `seed` when absent.
+   */
+  readonly seed?: number;
+  /**
+   * Report each generated token's log-probability and this many most likely alternatives (0 to 20), read from the
+   * decode loop's own logits (continuous scheduling only). Absent: no log-probabilities.
+   */
+  readonly logprobs?: number;
+}
+
+/**
+ * One candidate token and its log-probability under the model (the raw logits' log-softmax, before temperature
+ * and top-p), in OpenAI's shape.
+ *
+ * @example
+ * ```ts
+ * const alternative: TopLogprob = { token: ' cat', logprob: -0.12, bytes: [32, 99, 97, 116] };
+ * ```
+ */
+export interface TopLogprob {
+  readonly token: string;
+  readonly logprob: number;
+  /** The token's text as UTF-8 bytes. */
+  readonly bytes: readonly number[];
+}
+
+/**
+ * A generated token's log-probability and the most likely alternatives at its step, in OpenAI's shape.
+ *
+ * @example
+ * ```ts
+ * const [first] = output.logprobs ?? [];
+ * ```
+ */
+export interface TokenLogprob extends TopLogprob {
+  readonly top_logprobs: readonly TopLogprob[];
 }
 
 /**
@@ -245,6 +283,8 @@ export interface TextGenerationOutput {
   readonly usage: TokenUsage;
   /** Continuous scheduling: the decode-loop step that batched this generation (see {@link DecodeBatch}). */
   readonly batch?: DecodeBatch;
+  /** Every generated token's log-probability, when the input asked for `logprobs`. */
+  readonly logprobs?: readonly TokenLogprob[];
 }
 
 /**
@@ -265,6 +305,8 @@ export interface TextGenerationChunk {
    * {@link DecodeBatch}), so a server can send it as headers with the first token.
    */
   readonly batch?: DecodeBatch;
+  /** The log-probabilities of the tokens generated since the previous chunk, when the input asked for them. */
+  readonly logprobs?: readonly TokenLogprob[];
 }
 
 /**

@@ -2,10 +2,17 @@
 // Prometheus metrics. Every route shares ONE service: concurrent requests coalesce into one model call.
 import { writeHttpError, writeJson } from '@microbatch/core/http';
 import { batchErrorHandler, batchRoute, jsonBody } from '@microbatch/express';
-import { createHealth, metricsHandler, toNodeHandler } from '@microbatch/prometheus';
+import {
+  createGenerationMetrics,
+  createHealth,
+  dashboardHandler,
+  metricsHandler,
+  toNodeHandler,
+} from '@microbatch/prometheus';
 import express from 'express';
 import { Registry } from 'prom-client';
 import type { TextCompletionAppOptions } from '../app-options.js';
+import { createChatCompletionsEndpoint } from '../chat-endpoint.js';
 import { fairnessKeyOf } from '../client-key.js';
 import { decodeBatchHeaders } from '../completion-response.js';
 import { createCompletionsEndpoint } from '../completions-endpoint.js';
@@ -55,8 +62,12 @@ export function createTextCompletionApp(
   );
 
   // OpenAI's completions API (JSON or `stream: true`), so existing OpenAI clients work unchanged.
-  const completions = createCompletionsEndpoint(service, options.limits, options.clientKey);
+  const registry = new Registry();
+  const generation = createGenerationMetrics({ model: service.id, registry });
+  const completions = createCompletionsEndpoint(service, options.limits, options.clientKey, generation);
   app.post('/v1/completions', jsonBody(), (req, res) => completions(req.body, res));
+  const chat = createChatCompletionsEndpoint(service, undefined, options.clientKey);
+  app.post('/v1/chat/completions', jsonBody(), (req, res) => chat(req.body, res));
   // What `client.models.list()` of the official OpenAI clients reads.
   const models = modelList(service.id, new Date());
   app.get('/v1/models', (_req, res) => writeJson(res, 200, models));
@@ -71,9 +82,10 @@ export function createTextCompletionApp(
   app.get('/readyz', toNodeHandler(health.readiness));
 
   // Prometheus metrics of both batchers (queue wait, execution time, batch size, rejections by reason).
-  const registry = new Registry();
   instrumentTextCompletionService(service, registry);
   app.get('/metrics', metricsHandler(registry));
+  // A live page of the same figures: batch sizes, queue, throughput, latency percentiles, refusals.
+  app.get('/dashboard', dashboardHandler({ registry, title: `microbatch · ${service.id}` }));
 
   app.use((req, res) => writeHttpError(res, noRoute(req.method, req.path)));
   app.use(batchErrorHandler()); // body problems (400, 413, 415) as JSON errors with fixed messages

@@ -2,10 +2,18 @@
 // route shares ONE service: concurrent requests coalesce into one model call.
 import { Router } from '@koa/router';
 import { batchErrorHandler, batchRoute, jsonBody } from '@microbatch/koa';
-import { type NodeHandler, createHealth, metricsHandler, toNodeHandler } from '@microbatch/prometheus';
+import {
+  type NodeHandler,
+  createGenerationMetrics,
+  createHealth,
+  dashboardHandler,
+  metricsHandler,
+  toNodeHandler,
+} from '@microbatch/prometheus';
 import Koa from 'koa';
 import { Registry } from 'prom-client';
 import type { TextCompletionAppOptions } from '../app-options.js';
+import { createChatCompletionsEndpoint } from '../chat-endpoint.js';
 import { fairnessKeyOf } from '../client-key.js';
 import { decodeBatchHeaders } from '../completion-response.js';
 import { createCompletionsEndpoint } from '../completions-endpoint.js';
@@ -55,10 +63,17 @@ export function createTextCompletionApp(service: TextCompletionService, options:
   );
 
   // OpenAI's completions API (JSON or `stream: true`); the endpoint writes the Node response itself.
-  const completions = createCompletionsEndpoint(service, options.limits, options.clientKey);
+  const registry = new Registry();
+  const generation = createGenerationMetrics({ model: service.id, registry });
+  const completions = createCompletionsEndpoint(service, options.limits, options.clientKey, generation);
   router.post('/v1/completions', jsonBody(), async (ctx) => {
     ctx.respond = false;
     await completions((ctx.request as { body?: unknown }).body, ctx.res);
+  });
+  const chat = createChatCompletionsEndpoint(service, undefined, options.clientKey);
+  router.post('/v1/chat/completions', jsonBody(), async (ctx) => {
+    ctx.respond = false;
+    await chat((ctx.request as { body?: unknown }).body, ctx.res);
   });
 
   // What `client.models.list()` of the official OpenAI clients reads.
@@ -83,9 +98,10 @@ export function createTextCompletionApp(service: TextCompletionService, options:
   router.get('/readyz', nodeRoute(toNodeHandler(() => health.readiness())));
 
   // Prometheus metrics of both batchers, as the Express and Nest apps serve them.
-  const registry = new Registry();
   instrumentTextCompletionService(service, registry);
   router.get('/metrics', nodeRoute(metricsHandler(registry)));
+  // A live page of the same figures: batch sizes, queue, throughput, latency percentiles, refusals.
+  router.get('/dashboard', nodeRoute(dashboardHandler({ registry, title: `microbatch · ${service.id}` })));
 
   // The error handler goes first: it answers body problems (400, 413, 415) and unknown routes as JSON.
   const app = new Koa();

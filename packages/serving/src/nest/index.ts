@@ -9,3 +9,5 @@ export { TextCompletionController } from './text-completion.controller.js';
 export { TextCompletionModule } from './text-completion.module.js';
 export { TextQueryPipe } from './text-query.pipe.js';
 export type { TextCompletionAppOptions } from '../app-options.js';
+export { EMBEDDING_SERVICE, EmbeddingsController, EmbeddingsModule } from './embeddings.module.js';
+export { startEmbeddingsApp } from './start-embeddings.js';

@@ -1,11 +1,19 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { serveBatched, writeHttpError, writeJson } from '@microbatch/core/http';
-import { type NodeHandler, createHealth, metricsHandler, toNodeHandler } from '@microbatch/prometheus';
+import {
+  type NodeHandler,
+  createGenerationMetrics,
+  createHealth,
+  dashboardHandler,
+  metricsHandler,
+  toNodeHandler,
+} from '@microbatch/prometheus';
 import { Body, Controller, Get, Inject, Optional, Post, Query, Req, Res } from '@nestjs/common';
 import { Registry } from 'prom-client';
 import type { TextCompletionAppOptions } from '../app-options.js';
 import { type ClientKey, fairnessKeyOf } from '../client-key.js';
 import { decodeBatchHeaders } from '../completion-response.js';
+import { type ChatCompletionsEndpoint, createChatCompletionsEndpoint } from '../chat-endpoint.js';
 import { type CompletionsEndpoint, createCompletionsEndpoint } from '../completions-endpoint.js';
 import { type ModelList, modelList } from '../models-endpoint.js';
 import { instrumentTextCompletionService } from '../service-metrics.js';
@@ -28,15 +36,20 @@ export class TextCompletionController {
   readonly #liveness: NodeHandler;
   readonly #readiness: NodeHandler;
   readonly #metrics: NodeHandler;
+  readonly #chat: ChatCompletionsEndpoint;
   readonly #models: ModelList;
   readonly #clientKey: ClientKey | undefined;
+  readonly #dashboard: NodeHandler;
 
   constructor(
     @Inject(TEXT_COMPLETION_SERVICE) private readonly service: TextCompletionService,
     @Optional() @Inject(TEXT_COMPLETION_APP_OPTIONS) options: TextCompletionAppOptions = {},
   ) {
     this.#clientKey = options.clientKey;
-    this.#completions = createCompletionsEndpoint(service, options.limits, options.clientKey);
+    const registry = new Registry();
+    const generation = createGenerationMetrics({ model: service.id, registry });
+    this.#completions = createCompletionsEndpoint(service, options.limits, options.clientKey, generation);
+    this.#chat = createChatCompletionsEndpoint(service, undefined, options.clientKey);
     this.#models = modelList(service.id, new Date());
     // Liveness always 200; readiness 503 while the model loads and once the app drains.
     // The same Node handlers as the Express and Koa apps: the same bytes and headers (`Cache-Control: no-store`).
@@ -48,9 +61,9 @@ export class TextCompletionController {
     this.#liveness = toNodeHandler(() => health.liveness());
     this.#readiness = toNodeHandler(() => health.readiness());
     // Prometheus metrics of the service's batchers (and decode loop), as the Express and Koa apps serve them.
-    const registry = new Registry();
     instrumentTextCompletionService(service, registry);
     this.#metrics = metricsHandler(registry);
+    this.#dashboard = dashboardHandler({ registry, title: `microbatch · ${service.id}` });
   }
 
   /**
@@ -86,6 +99,12 @@ export class TextCompletionController {
     return this.#completions(body, res);
   }
 
+  /** OpenAI's chat completions API (JSON or `stream: true`), through the same batchers. */
+  @Post('v1/chat/completions')
+  chatCompletions(@Body() body: unknown, @Res() res: ServerResponse): Promise<void> {
+    return this.#chat(body, res);
+  }
+
   /** What `client.models.list()` of the official OpenAI clients reads. */
   @Get('v1/models')
   models(@Res() res: ServerResponse): void {
@@ -100,6 +119,12 @@ export class TextCompletionController {
   @Get('readyz')
   readyz(@Req() req: IncomingMessage, @Res() res: ServerResponse): Promise<void> {
     return this.#readiness(req, res);
+  }
+
+  /** A live page of the metrics: batch sizes, queue, throughput, latency percentiles, refusals. */
+  @Get('dashboard')
+  dashboard(@Req() req: IncomingMessage, @Res() res: ServerResponse): Promise<void> {
+    return this.#dashboard(req, res);
   }
 
   @Get('metrics')

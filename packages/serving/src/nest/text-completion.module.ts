@@ -81,6 +81,7 @@ export class TextCompletionModule implements NestModule {
    */
   configure(consumer: MiddlewareConsumer): void {
     consumer.apply(jsonBody()).forRoutes({ path: 'v1/completions', method: RequestMethod.POST });
+    consumer.apply(jsonBody()).forRoutes({ path: 'v1/chat/completions', method: RequestMethod.POST });
     consumer
       .apply((_req: unknown, res: { setHeader(name: string, value: string): void; end(): void }) => {
         res.setHeader('Content-Type', 'text/plain; charset=utf-8');

@@ -11,6 +11,7 @@ import { releaseBuffers } from './released-buffers.js';
 import type { KvSource, ModelGeometry } from './padded-batch.js';
 import type { StepCostModel } from './length-groups.js';
 import { RunningGroups } from './running-groups.js';
+import { tokenLogprobs } from './logprobs.js';
 import { sampleToken } from './sampler.js';
 import type { Sequence } from './sequence.js';
 import { ActivityCounter } from './loop-activity.js';
@@ -293,7 +294,8 @@ export class DecodeLoop {
     const started = now();
     const token = sampleToken(logits, sequence.sampling, this.#scratch);
     sequence.next = token;
-    sequence.output.push(token);
+    const { logprobs } = sequence.sampling;
+    sequence.output.push(token, logprobs === undefined ? undefined : tokenLogprobs(logits, token, logprobs));
     this.stats.generatedTokens += 1;
     this.#stepTokens += 1;
     if (sequence.lastStep !== this.stats.iterations) {

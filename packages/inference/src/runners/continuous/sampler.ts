@@ -18,6 +18,8 @@ export interface SamplingParams {
   /** Nucleus mass in (0, 1]; ignored when greedy. */
   readonly topP: number;
   readonly random: Random;
+  /** Record each token's log-probability and this many alternatives; absent: none. */
+  readonly logprobs?: number;
 }
 
 /** The index of the largest logit (the first one on ties, as argmax does). */

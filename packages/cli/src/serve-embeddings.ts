@@ -1,0 +1,73 @@
+import { basename } from 'node:path';
+import type { EmbeddingService, ListenOptions, RunningServer } from '@microbatch/serving';
+import { createEmbeddingModel } from '@microbatch/serving';
+import { serveUntilSignal } from './lifecycle.js';
+import { createLogger } from './logger.js';
+import { resolveModelDir } from './model-dir.js';
+import type { ServeFlags } from './program.js';
+
+type StartApp = (service: EmbeddingService, where: ListenOptions) => Promise<RunningServer>;
+
+// Loaded on demand: `--framework express` never loads NestJS.
+const APPS: Record<ServeFlags['framework'], () => Promise<{ startEmbeddingsApp: StartApp }>> = {
+  express: () => import('@microbatch/serving/express'),
+  koa: () => import('@microbatch/serving/koa'),
+  nest: () => import('@microbatch/serving/nest'),
+};
+
+/**
+ * `microbatch serve --task feature-extraction`: an embedding model behind `POST /v1/embeddings`, every input one
+ * batched item costing its tokens (`--max-batch-cost` tokens and `--max-batch-size` inputs per model call).
+ *
+ * @example
+ * ```ts
+ * await serveEmbeddings({ ...flags, task: 'feature-extraction', model: 'models/all-MiniLM-L6-v2' }, fail);
+ * ```
+ */
+export async function serveEmbeddings(flags: ServeFlags, fail: (message: string) => never): Promise<void> {
+  let model: string;
+  try {
+    model = await resolveModelDir(flags.model, { modelsDir: flags.modelsDir });
+  } catch (error) {
+    fail(error instanceof Error ? error.message : String(error));
+  }
+  const { startEmbeddingsApp } = await APPS[flags.framework]();
+  const logger = createLogger(flags.logFormat);
+  const { maxBatchSize, maxBatchCost, batchWaitMs, maxLatencyMs, maxQueueSize, workers, threads } = flags;
+  let service: EmbeddingService;
+  try {
+    service = createEmbeddingModel({
+      model,
+      maxBatchSize,
+      maxBatchCost,
+      batchWaitTimeoutMs: batchWaitMs,
+      maxLatencyMs,
+      maxQueueSize,
+      workers,
+      threads,
+      executionProvider: flags.executionProvider,
+      pooling: flags.pooling,
+      normalize: flags.normalize === undefined ? undefined : flags.normalize === 'on',
+      truncatableDimensions: flags.truncatableDimensions,
+      logger,
+    });
+  } catch (error) {
+    fail(error instanceof Error ? error.message : String(error));
+  }
+  logger.info(
+    {
+      model: basename(model),
+      task: flags.task,
+      framework: flags.framework,
+      maxBatchSize,
+      maxBatchCost: maxBatchCost ?? null,
+      pooling: service.pooling,
+      normalize: service.normalize,
+      dimensions: service.dimensions,
+      workers,
+      threads,
+    },
+    'microbatch serve',
+  );
+  await serveUntilSignal((where) => startEmbeddingsApp(service, where), { port: flags.port, host: flags.host }, logger);
+}

@@ -1,0 +1,140 @@
+import { randomBytes } from 'node:crypto';
+import type { FinishReason, TextGenerationOutput, TokenLogprob, TokenUsage } from '@microbatch/inference';
+
+/** A choice's `logprobs`: OpenAI's `{ content: [...] }`, or `null` when not asked for. */
+export type ChatLogprobs = { readonly content: readonly TokenLogprob[]; readonly refusal: null } | null;
+
+/**
+ * OpenAI's `chat.completion`: the answer of a non-streamed `POST /v1/chat/completions`.
+ *
+ * @example
+ * ```ts
+ * const { choices: [{ message }], usage } = completion;
+ * ```
+ */
+export interface ChatCompletion {
+  readonly id: string;
+  readonly object: 'chat.completion';
+  readonly created: number;
+  readonly model: string;
+  readonly choices: ReadonlyArray<{
+    readonly index: number;
+    readonly message: { readonly role: 'assistant'; readonly content: string; readonly refusal: null };
+    readonly finish_reason: FinishReason;
+    readonly logprobs: ChatLogprobs;
+  }>;
+  readonly usage: TokenUsage;
+}
+
+/**
+ * One `chat.completion.chunk` of a streamed answer.
+ *
+ * @example
+ * ```ts
+ * for (const { delta } of chunk.choices) process.stdout.write(delta.content ?? '');
+ * ```
+ */
+export interface ChatCompletionChunk {
+  readonly id: string;
+  readonly object: 'chat.completion.chunk';
+  readonly created: number;
+  readonly model: string;
+  readonly choices: ReadonlyArray<{
+    readonly index: number;
+    readonly delta: { readonly role?: 'assistant'; readonly content?: string };
+    readonly finish_reason: FinishReason | null;
+    readonly logprobs: ChatLogprobs;
+  }>;
+  /** With `stream_options.include_usage`: `null` on every chunk but the last, which has no choices. */
+  readonly usage?: TokenUsage | null;
+}
+
+/** What every response and chunk of one request shares. */
+export interface ChatMeta {
+  readonly id: string;
+  readonly created: number;
+  readonly model: string;
+}
+
+/**
+ * A fresh id (`chatcmpl-…`) and creation time (Unix seconds) for one request.
+ *
+ * @example
+ * ```ts
+ * const meta = chatMeta(model.id);
+ * ```
+ */
+export function chatMeta(model: string): ChatMeta {
+  return { id: `chatcmpl-${randomBytes(12).toString('hex')}`, created: Math.floor(Date.now() / 1000), model };
+}
+
+/**
+ * The JSON answer of a non-streamed request: one choice per output; the usage counts the shared prompt once and
+ * every choice's completion tokens.
+ *
+ * @example
+ * ```ts
+ * toChatCompletion(chatMeta(model.id), outputs, false).choices[0].message.content;
+ * ```
+ */
+export function toChatCompletion(
+  meta: ChatMeta,
+  outputs: readonly TextGenerationOutput[],
+  logprobs: boolean,
+): ChatCompletion {
+  return {
+    ...meta,
+    object: 'chat.completion',
+    choices: outputs.map((output, index) => ({
+      index,
+      message: { role: 'assistant', content: output.text, refusal: null },
+      finish_reason: output.finish_reason,
+      logprobs: logprobs ? { content: output.logprobs ?? [], refusal: null } : null,
+    })),
+    usage: sumUsage(outputs.map((output) => output.usage)),
+  };
+}
+
+/**
+ * One streamed chunk for choice `index`.
+ *
+ * @example
+ * ```ts
+ * toChatChunk(meta, 0, { role: 'assistant', content: '' }, null, null, false);
+ * ```
+ */
+export function toChatChunk(
+  meta: ChatMeta,
+  index: number,
+  delta: ChatCompletionChunk['choices'][number]['delta'],
+  finishReason: FinishReason | null,
+  logprobs: ChatLogprobs,
+  includeUsage: boolean,
+): ChatCompletionChunk {
+  return {
+    ...meta,
+    object: 'chat.completion.chunk',
+    choices: [{ index, delta, finish_reason: finishReason, logprobs }],
+    ...(includeUsage ? { usage: null } : {}),
+  };
+}
+
+/**
+ * The last chunk of a stream asked for with `stream_options.include_usage`: no choices, the summed usage.
+ *
+ * @example
+ * ```ts
+ * toChatUsageChunk(meta, usages).usage?.total_tokens;
+ * ```
+ */
+export function toChatUsageChunk(meta: ChatMeta, usages: readonly TokenUsage[]): ChatCompletionChunk {
+  return { ...meta, object: 'chat.completion.chunk', choices: [], usage: sumUsage(usages) };
+}
+
+/** The choices share one prompt: counted once, as OpenAI counts it; their completions add up. */
+function sumUsage(usages: readonly TokenUsage[]): TokenUsage {
+  const prompt = usages[0]?.prompt_tokens ?? 0;
+  let completion = 0;
+  for (const usage of usages) completion += usage.completion_tokens;
+  return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
+}
