@@ -23,11 +23,20 @@ function invalid(fn: () => unknown): { field: unknown; message: string } {
 }
 
 describe('createTextGenerationParser', () => {
-  it('keeps only validated fields and applies the default max_tokens', () => {
-    expect(parse({ prompt: 'Once ', evil: { __proto__: 1 }, stream: true })).toEqual({
-      prompt: 'Once ',
-      max_new_tokens: 64,
+  it('refuses a field it does not read, naming it, instead of dropping it', () => {
+    expect(invalid(() => parse({ prompt: 'Once ', max_new_tokens: 5 }))).toEqual({
+      field: 'max_new_tokens',
+      message:
+        'Unknown field `max_new_tokens`: a text-generation body reads only prompt, max_tokens, temperature, top_p, ' +
+        'stop, seed, logprobs (did you mean `max_tokens`?)',
     });
+    expect(invalid(() => parse({ prompt: 'Once ', evil: { __proto__: 1 } })).field).toBe('evil');
+    expect(invalid(() => parse(JSON.parse('{"prompt": "Once ", "__proto__": {"max_tokens": 9}}'))).field).toBe(
+      '__proto__',
+    );
+  });
+
+  it('keeps the validated fields and applies the default max_tokens', () => {
     expect(parse({ prompt: 'Once ', max_tokens: 5, temperature: 0, top_p: 0.5, stop: '.' })).toEqual({
       prompt: 'Once ',
       max_new_tokens: 5,

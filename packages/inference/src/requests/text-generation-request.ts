@@ -110,7 +110,33 @@ function resolveLimits(limits: TextGenerationLimits | undefined): Required<TextG
   return resolved;
 }
 
+/** The fields a text-generation body may carry; any other would be dropped, so it is refused (see `parse`). */
+const BODY_FIELDS: ReadonlySet<string> = new Set([
+  'prompt',
+  'max_tokens',
+  'temperature',
+  'top_p',
+  'stop',
+  'seed',
+  'logprobs',
+]);
+
+/** The HTTP names of the runner-input fields a caller may mean (`max_new_tokens` is `max_tokens` here). */
+const BODY_NAMES: ReadonlyMap<string, string> = new Map([['max_new_tokens', 'max_tokens']]);
+
 function parse(body: unknown, limits: Required<TextGenerationLimits>): TextGenerationInput {
+  if (typeof body === 'object' && body !== null && !Array.isArray(body)) {
+    // A field this parser does not read would change nothing: refused, naming it, never dropped in silence.
+    const unknown = Object.keys(body).find((field) => !BODY_FIELDS.has(field));
+    if (unknown !== undefined) {
+      const hint = BODY_NAMES.get(unknown);
+      throw invalid(
+        unknown,
+        `Unknown field \`${unknown.slice(0, 64)}\`: a text-generation body reads only ${[...BODY_FIELDS].join(', ')}` +
+          (hint === undefined ? '' : ` (did you mean \`${hint}\`?)`),
+      );
+    }
+  }
   const fields = checkGenerationFields(body, 'max_tokens', invalid, limits);
   const input: { -readonly [K in keyof TextGenerationInput]: TextGenerationInput[K] } = {
     prompt: fields.prompt,
@@ -126,7 +152,8 @@ function parse(body: unknown, limits: Required<TextGenerationLimits>): TextGener
 
 /**
  * Creates the parser of untrusted text-generation bodies (`prompt`, `max_tokens`, `temperature`, `top_p`, `stop`):
- * every bad field throws `BatchError('INVALID_INPUT')` naming it in `details.field`, and unknown fields are dropped.
+ * every bad field throws `BatchError('INVALID_INPUT')` naming it in `details.field`, and so does a field it does not
+ * read (`max_new_tokens` is `max_tokens` here): nothing is dropped in silence.
  * It does not count tokens; {@link createTextGenerationValidator} does.
  *
  * @example
