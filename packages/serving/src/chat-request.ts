@@ -1,7 +1,8 @@
-import { BatchError, ErrorCode, describeValue as describe, isBatchError } from '@microbatch/core';
+import { BatchError, describeValue as describe, isBatchError } from '@microbatch/core';
 import type { TextGenerationInput } from '@microbatch/inference';
 import { type ChatMessage, type ChatTemplate, PLAIN_CHAT_TEMPLATE } from './chat-template.js';
 import { MIN_TEMPERATURE } from './completion-request.js';
+import { invalidField as invalid, isAbsent, readIncludeUsage } from './request-fields.js';
 
 /**
  * Bounds of {@link parseChatRequest} on top of the model's own.
@@ -80,17 +81,9 @@ const UNSUPPORTED: ReadonlyArray<readonly [field: string, unused: (value: unknow
   ['frequency_penalty', (value) => value === 0, 'frequency_penalty is not supported (only 0)'],
 ];
 
-function invalid(field: string, message: string, extra: Record<string, unknown> = {}): BatchError {
-  return new BatchError(ErrorCode.INVALID_INPUT, message, { details: { field, ...extra } });
-}
-
 /** `describeValue` for scalars and arrays; an object is only named (its fields are the client's own). */
 function got(value: unknown): string {
   return typeof value === 'object' && value !== null && !Array.isArray(value) ? 'an object' : describe(value);
-}
-
-function isAbsent(value: unknown): boolean {
-  return value === undefined || value === null;
 }
 
 /**
@@ -237,22 +230,6 @@ function readContent(content: unknown, at: string): string {
       return text;
     })
     .join('\n');
-}
-
-function readIncludeUsage(streamOptions: unknown): boolean {
-  if (isAbsent(streamOptions)) return false;
-  const includeUsage = (streamOptions as { include_usage?: unknown }).include_usage;
-  if (
-    typeof streamOptions !== 'object' ||
-    Array.isArray(streamOptions) ||
-    !(isAbsent(includeUsage) || typeof includeUsage === 'boolean')
-  ) {
-    throw invalid(
-      'stream_options',
-      `\`stream_options\` must be an object like {"include_usage": true}, got ${describe(streamOptions)}`,
-    );
-  }
-  return includeUsage === true;
 }
 
 /** The validator speaks of `prompt` and `max_tokens`; a chat request has `messages` and maybe `max_completion_tokens`. */

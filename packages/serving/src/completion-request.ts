@@ -1,5 +1,6 @@
-import { BatchError, ErrorCode, describeValue as describe, isBatchError } from '@microbatch/core';
+import { BatchError, describeValue as describe, isBatchError } from '@microbatch/core';
 import type { TextGenerationInput } from '@microbatch/inference';
+import { invalidField as invalid, isAbsent, readIncludeUsage } from './request-fields.js';
 
 /**
  * `max_tokens` of a request that gives none: OpenAI's own default for completions.
@@ -125,14 +126,6 @@ function checkUnknownFields(fields: Record<string, unknown>): void {
   );
 }
 
-function invalid(field: string, message: string, extra: Record<string, unknown> = {}): BatchError {
-  return new BatchError(ErrorCode.INVALID_INPUT, message, { details: { field, ...extra } });
-}
-
-function isAbsent(value: unknown): boolean {
-  return value === undefined || value === null;
-}
-
 function isEmptyObject(value: unknown): boolean {
   return typeof value === 'object' && value !== null && !Array.isArray(value) && Object.keys(value).length === 0;
 }
@@ -234,22 +227,6 @@ function readPrompts(prompt: unknown, maxPrompts: number): readonly string[] {
   // Token-id prompts (arrays of numbers) are OpenAI's too, but the tokenizer here is the server's business.
   if (index !== -1) throw invalid('prompt', `${shape}, got ${describe(prompt[index])} at index ${index}`, { index });
   return prompt as string[];
-}
-
-function readIncludeUsage(streamOptions: unknown): boolean {
-  if (isAbsent(streamOptions)) return false;
-  const includeUsage = (streamOptions as { include_usage?: unknown }).include_usage;
-  if (
-    typeof streamOptions !== 'object' ||
-    Array.isArray(streamOptions) ||
-    !(isAbsent(includeUsage) || typeof includeUsage === 'boolean')
-  ) {
-    throw invalid(
-      'stream_options',
-      `\`stream_options\` must be an object like {"include_usage": true}, got ${describe(streamOptions)}`,
-    );
-  }
-  return includeUsage === true;
 }
 
 /** Says which prompt of an array failed: `prompt[2]` in the message, `index: 2` in the details. */
