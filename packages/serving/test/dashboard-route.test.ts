@@ -34,7 +34,6 @@ function fakeService(): TextCompletionService {
     ready: Promise.resolve(),
     isReady: () => true,
     validate,
-    runBatch: async (inputs) => generate.callAll([...inputs]),
     drain: async () => undefined,
     close: async () => undefined,
   };

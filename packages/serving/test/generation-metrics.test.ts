@@ -47,7 +47,12 @@ function gatedModel() {
 
 async function listen(model: CompletionsModel): Promise<string> {
   const registry = new Registry();
-  const completions = createCompletionsEndpoint(model, {}, createGenerationMetrics({ model: model.id, registry }));
+  const completions = createCompletionsEndpoint(
+    model,
+    {},
+    undefined,
+    createGenerationMetrics({ model: model.id, registry }),
+  );
   const metrics = metricsHandler(registry);
   const listening = createServer((req, res) => {
     if (req.url === '/metrics') return void metrics(req, res);
