@@ -47,12 +47,8 @@ function gatedModel() {
 
 async function listen(model: CompletionsModel): Promise<string> {
   const registry = new Registry();
-  const completions = createCompletionsEndpoint(
-    model,
-    {},
-    undefined,
-    createGenerationMetrics({ model: model.id, registry }),
-  );
+  const generation = createGenerationMetrics({ model: model.id, registry });
+  const completions = createCompletionsEndpoint(model, {}, undefined, generation);
   const metrics = metricsHandler(registry);
   const listening = createServer((req, res) => {
     if (req.url === '/metrics') return void metrics(req, res);
