@@ -11,6 +11,8 @@ type StartApp = (service: EmbeddingService, where: ListenOptions) => Promise<Run
 // Loaded on demand: `--framework express` never loads NestJS.
 const APPS: Record<ServeFlags['framework'], () => Promise<{ startEmbeddingsApp: StartApp }>> = {
   express: () => import('@microbatch/serving/express'),
+  fastify: () => import('@microbatch/serving/fastify'),
+  hono: () => import('@microbatch/serving/hono'),
   koa: () => import('@microbatch/serving/koa'),
   nest: () => import('@microbatch/serving/nest'),
 };

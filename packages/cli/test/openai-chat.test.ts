@@ -228,7 +228,7 @@ describe('openai client: chat.completions against microbatch serve (express)', (
   });
 });
 
-describe.each(['koa', 'nest'])('openai client: chat.completions on the %s app', (framework) => {
+describe.each(['koa', 'nest', 'fastify', 'hono'])('openai client: chat.completions on the %s app', (framework) => {
   let server: ServerProcess;
   let openai: OpenAI;
   beforeAll(async () => {

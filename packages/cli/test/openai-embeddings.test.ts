@@ -148,8 +148,8 @@ describe('openai client: embeddings against microbatch serve --task feature-extr
   });
 });
 
-describe('embeddings on Koa and Nest, and the flags of --task feature-extraction', () => {
-  it.each(['koa', 'nest'])(
+describe('embeddings on Koa, Nest, Fastify and Hono, and the flags of --task feature-extraction', () => {
+  it.each(['koa', 'nest', 'fastify', 'hono'])(
     '%s serves the same embeddings',
     async (framework) => {
       const server = await serve(framework, ['--pooling', 'mean', '--normalize', 'on']);

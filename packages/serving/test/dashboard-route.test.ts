@@ -8,10 +8,12 @@ import type { TextGenerationChunk, TextGenerationInput, TextGenerationOutput } f
 import { createTextGenerationParser } from '@microbatch/inference';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createTextCompletionApp as expressApp } from '../src/express/index.js';
+import { startTextCompletionApp as startFastify } from '../src/fastify/index.js';
+import { startTextCompletionApp as startHono } from '../src/hono/index.js';
 import { createTextCompletionApp as koaApp } from '../src/koa/index.js';
 import { TextCompletionModule } from '../src/nest/index.js';
 import { NestFactory } from '@nestjs/core';
-import type { TextCompletionService } from '../src/index.js';
+import type { RunningServer, TextCompletionService } from '../src/index.js';
 
 const usage = { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 };
 
@@ -44,8 +46,8 @@ afterEach(async () => {
   server?.closeAllConnections();
   await new Promise((resolve) => server?.close(resolve) ?? resolve(undefined));
   server = undefined;
-  await stopNest?.();
-  stopNest = undefined;
+  await stopApp?.();
+  stopApp = undefined;
 });
 
 /** Starts each framework's app on a free port; returns its base URL. */
@@ -58,12 +60,21 @@ const APPS: Record<string, (service: TextCompletionService) => Promise<string>> 
   nest: async (service) => {
     const app = await NestFactory.create(TextCompletionModule.forRoot(service), { logger: false });
     await app.listen(0, '127.0.0.1');
-    stopNest = () => app.close();
+    stopApp = () => app.close();
     return `http://127.0.0.1:${(app.getHttpServer().address() as AddressInfo).port}`;
   },
+  fastify: (service) => started(startFastify(service, { port: 0, host: '127.0.0.1' })),
+  hono: (service) => started(startHono(service, { port: 0, host: '127.0.0.1' })),
 };
 
-let stopNest: (() => Promise<void>) | undefined;
+/** The URL of an app its `start*` function serves; the test's end shuts it down. */
+async function started(starting: Promise<RunningServer>): Promise<string> {
+  const running = await starting;
+  stopApp = () => running.shutdown();
+  return running.url;
+}
+
+let stopApp: (() => Promise<void>) | undefined;
 
 async function listen(listener: RequestListener): Promise<string> {
   const listening = createServer(listener);

@@ -1,0 +1,75 @@
+// What the Fastify serving apps share: the app with `@microbatch/fastify`'s plugin, routes that answer on the Node
+// response itself (the OpenAI endpoints, the probes, metrics and dashboard), and the server they are started on.
+import { createServer, type IncomingMessage, type RequestListener, type ServerResponse } from 'node:http';
+import { JSON_BODY_LIMIT } from '@microbatch/core/http';
+import { microbatch, sendError } from '@microbatch/fastify';
+import type { NodeHandler } from '@microbatch/prometheus';
+import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import { type ListenOptions, type RunningServer, type ServerLifecycle, startServer } from '../serve.js';
+
+/** An endpoint that answers a parsed JSON body on the Node response itself (the OpenAI endpoints). */
+export type NodeJsonEndpoint = (body: unknown, res: ServerResponse) => Promise<void>;
+
+/** What the other apps log server faults with; Fastify's logger is off here, as the other frameworks log nothing else. */
+export const logFault = (error: unknown): void => console.error(error);
+
+/**
+ * A Fastify app with `@microbatch/fastify`'s plugin (JSON bodies within 64 KiB; body problems (400, 413, 415) and
+ * Fastify's own errors as JSON errors with fixed messages), `routes` registered after it, and `noRoute`'s 404/405.
+ */
+export function createFastifyApp(
+  routes: (scope: FastifyInstance) => void,
+  noRoute: (method: string, path: string) => unknown,
+  fastifyOptions: FastifyServerOptions = {},
+): FastifyInstance {
+  const app = Fastify({ bodyLimit: JSON_BODY_LIMIT, ...fastifyOptions });
+  void app.register(microbatch, { notFound: false, onError: logFault });
+  // Registered after the plugin has loaded, so its JSON parser and error handler apply to every route.
+  void app.register(async (scope) => {
+    routes(scope);
+  });
+  app.setNotFoundHandler((request, reply) => {
+    sendError(reply, noRoute(request.method, request.url.split('?', 1)[0] ?? '/'));
+  });
+  return app;
+}
+
+/** `POST path`: the parsed JSON body answered by `endpoint` (JSON or Server-Sent Events) on the Node response. */
+export function postJson(app: FastifyInstance, path: string, endpoint: NodeJsonEndpoint): void {
+  app.post(path, (request, reply) => {
+    reply.hijack();
+    return endpoint(request.body, reply.raw);
+  });
+}
+
+/**
+ * `GET path` answered by a Node handler of @microbatch/prometheus (probes, metrics, dashboard): the same bytes and
+ * headers (`Cache-Control: no-store`) as on Express, Koa and Nest.
+ */
+export function getNode(app: FastifyInstance, path: string, handler: NodeHandler): void {
+  app.get(path, (request, reply) => {
+    reply.hijack();
+    return handler(request.raw, reply.raw);
+  });
+}
+
+/**
+ * Starts the app `create` makes on `startServer`'s Node server (the same timeouts and limits as the other
+ * frameworks' apps): Fastify does the routing only. `lifecycle` is the server's: its `ready`, `drain` and `close`.
+ */
+export async function startFastify(
+  create: (fastifyOptions: FastifyServerOptions) => FastifyInstance,
+  where: ListenOptions,
+  lifecycle: ServerLifecycle,
+): Promise<RunningServer> {
+  let handler: RequestListener | undefined;
+  const app = create({
+    serverFactory: (fastifyHandler) => {
+      handler = fastifyHandler;
+      return createServer();
+    },
+  });
+  await app.ready();
+  const route = handler as RequestListener;
+  return startServer((req: IncomingMessage, res: ServerResponse) => route(req, res), where, lifecycle);
+}

@@ -1,0 +1,61 @@
+// What the Hono serving apps share on `@hono/node-server`: routes that answer on the Node response itself (the
+// OpenAI endpoints, the probes, metrics and dashboard), and the Node listener they are served by.
+import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
+import { getRequestListener } from '@hono/node-server';
+import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
+import { BatchError } from '@microbatch/core';
+import { lingerAfterRefusal } from '@microbatch/core/http';
+import { jsonBody } from '@microbatch/hono';
+import type { NodeHandler } from '@microbatch/prometheus';
+import type { Context, Hono, MiddlewareHandler } from 'hono';
+
+/** An endpoint that answers a parsed JSON body on the Node response itself (the OpenAI endpoints). */
+export type NodeJsonEndpoint = (body: unknown, res: ServerResponse) => Promise<void>;
+
+/** What `@hono/node-server` puts in `c.env`: the Node request and response. */
+interface NodeBindings {
+  readonly incoming: IncomingMessage;
+  readonly outgoing: ServerResponse;
+}
+
+/** The Node request and response under `c` (the app is served by `@hono/node-server`). */
+export const node = (c: Context): NodeBindings => c.env as NodeBindings;
+
+/**
+ * After a 413 for a body it did not read, keeps the connection open while Node discards what the client is still
+ * sending (bounded by the server's `requestTimeout`), as core's `lingerAfterRefusal` does on the other frameworks:
+ * closing at once resets the connection under a client still sending, and it loses the answer.
+ */
+const lingerAfter413: MiddlewareHandler = async (c, next) => {
+  await next();
+  if (c.res.status === 413) lingerAfterRefusal(node(c).outgoing, new BatchError('ITEM_TOO_LARGE', 'refused'));
+};
+
+/** `POST path`: the JSON body (64 KiB at most) answered by `endpoint` on the Node response. */
+export function postJson(app: Hono, path: string, endpoint: NodeJsonEndpoint): void {
+  app.post(path, lingerAfter413, jsonBody(), async (c) => {
+    await endpoint(c.var.jsonBody, node(c).outgoing);
+    return RESPONSE_ALREADY_SENT;
+  });
+}
+
+/**
+ * `GET path` answered by a Node handler of @microbatch/prometheus (probes, metrics, dashboard): the same bytes and
+ * headers (`Cache-Control: no-store`) as on Express, Koa and Nest.
+ */
+export function getNode(app: Hono, path: string, handler: NodeHandler): void {
+  app.get(path, async (c) => {
+    await handler(node(c).incoming, node(c).outgoing);
+    return RESPONSE_ALREADY_SENT;
+  });
+}
+
+/**
+ * The Node listener serving `app`. Node discards a refused body itself (as under Express, Koa and Fastify), bounded
+ * by the server's `requestTimeout`: @hono/node-server's own clean-up cuts the connection after 500 ms, and a client
+ * still sending a large body then loses its 413.
+ */
+export function nodeListener(app: Hono): RequestListener {
+  const listener = getRequestListener(app.fetch, { autoCleanupIncoming: false });
+  return (req, res) => void listener(req, res);
+}
