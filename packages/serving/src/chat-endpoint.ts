@@ -84,11 +84,13 @@ export function createChatCompletionsEndpoint(
       request?.stream === true
         ? {
             streaming: true as const,
-            stream: (parsed: ChatRequest, call: CallOptions) => streamChat(model, parsed, { ...call, fairnessKey }, setBatch),
+            stream: (parsed: ChatRequest, call: CallOptions) =>
+              streamChat(model, parsed, { ...call, fairnessKey }, setBatch),
           }
         : {
             streaming: false as const,
-            call: (parsed: ChatRequest, call: CallOptions) => completeChat(model, parsed, { ...call, fairnessKey }, setBatch),
+            call: (parsed: ChatRequest, call: CallOptions) =>
+              completeChat(model, parsed, { ...call, fairnessKey }, setBatch),
           };
     await serveBatched<ChatRequest, Answer>(target as unknown as Batcher<ChatRequest, Answer>, {
       res,
