@@ -369,7 +369,7 @@ async function measureFairness(outDir: string) {
 /** The charts, and the results section of BENCHMARKS.md (from a full run only). */
 async function writeReport(summary: Summary, outDir: string, markdown: boolean): Promise<string[]> {
   const written: string[] = [];
-  for (const workload of [...new Set(summary.sweep.map((point) => point.workload))]) {
+  for (const workload of new Set(summary.sweep.map((point) => point.workload))) {
     const file = workload === summary.workload ? 'http.svg' : `http-${workload}.svg`;
     await writeFile(join(outDir, file), renderChart(summary, workload, summary.framework));
     written.push(file);

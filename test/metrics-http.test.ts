@@ -133,11 +133,10 @@ describe('node:http', () => {
   });
 
   it('answers a failure 500 without its message when there is no framework to pass it to', async () => {
-    const server = createServer(
-      toNodeHandler(() => {
-        throw new Error('password=hunter2');
-      }),
-    );
+    const handler = toNodeHandler(() => {
+      throw new Error('password=hunter2');
+    });
+    const server = createServer((req, res) => void handler(req, res));
     const response = await request(server).get('/');
     expect([response.status, response.headers['content-type'], response.text]).toEqual([
       500,
@@ -161,7 +160,8 @@ describe('Koa', () => {
       ({ status: ctx.status, body: ctx.body } = await health.readiness());
     });
     app.use(router.routes());
-    const server = createServer(app.callback());
+    const callback = app.callback();
+    const server = createServer((req, res) => void callback(req, res));
     await checkEndpoints(() => request(server));
   });
 });

@@ -204,7 +204,7 @@ describe.each(PLATFORMS)('@Batch() routes on %s', (platform) => {
         bodies.map((body) => request(app.getHttpServer()).post('/complete').send(body)),
       );
       expect(responses.map((response) => response.text)).toEqual(['s1', 'l1', 's2', 'l2']);
-      expect(batches.map((batch) => [...batch].sort()).sort()).toEqual([
+      expect(batches.map((batch) => [...batch].sort()).sort((a, b) => a.join().localeCompare(b.join()))).toEqual([
         ['large:l1', 'large:l2'],
         ['small:s1', 'small:s2'],
       ]);
@@ -378,7 +378,7 @@ describe.each(PLATFORMS)('batched() providers on %s', (platform) => {
       const embedder = app.get(Embedder);
       expectTypeOf(embedder.embed).parameter(0).toEqualTypeOf<string>();
       expectTypeOf(embedder.embed).returns.toEqualTypeOf<Promise<{ length: number; batchId: number }>>();
-      expectTypeOf(embedder.tokens.stream).returns.toEqualTypeOf<AsyncIterableIterator<string>>();
+      expectTypeOf<typeof embedder.tokens.stream>().returns.toEqualTypeOf<AsyncIterableIterator<string>>();
 
       const response = await request(app.getHttpServer()).get('/lengths').query({ texts: 'a,bbb,cc' });
       expect([response.status, response.body]).toEqual([200, [1, 3, 2]]);

@@ -1,4 +1,5 @@
 import { existsSync } from 'node:fs';
+import type * as NestPackage from '@microbatch/nest';
 import { Body, Controller, Module, Post } from '@nestjs/common';
 import request from 'supertest';
 import { describe, expect, it } from 'vitest';
@@ -10,9 +11,7 @@ const DIST = new URL('../packages/nest/dist/index.js', import.meta.url);
 
 describe.skipIf(!existsSync(DIST))('the built @microbatch/nest', () => {
   it.each(PLATFORMS)('batches a route on %s', async (platform) => {
-    const { Batch, BatchModule, BatchRegistry } = (await import(
-      /* @vite-ignore */ DIST.href
-    )) as typeof import('@microbatch/nest');
+    const { Batch, BatchModule, BatchRegistry } = (await import(/* @vite-ignore */ DIST.href)) as typeof NestPackage;
 
     @Controller()
     class EchoController {

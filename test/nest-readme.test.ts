@@ -64,7 +64,7 @@ describe('packages/nest/README.md', () => {
     const testing = await Test.createTestingModule({ imports: [SearchModule!] }).compile();
     const context = await testing.init();
     try {
-      const search = context.get(SearchService!) as { vectorOf(query: string): Promise<number[]> };
+      const search = context.get<unknown, { vectorOf(query: string): Promise<number[]> }>(SearchService!);
       const vectors = await Promise.all(
         ['one', 'two words', 'three more words'].map((query) => search.vectorOf(query)),
       );

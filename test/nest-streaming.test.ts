@@ -2,7 +2,8 @@ import { END, SKIP } from '@microbatch/core';
 import { Batch, BatchModule } from '@microbatch/nest';
 import { Body, Controller, Module, Post } from '@nestjs/common';
 import request from 'supertest';
-import { connect } from 'node:net';
+import type { Server } from 'node:http';
+import { type AddressInfo, connect } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { PLATFORMS, startApp } from './nest-helpers/nest-app.js';
 import { parseSse } from '@microbatch/test-kit';
@@ -66,7 +67,7 @@ describe.each(PLATFORMS)('streaming @Batch() routes on %s', (platform) => {
   it('honours `Connection: close`: the stream answers with `Connection: close` and the server closes the socket', async () => {
     const app = await startApp(platform, AppModule);
     try {
-      const { port } = (app.getHttpServer() as import('node:http').Server).address() as import('node:net').AddressInfo;
+      const { port } = (app.getHttpServer() as Server).address() as AddressInfo;
       const body = JSON.stringify({ prompt: 'a', steps: 1 });
       // A second request fills the batch of 2, so neither waits for the 60 s batch window.
       const mate = request(app.getHttpServer()).post('/tokens').send({ prompt: 'b', steps: 1 });

@@ -58,7 +58,7 @@ export async function runOpenLoop(options: OpenLoopOptions): Promise<OpenLoopRes
   const pending = new Set<Promise<void>>();
   const send = (body: string): void => {
     const started = performance.now();
-    const done = new Promise<void>((resolve) => {
+    const settled = new Promise<void>((resolve) => {
       const req = request(
         {
           host: '127.0.0.1',
@@ -101,8 +101,8 @@ export async function runOpenLoop(options: OpenLoopOptions): Promise<OpenLoopRes
       });
       req.end(body);
     });
-    pending.add(done);
-    void done.then(() => pending.delete(done));
+    pending.add(settled);
+    void settled.then(() => pending.delete(settled));
   };
 
   const start = performance.now();

@@ -36,7 +36,7 @@ export interface Workload<I, O> {
   /** Why a response body is wrong, or `undefined` when it is right (the driver's smoke check). */
   check(json: unknown): string | undefined;
   /** Sequence length of one input, for padding accounting; absent where the main thread cannot know it cheaply. */
-  tokens?(input: I): number;
+  readonly tokens?: (input: I) => number;
 }
 
 // TinyStories-style openings of 2 to 12 words: the bundled model was trained on such stories.

@@ -135,7 +135,10 @@ async function listenerFor(name: Variant): Promise<RequestListener> {
   const [framework, kind] = name.split('-') as [string, string];
   const batched = kind === 'batched';
   if (framework === 'express') return expressApp(batched);
-  if (framework === 'koa') return koaApp(batched).callback();
+  if (framework === 'koa') {
+    const callback = koaApp(batched).callback();
+    return (req, res) => void callback(req, res);
+  }
   if (framework === 'fastify') return fastifyListener(batched);
   return honoListener(batched);
 }

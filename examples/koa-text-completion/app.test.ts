@@ -1,3 +1,4 @@
+import type { RequestListener } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import { type TextCompletionModel, bundledModelDir, createTextCompletionModel } from '@microbatch/serving';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -5,8 +6,14 @@ import { serveInProcess } from '../testing/child-server.js';
 import { describeTextCompletionApp } from '../testing/text-completion-contract.js';
 import { createApp } from './src/app.js';
 
+/** The app as a Node listener: Koa answers its own errors, so the promise its callback returns never rejects. */
+function listenerOf(model: TextCompletionModel): RequestListener {
+  const callback = createApp(model).callback();
+  return (req, res) => void callback(req, res);
+}
+
 describeTextCompletionApp('Koa', fileURLToPath(new URL('.', import.meta.url)), (model) =>
-  serveInProcess(createApp(model).callback(), () => model.close()),
+  serveInProcess(listenerOf(model), () => model.close()),
 );
 
 describe('Koa example: the routes beyond the shared contract', () => {
@@ -16,7 +23,7 @@ describe('Koa example: the routes beyond the shared contract', () => {
   beforeAll(async () => {
     model = createTextCompletionModel({ model: bundledModelDir(), log: false });
     await model.ready;
-    server = await serveInProcess(createApp(model).callback(), () => model.close());
+    server = await serveInProcess(listenerOf(model), () => model.close());
   });
   afterAll(() => server.close());
 

@@ -190,7 +190,7 @@ export function describeTextCompletionApp(
       const finished = chunks.flatMap((chunk) =>
         chunk.choices.filter((c) => c.finish_reason !== null).map((c) => c.index),
       );
-      expect(finished.sort()).toEqual([0, 1]);
+      expect(finished.sort((a, b) => a - b)).toEqual([0, 1]);
       expect(chunks.at(-1)).toEqual(
         completionShape([], {
           prompt_tokens: expect.any(Number),

@@ -140,7 +140,12 @@ const expressDriver: Driver = {
     const before = spec.beforeRoute;
     const record = (_req: Request, res: Response, next: NextFunction): void => {
       if (before === undefined) next();
-      else void before(res).then(() => next());
+      else {
+        before(res).then(
+          () => process.nextTick(next),
+          (error: unknown) => process.nextTick(next, error),
+        );
+      }
     };
     for (const { method, path, route, json } of spec.routes) {
       const limit = json === false || json?.limit === undefined ? {} : { limit: json.limit };
@@ -224,7 +229,11 @@ const koaDriver: Driver = {
       });
     }
     app.use(router.routes());
-    const server = await track(listen(app.callback()), spec);
+    const callback = app.callback();
+    const server = await track(
+      listen((req, res) => void callback(req, res)),
+      spec,
+    );
     return { url: server.url, appErrors };
   },
 };

@@ -57,7 +57,8 @@ async function koaEcho(options: ServerOptions = {}): Promise<Echo> {
     }),
   );
   app.use(koaAdapter.batchErrorHandler({ onError: () => undefined })).use(router.routes());
-  return fromTestServer(await listen(app.callback(), options), bodies);
+  const callback = app.callback();
+  return fromTestServer(await listen((req, res) => void callback(req, res), options), bodies);
 }
 
 async function fastifyEcho(options: ServerOptions = {}): Promise<Echo> {

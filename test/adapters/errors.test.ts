@@ -243,7 +243,7 @@ describe.each(EACH)('batchRoute (%s): errors', (_name, driver) => {
 
   it("reports a batch failure shared by several requests once, through the framework's own channel without `onError`", async () => {
     const failure = new Error('secret: CUDA out of memory');
-    const handler = async (inputs: number[]) => {
+    const handler = async (_inputs: number[]) => {
       await gate.promise;
       throw failure;
     };

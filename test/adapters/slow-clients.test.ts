@@ -42,8 +42,8 @@ interface FloodApp {
   readonly server: Server;
   /** Resolves once the batch's signal aborted (the only client is gone). */
   readonly aborted: Promise<void>;
-  chunksProduced(): number;
-  close(): Promise<void>;
+  readonly chunksProduced: () => number;
+  readonly close: () => Promise<void>;
 }
 
 function flood() {
@@ -89,7 +89,8 @@ const STREAMING: ReadonlyArray<readonly [string, () => Promise<FloodApp>]> = [
         koaAdapter.batchRoute({ handler: model.handler, onError: () => undefined }),
       );
       app.use(router.routes());
-      const server = await listen(app.callback(), serverOptions(LIMITS));
+      const callback = app.callback();
+      const server = await listen((req, res) => void callback(req, res), serverOptions(LIMITS));
       return { ...server, aborted: model.aborted, chunksProduced: model.produced };
     },
   ],

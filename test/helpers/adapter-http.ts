@@ -6,6 +6,7 @@ import type { ServerResponse } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { inspect } from 'node:util';
 import { type Deferred, deferred } from '@microbatch/test-kit';
 
 /**
@@ -65,7 +66,7 @@ export class ResponseRecorder {
     const end = res.end.bind(res) as (...args: unknown[]) => ServerResponse;
     const check = (method: string, chunk: unknown) => {
       const hasData = chunk !== undefined && typeof chunk !== 'function';
-      if (hasData && (res.writableEnded || res.destroyed)) this.writesAfterEnd.push(`${method}(${String(chunk)})`);
+      if (hasData && (res.writableEnded || res.destroyed)) this.writesAfterEnd.push(`${method}(${inspect(chunk)})`);
     };
     res.write = ((...args: unknown[]) => {
       check('write', args[0]);

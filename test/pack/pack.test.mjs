@@ -156,7 +156,7 @@ after(async () => {
   else if (work !== undefined) await rm(work, { recursive: true, force: true });
 });
 
-test(
+void test(
   'every public package packs, ships only dist/ + README + LICENSE, with no workspace: ranges',
   { timeout: 3 * MINUTE },
   async () => {
@@ -221,7 +221,7 @@ test(
   },
 );
 
-test(
+void test(
   'attw finds no type problems in any tarball (import and require, every subpath)',
   { timeout: 5 * MINUTE },
   async () => {
@@ -243,7 +243,7 @@ test(
   },
 );
 
-test('the tarballs install with npm into projects outside the workspace', { timeout: 10 * MINUTE }, async () => {
+void test('the tarballs install with npm into projects outside the workspace', { timeout: 10 * MINUTE }, async () => {
   assert.ok(installing, 'nothing was packed');
   await installing;
   assert.ok(!existsSync(join(projects.cli, 'node_modules', '@microbatch', 'core', 'src')), 'sources were installed');
@@ -261,14 +261,14 @@ for (const [label, project, fixture] of [
   ['Nest 11 from CommonJS', 'nest11', 'nest11.cjs'],
   ['Nest 12 from ESM', 'full', 'nest12.mjs'],
 ]) {
-  test(`${label}: concurrent requests share batches`, { timeout: MINUTE }, async () => {
+  void test(`${label}: concurrent requests share batches`, { timeout: MINUTE }, async () => {
     assert.ok(projects[project], `the ${project} project was not installed`);
     const { stdout } = await run(process.execPath, [fixture], { cwd: projects[project], timeoutMs: MINUTE });
     console.log(stdout.trim());
   });
 }
 
-test(
+void test(
   "the READMEs' imports type-check against the installed declarations, from ESM and from CommonJS",
   { timeout: 2 * MINUTE },
   async () => {
@@ -321,7 +321,7 @@ test(
   },
 );
 
-test(
+void test(
   'the installed CLI: `microbatch serve --help`, then a completion on the bundled model from each framework',
   { timeout: 6 * MINUTE },
   async () => {
@@ -385,19 +385,22 @@ test(
       const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
       try {
         const base = await new Promise((resolve, reject) => {
-          const poll = setInterval(async () => {
+          const poll = setInterval(() => {
             const url = /http:\/\/127\.0\.0\.1:\d+/.exec(output)?.[0];
             if (url === undefined) return;
-            const ready = await fetch(`${url}/readyz`).then(
-              (r) => r.ok,
-              () => false,
-            );
-            if (ready) {
-              clearInterval(poll);
-              resolve(url);
-            }
+            void fetch(`${url}/readyz`)
+              .then(
+                (r) => r.ok,
+                () => false,
+              )
+              .then((ready) => {
+                if (ready) {
+                  clearInterval(poll);
+                  resolve(url);
+                }
+              });
           }, 200);
-          exited.then(({ code }) => {
+          void exited.then(({ code }) => {
             clearInterval(poll);
             reject(new Error(`microbatch serve exited (${code}) before it was ready:\n${output}`));
           });

@@ -338,7 +338,8 @@ export function createProgram(
     .option('--truncatable-dimensions', 'feature-extraction: the model allows requests to ask for fewer `dimensions`')
     .action((flags: ServeFlags, command: Command) => {
       const wrongTask = TASK_FLAGS[flags.task].find((key) => command.getOptionValueSource(key) === 'cli');
-      if (wrongTask !== undefined) command.error(`error: ${flagName(wrongTask)} does not apply to --task ${flags.task}`);
+      if (wrongTask !== undefined)
+        command.error(`error: ${flagName(wrongTask)} does not apply to --task ${flags.task}`);
       // Embeddings have no decode loop: their batches are the batcher's, as under request scheduling.
       const mode =
         flags.queue !== undefined

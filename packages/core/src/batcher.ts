@@ -22,14 +22,23 @@ function expose<B>(engine: BatchEngine, callable: object): B {
     [SIGNAL_LIKE_CALLS]: { value: true },
     name: { get: () => engine.name, configurable: true },
     streaming: { get: () => engine.streaming },
-    maxBatchSize: { get: () => engine.maxBatchSize, set: (v: number) => void (engine.maxBatchSize = v) },
+    maxBatchSize: {
+      get: () => engine.maxBatchSize,
+      set: (v: number) => {
+        engine.maxBatchSize = v;
+      },
+    },
     batchWaitTimeoutMs: {
       get: () => engine.batchWaitTimeoutMs,
-      set: (v: number) => void (engine.batchWaitTimeoutMs = v),
+      set: (v: number) => {
+        engine.batchWaitTimeoutMs = v;
+      },
     },
     maxConcurrentBatches: {
       get: () => engine.maxConcurrentBatches,
-      set: (v: number) => void (engine.maxConcurrentBatches = v),
+      set: (v: number) => {
+        engine.maxConcurrentBatches = v;
+      },
     },
     queueLength: { get: () => engine.queueLength },
     inFlightBatches: { get: () => engine.inFlightBatches },

@@ -249,7 +249,7 @@ describe('latency-aware admission', () => {
     // The slow batch enters the estimate and the next 4 start; the last 4 are now predicted past their 60 ms and
     // are refused at once (at 44 ms), instead of being answered at 132 ms.
     expect(calls.slice(8).map((call) => [call.at, call.code])).toEqual(Array(4).fill([start + 44, 'OVERLOADED']));
-    expect((calls[8]?.error as { details: { cause: string; limitMs: number } }).details).toMatchObject({
+    expect((calls[8]?.error as { details: { cause: string; limitMs: number } } | undefined)?.details).toMatchObject({
       cause: 'latency',
       limitMs: 60,
     });

@@ -6,9 +6,11 @@ import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { beforeAll, describe, expect, it } from 'vitest';
+import type * as HttpModule from '../src/http/index.js';
+import type * as CoreModule from '../src/index.js';
 
-type Core = typeof import('../src/index.js');
-type Http = typeof import('../src/http/index.js');
+type Core = typeof CoreModule;
+type Http = typeof HttpModule;
 
 const dist = (file: string) => fileURLToPath(new URL(`../dist/${file}`, import.meta.url));
 const require = createRequire(import.meta.url);

@@ -48,12 +48,12 @@ export type HealthBody =
 /** The checks made by {@link createHealth}; both are plain functions, safe to pass unbound. */
 export interface Health {
   /** Always 200 `{ status: 'ok' }`: the process answers, so restarting it would not help. */
-  liveness(): HttpResult<HealthBody>;
+  readonly liveness: () => HttpResult<HealthBody>;
   /**
    * 200 `{ status: 'ok' }`, or 503 `{ status: 'unavailable', reasons }` while the model is not ready, a batcher
    * closed, or (mode `'instance'`) a batcher's predicted latency for new work exceeds its `maxLatencyMs`.
    */
-  readiness(): Promise<HttpResult<HealthBody>>;
+  readonly readiness: () => Promise<HttpResult<HealthBody>>;
 }
 
 /**

@@ -30,6 +30,10 @@ export async function* mergeStreams<T>(
       yield [index, step.value];
     }
   } finally {
-    await Promise.all([...pending.keys()].map((index) => sources[index]?.return?.()));
+    await Promise.all(
+      [...pending.keys()].map(async (index) => {
+        await sources[index]?.return?.();
+      }),
+    );
   }
 }

@@ -35,7 +35,7 @@ export interface RunningServer {
   /** Resolves once the app can serve; rejects (with the reason) if its model failed to load. */
   readonly ready: Promise<void>;
   /** Stops accepting, lets every accepted request finish, then releases the model; idempotent. */
-  shutdown(): Promise<void>;
+  readonly shutdown: () => Promise<void>;
 }
 
 /**

@@ -136,16 +136,16 @@ export interface TextCompletionService {
   /** Resolves once the service can serve; rejects (naming the reason) if it never will. */
   readonly ready: Promise<void>;
   /** Whether the service can serve now, for readiness probes. */
-  isReady(): boolean | PromiseLike<boolean>;
+  readonly isReady: () => boolean | PromiseLike<boolean>;
   /**
    * Checks an untrusted `{ prompt, max_tokens, temperature, top_p, stop }` body; throws `BatchError('INVALID_INPUT')`
    * naming the field.
    */
-  validate(body: unknown): TextGenerationInput;
+  readonly validate: (body: unknown) => TextGenerationInput;
   /** Refuses new calls (`CLOSED`, 503) and resolves once queued and running batches have finished. */
-  drain(): Promise<void>;
+  readonly drain: () => Promise<void>;
   /** {@link drain}, then releases what the service holds (workers, connections). */
-  close(): Promise<void>;
+  readonly close: () => Promise<void>;
 }
 
 /**
@@ -162,7 +162,7 @@ export interface TextCompletionModel extends TextCompletionService {
   /** The worker threads running the model. */
   readonly pool: WorkerPool<TextGenerationInput, TextGenerationOutput, TextGenerationChunk>;
   /** Whether the model can serve now, for readiness probes. */
-  isReady(): boolean;
+  readonly isReady: () => boolean;
 }
 
 /**

@@ -44,15 +44,16 @@ function gatedModel() {
 
 async function listen(model: CompletionsModel): Promise<string> {
   const completions = createCompletionsEndpoint(model);
-  server = createServer((req, res) => {
+  const listening = createServer((req, res) => {
     let body = '';
     req.on('data', (chunk: Buffer) => {
       body += chunk.toString();
     });
     req.on('end', () => void completions(JSON.parse(body), res));
   });
-  await new Promise<void>((resolve) => server?.listen(0, '127.0.0.1', resolve));
-  return `http://127.0.0.1:${(server?.address() as AddressInfo).port}/v1/completions`;
+  server = listening;
+  await new Promise<void>((resolve) => listening.listen(0, '127.0.0.1', resolve));
+  return `http://127.0.0.1:${(listening.address() as AddressInfo).port}/v1/completions`;
 }
 
 const post = (url: string, prompt: string[]) =>

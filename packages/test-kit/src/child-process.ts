@@ -30,28 +30,28 @@ export interface ProcessOptions {
   readonly stderrTailChars?: number;
 }
 
-/** A running child process and what it printed. */
+/** A running child process and what it printed; its functions are closures, safe to pass unbound. */
 export interface ChildHandle {
   readonly child: ChildProcess;
   readonly pid: number;
   /** Everything printed on stdout and stderr so far, interleaved as it arrived. */
-  output(): string;
+  readonly output: () => string;
   /** What it printed on stderr so far. */
-  stderr(): string;
+  readonly stderr: () => string;
   /** Every stdout line that parsed as JSON so far. */
-  jsonLines(): readonly unknown[];
+  readonly jsonLines: () => readonly unknown[];
   /** How it ended, once it has. */
-  exitInfo(): ExitInfo | undefined;
+  readonly exitInfo: () => ExitInfo | undefined;
   readonly exited: Promise<ExitInfo>;
   /**
    * Resolves with the first match of `pattern` in stdout (already printed or to come); rejects if the process exits
    * first or `timeoutMs` passes.
    */
-  waitForOutput(pattern: RegExp, timeoutMs: number): Promise<RegExpExecArray>;
+  readonly waitForOutput: (pattern: RegExp, timeoutMs: number) => Promise<RegExpExecArray>;
   /** Resolves with the first stdout JSON line, from now on, that satisfies `accept`; bounded like `waitForOutput`. */
-  nextJson<T>(accept: (value: unknown) => boolean, timeoutMs: number): Promise<T>;
+  readonly nextJson: <T>(accept: (value: unknown) => boolean, timeoutMs: number) => Promise<T>;
   /** SIGTERM, then SIGKILL if it has not exited after `graceMs`; resolves with how it ended. */
-  stop(graceMs?: number): Promise<ExitInfo>;
+  readonly stop: (graceMs?: number) => Promise<ExitInfo>;
 }
 
 const running = new Set<ChildProcess>();

@@ -1,8 +1,8 @@
 /** A promise with its resolve/reject exposed, for handlers and gates the test settles by hand. */
 export interface Deferred<T> {
   readonly promise: Promise<T>;
-  resolve(value: T): void;
-  reject(error: unknown): void;
+  readonly resolve: (value: T) => void;
+  readonly reject: (error: unknown) => void;
 }
 
 /**

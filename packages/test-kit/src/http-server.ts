@@ -6,7 +6,7 @@ export interface TestServer {
   readonly url: string;
   readonly server: Server;
   /** Cuts every connection and closes the server. */
-  close(): Promise<void>;
+  readonly close: () => Promise<void>;
 }
 
 /**

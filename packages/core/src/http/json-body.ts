@@ -169,14 +169,16 @@ export function jsonBodyMiddleware(options: JsonBodyOptions = {}): JsonBodyMiddl
       next();
       return;
     }
+    // `next` runs on the next tick, outside the promise: what it throws is the framework's to handle, never a
+    // rejection of this chain.
     readJsonBody(req, options).then(
       (body) => {
         req.body = body;
-        next();
+        process.nextTick(next);
       },
       (error: unknown) => {
         lingerAfterRefusal(res, error);
-        next(error);
+        process.nextTick(next, error);
       },
     );
   };

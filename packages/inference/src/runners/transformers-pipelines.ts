@@ -1,6 +1,6 @@
 // The pipeline-based transformers.js runners: feature extraction and text classification.
 import { pipeline } from '@huggingface/transformers';
-import type { FeatureExtractionPipeline, Tensor, TextClassificationPipeline } from '@huggingface/transformers';
+import type { FeatureExtractionPipeline, TextClassificationPipeline } from '@huggingface/transformers';
 import { InputError } from '../pool/protocol.js';
 import type { ItemResult, WorkerInit } from '../pool/protocol.js';
 import type {
@@ -34,7 +34,7 @@ export async function loadFeatureExtractionRunner(
   init: WorkerInit,
 ): Promise<Runner> {
   const { id, options } = localModel(spec.model, init);
-  const extractor = (await pipeline('feature-extraction', id, options)) as FeatureExtractionPipeline;
+  const extractor: FeatureExtractionPipeline = await pipeline('feature-extraction', id, options);
   // The pipeline pools by position: the first token is real only with right padding, the last only with left.
   extractor.tokenizer.padding_side = spec.pooling === 'last_token' ? 'left' : 'right';
   return {
@@ -61,7 +61,7 @@ export async function loadTextClassificationRunner(
   init: WorkerInit,
 ): Promise<Runner> {
   const { id, options } = localModel(spec.model, init);
-  const classifier = (await pipeline('text-classification', id, options)) as TextClassificationPipeline;
+  const classifier: TextClassificationPipeline = await pipeline('text-classification', id, options);
   return {
     async run(inputs) {
       const results: ItemResult[] = new Array(inputs.length);

@@ -140,6 +140,8 @@ export function startTextCompletionApp(
   where: ListenOptions,
   options: TextCompletionAppOptions = {},
 ): Promise<RunningServer> {
+  const callback = createTextCompletionApp(service, options).callback();
+  // Koa answers its own errors (`ctx.onerror`): the promise its callback returns never rejects.
   // The service is the server's lifecycle: its `ready`, `drain` and `close`.
-  return startServer(createTextCompletionApp(service, options).callback(), where, service);
+  return startServer((req, res) => void callback(req, res), where, service);
 }

@@ -38,9 +38,7 @@ class HideServerStack implements OnModuleInit {
   constructor(@Inject(HttpAdapterHost) private readonly adapterHost: HttpAdapterHost) {}
 
   onModuleInit(): void {
-    const instance = this.adapterHost.httpAdapter?.getInstance() as
-      | { disable?: (setting: string) => unknown }
-      | undefined;
+    const instance = this.adapterHost.httpAdapter?.getInstance<{ disable?: (setting: string) => unknown }>();
     instance?.disable?.('x-powered-by');
   }
 }

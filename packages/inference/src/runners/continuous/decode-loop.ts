@@ -53,7 +53,8 @@ export class DecodeLoop {
   #chunking: Sequence | undefined;
   /** The running rows, by length groups, each with its own left-padded KV cache. */
   readonly #groups: RunningGroups<Sequence>;
-  #loop: Promise<void> | undefined;
+  /** Whether `#run` is going: `add` starts it only when it is not. */
+  #looping = false;
   /** The sequences that got a token in this iteration, each once, and how many tokens they got. */
   #stepped: Sequence[] = [];
   #stepTokens = 0;
@@ -74,8 +75,11 @@ export class DecodeLoop {
   /** Queues sequences; they join the running batch at the next iteration with room for them. */
   add(sequences: readonly Sequence[]): void {
     this.#waiting.push(...sequences);
-    this.#loop ??= this.#run().finally(() => {
-      this.#loop = undefined;
+    if (this.#looping) return;
+    this.#looping = true;
+    // `#run` catches its own failures (they fail the sequences it holds), so nothing here can reject.
+    void this.#run().finally(() => {
+      this.#looping = false;
     });
   }
 
