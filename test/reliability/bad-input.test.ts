@@ -148,6 +148,7 @@ describe.each(FRAMEWORKS)('bad inputs against the %s text-completion example', (
     const empty = await postJson(server.url, '/v1/completions', {});
     const good = await postJson(server.url, '/v1/completions', { prompt: 'Once upon a time ', max_tokens: 4 });
     const alive = server.exitInfo() === undefined;
+    if (!alive) console.error(`${framework} server exited: ${JSON.stringify(server.exitInfo())}\n${server.stderr()}`);
     const bad = badResults.length;
     const rejected = badResults.filter((result) => result.ok).length;
     const answeredOnce = [...badResults, ...edgeResults].filter((result) => typeof result.status === 'number').length;

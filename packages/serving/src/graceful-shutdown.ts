@@ -90,14 +90,16 @@ export function shutdownServer(server: Server, steps: ShutdownSteps): () => Prom
   });
   // First among the request listeners, so that a response the app writes at once already carries the header.
   server.prependListener('request', (req: IncomingMessage, res: ServerResponse) => {
-    const state = connections.get(req.socket);
+    // Kept now: by the response's `close`, Node may have detached the socket from the request (`req.socket` null).
+    const { socket } = req;
+    const state = connections.get(socket);
     if (state !== undefined) state.requests += 1;
     inFlight.add(res);
     res.once('close', () => {
       inFlight.delete(res);
       if (state === undefined) return;
       state.finished += 1;
-      state.readAtIdle = req.socket.bytesRead;
+      state.readAtIdle = socket.bytesRead;
       state.since = performance.now();
     });
     if (stopping !== undefined) closeAfter(res);
