@@ -33,3 +33,18 @@ export const TEXT_COMPLETION_ROUTES: Readonly<Record<string, readonly string[]>>
 export function noRoute(method: string, path: string): BatchError<'NOT_FOUND' | 'METHOD_NOT_ALLOWED'> {
   return unmatchedRoute(method, path, TEXT_COMPLETION_ROUTES);
 }
+
+/**
+ * The request's path as sent, as Express's `req.path` and Koa's `ctx.path` read it: not resolved the way `new URL()`
+ * would (`/v1/../healthz` is not `/healthz`, and `//healthz` is not a host named `healthz`), so that an unmatched
+ * path gets the same 404 on every framework (Nest and Hono route the resolved URL).
+ *
+ * @example
+ * ```ts
+ * requestPath('/v1/../healthz?x=1'); // '/v1/../healthz'
+ * ```
+ */
+export function requestPath(url: string | undefined): string {
+  const path = (url ?? '/').split('?', 1)[0] ?? '/';
+  return path === '' ? '/' : path;
+}

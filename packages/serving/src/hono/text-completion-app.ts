@@ -16,7 +16,7 @@ import { createChatCompletionsEndpoint } from '../chat-endpoint.js';
 import { fairnessKeyOf } from '../client-key.js';
 import { decodeBatchHeaders } from '../completion-response.js';
 import { createCompletionsEndpoint } from '../completions-endpoint.js';
-import { noRoute } from '../routes.js';
+import { noRoute, requestPath } from '../routes.js';
 import { instrumentTextCompletionService } from '../service-metrics.js';
 import { modelList } from '../models-endpoint.js';
 import { type ListenOptions, type RunningServer, startServer } from '../serve.js';
@@ -44,6 +44,14 @@ function textParameter(c: Context): unknown {
  */
 export function createTextCompletionApp(service: TextCompletionService, options: TextCompletionAppOptions = {}): Hono {
   const app = new Hono();
+  // Hono routes the URL as `new URL()` resolved it (`/v1/../healthz` is `/healthz` there); the path as sent that
+  // differs matches no route, a 404 as on Express and Koa.
+  // (Only on `@hono/node-server`: `app.request()` and other runtimes have no Node request to read.)
+  app.use(async (c, next) => {
+    const incoming = (c.env as Partial<ReturnType<typeof node>> | undefined)?.incoming;
+    const sent = incoming === undefined ? c.req.path : requestPath(incoming.url);
+    return sent === c.req.path ? next() : errorResponse(c, noRoute(c.req.method, sent));
+  });
   // The tutorial's curl: `curl "http://127.0.0.1:8000/?text=Once+upon+a+time"` prints the story, as plain text.
   // Hono answers HEAD with the GET route: never run the model for a response without a body.
   app.get(

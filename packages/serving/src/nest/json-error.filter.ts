@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { writeHttpError, writeJson } from '@microbatch/core/http';
-import { noRoute } from '../routes.js';
+import { noRoute, requestPath } from '../routes.js';
 import { type ArgumentsHost, Catch, type ExceptionFilter, HttpException } from '@nestjs/common';
 
 /**
@@ -29,21 +29,11 @@ export class JsonErrorFilter implements ExceptionFilter {
       if (res.headersSent) res.destroy();
       else writeJson(res, status, body);
     } else if (status === 404) {
-      writeHttpError(res, noRoute(req.method ?? 'GET', rawPath(req.url)));
+      writeHttpError(res, noRoute(req.method ?? 'GET', requestPath(req.url)));
     } else {
       writeHttpError(res, exception);
     }
   }
-}
-
-/**
- * The request's path as sent, as Express's `req.path` and Koa's `ctx.path` read it: not resolved the way `new URL()`
- * would (`/v1/../healthz` is not `/healthz`, and `//healthz` is not a host named `healthz`), so that an unmatched
- * path gets the same 404 on all three frameworks instead of a 405 for a route it never reached.
- */
-function rawPath(url: string | undefined): string {
-  const path = (url ?? '/').split('?', 1)[0] ?? '/';
-  return path === '' ? '/' : path;
 }
 
 function isErrorShape(body: unknown): boolean {
