@@ -126,21 +126,32 @@ async function installProjects() {
       rxjs: '^7.8.0',
     },
   );
-  // The CLI alone, as `npm install @microbatch/cli` gets it: serving, inference, Express and Koa, no Nest (an
-  // optional peer: Nest 12 pulls file-type@22, which needs Node >= 22). Installed engine-strict on this Node.
+  // The CLI alone, as `npm install @microbatch/cli` gets it: serving, inference, Express and Koa; no Fastify, Hono
+  // or Nest (optional peers: Fastify 5.12 pulls cookie@2 and Nest 12 file-type@22, which declare Node >= 22).
+  // Installed engine-strict on this Node.
   projects.cli = await createProject('cli', 'module', ['@microbatch/cli'], {});
   // Everything, with Nest 12 (ESM): the Nest 12 e2e, the READMEs' imports and the official `openai` client (openai@7
   // wants Node 22 too) run here.
-  projects.full = await createProject('full', 'module', ['@microbatch/cli', '@microbatch/nest'], {
-    openai: '^7.0.0',
-    '@nestjs/common': '^12.0.0',
-    '@nestjs/core': '^12.0.0',
-    '@nestjs/platform-express': '^12.0.0',
-    'reflect-metadata': '^0.2.2',
-    rxjs: '^7.8.0',
-  });
-  // One after the other: they share the npm cache. Only Nest 12's project may hold a package needing a newer Node.
-  for (const [name, dir] of Object.entries(projects)) await npmInstall(dir, { engineStrict: name !== 'full' });
+  projects.full = await createProject(
+    'full',
+    'module',
+    ['@microbatch/cli', '@microbatch/nest', '@microbatch/fastify', '@microbatch/hono'],
+    {
+      openai: '^7.0.0',
+      fastify: '^5.12.0',
+      hono: '^4.13.0',
+      '@hono/node-server': '^2.1.0',
+      '@nestjs/common': '^12.0.0',
+      '@nestjs/core': '^12.0.0',
+      '@nestjs/platform-express': '^12.0.0',
+      'reflect-metadata': '^0.2.2',
+      rxjs: '^7.8.0',
+    },
+  );
+  // One after the other: they share the npm cache. Only the projects holding Fastify 5.12 (web, full) or Nest 12
+  // (full) may hold a package declaring a newer Node: ours never do (the cli project is engine-strict).
+  const strict = new Set(['nest11', 'cli']);
+  for (const [name, dir] of Object.entries(projects)) await npmInstall(dir, { engineStrict: strict.has(name) });
 }
 
 let installing;
@@ -343,7 +354,7 @@ void test(
       () => assert.fail('--framework nest started without Nest installed'),
       (error) => error.message,
     );
-    assert.match(nest, /--framework nest needs @nestjs\/common @nestjs\/core/);
+    assert.match(nest, /--framework nest needs @microbatch\/nest @nestjs\/common @nestjs\/core/);
     // esbuild's renamed classes (`_BatchError`) would show in logs: the builds keep the names.
     const names = await run(
       process.execPath,
@@ -373,10 +384,12 @@ void test(
     assert.match(missing, /no-such-model/);
     assert.ok(existsSync(MODEL), `the bundled model is missing: ${MODEL} (pnpm install copies it)`);
     // The same app on three frameworks, each to fetch and to the official client.
+    // Express from the CLI alone; Fastify and Hono (optional peers) from the project that installed them.
     for (const framework of ['express', 'fastify', 'hono']) {
       const args = ['serve', '--model', MODEL, '--port', '0', '--host', '127.0.0.1', '--framework', framework];
-      const child = spawn(bin, args, {
-        cwd: projects.cli,
+      const cwd = framework === 'express' ? projects.cli : projects.full;
+      const child = spawn(join(cwd, 'node_modules', '.bin', 'microbatch'), args, {
+        cwd,
         env: ENV,
       });
       let output = '';

@@ -11,6 +11,7 @@ import { dropUndefined } from '@microbatch/core/util';
 import { type QueueStatus, createRedisQueue } from '@microbatch/redis';
 import { createQueuedTextCompletionService, createTextCompletionModel } from '@microbatch/serving';
 import { serveUntilSignal } from './lifecycle.js';
+import { loadFramework } from './load-framework.js';
 import { serveEmbeddings } from './serve-embeddings.js';
 import { createLogger } from './logger.js';
 import { queueName, resolveModelDir } from './model-dir.js';
@@ -22,15 +23,6 @@ type StartApp = (
   where: ListenOptions,
   options?: TextCompletionAppOptions,
 ) => Promise<RunningServer>;
-
-/** What each framework's app needs installed (optional peer dependencies of this package). */
-const FRAMEWORK_PACKAGES: Record<ServeFlags['framework'], readonly string[]> = {
-  express: ['express'],
-  koa: ['koa', '@koa/router', '@koa/bodyparser'],
-  fastify: ['fastify'],
-  hono: ['hono', '@hono/node-server'],
-  nest: ['@nestjs/common', '@nestjs/core', '@nestjs/platform-express', 'reflect-metadata', 'rxjs'],
-};
 
 // Loaded on demand: `--framework express` never loads NestJS.
 const APPS: Record<ServeFlags['framework'], () => Promise<{ startTextCompletionApp: StartApp }>> = {
@@ -151,22 +143,13 @@ async function serveFromQueue(flags: ServeFlags, url: string, fail: (message: st
 
 /**
  * The chosen framework's app, loaded only now: `--framework express` never loads NestJS, and a framework that is
- * not installed (they are optional peer dependencies) is an error saying what to install.
+ * not installed (Fastify, Hono and Nest are optional peer dependencies) is an error saying what to install.
  */
 async function loadApp(
   framework: ServeFlags['framework'],
   fail: (message: string) => never,
 ): Promise<{ startTextCompletionApp: StartApp }> {
-  try {
-    return await APPS[framework]();
-  } catch (error) {
-    const code = (error as { code?: unknown } | null)?.code;
-    if (code !== 'ERR_MODULE_NOT_FOUND' && code !== 'MODULE_NOT_FOUND') throw error;
-    return fail(
-      `--framework ${framework} needs ${FRAMEWORK_PACKAGES[framework].join(' ')} installed beside @microbatch/cli ` +
-        `(${error instanceof Error ? error.message.split('\n')[0] : String(error)})`,
-    );
-  }
+  return loadFramework(framework, APPS[framework], fail);
 }
 
 /** Redis lost or back, workers gone or back: logged once per change. */

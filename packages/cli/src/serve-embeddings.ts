@@ -2,6 +2,7 @@ import { basename } from 'node:path';
 import type { EmbeddingService, ListenOptions, RunningServer } from '@microbatch/serving';
 import { createEmbeddingModel } from '@microbatch/serving';
 import { serveUntilSignal } from './lifecycle.js';
+import { loadFramework } from './load-framework.js';
 import { createLogger } from './logger.js';
 import { resolveModelDir } from './model-dir.js';
 import type { ServeFlags } from './program.js';
@@ -33,7 +34,7 @@ export async function serveEmbeddings(flags: ServeFlags, fail: (message: string)
   } catch (error) {
     fail(error instanceof Error ? error.message : String(error));
   }
-  const { startEmbeddingsApp } = await APPS[flags.framework]();
+  const { startEmbeddingsApp } = await loadFramework(flags.framework, APPS[flags.framework], fail);
   const logger = createLogger(flags.logFormat);
   const { maxBatchSize, maxBatchCost, batchWaitMs, maxLatencyMs, maxQueueSize, workers, threads } = flags;
   let service: EmbeddingService;
