@@ -14,7 +14,7 @@ import {
 } from './chat-response.js';
 import { type ChatTemplate, PLAIN_CHAT_TEMPLATE } from './chat-template.js';
 import { type ClientKey, fairnessKeyOf } from './client-key.js';
-import { decodeBatchHeaders } from './completion-response.js';
+import { setDecodeBatchHeaders } from './completion-response.js';
 import { mergeStreams } from './merge-streams.js';
 import { writeOpenAiError } from './openai-error.js';
 import type { TextCompletionService } from './text-completion-model.js';
@@ -75,22 +75,17 @@ export function createChatCompletionsEndpoint(
     }
     // Fair shares per client (its address, or the operator's `clientKey`), never per OpenAI `user`.
     const fairnessKey = fairnessKeyOf(res.req, clientKey);
-    // Continuous scheduling: the decode loop's batch replaces the batcher's dispatch headers (`X-Batch-Size: 1`).
-    const setBatch = (headers: Record<string, string>): void => {
-      if (res.headersSent) return;
-      for (const [name, value] of Object.entries(headers)) res.setHeader(name, value);
-    };
     const target =
       request?.stream === true
         ? {
             streaming: true as const,
             stream: (parsed: ChatRequest, call: CallOptions) =>
-              streamChat(model, parsed, { ...call, fairnessKey }, setBatch),
+              streamChat(model, parsed, { ...call, fairnessKey }, res),
           }
         : {
             streaming: false as const,
             call: (parsed: ChatRequest, call: CallOptions) =>
-              completeChat(model, parsed, { ...call, fairnessKey }, setBatch),
+              completeChat(model, parsed, { ...call, fairnessKey }, res),
           };
     await serveBatched<ChatRequest, Answer>(target as unknown as Batcher<ChatRequest, Answer>, {
       res,
@@ -112,14 +107,14 @@ async function completeChat(
   model: ChatCompletionsModel,
   request: ChatRequest,
   call: CallOptions,
-  setBatch: (headers: Record<string, string>) => void,
+  res: ServerResponse,
 ): Promise<ChatCompletion> {
   const done = new AbortController();
   const signal = call.signal === undefined ? done.signal : AbortSignal.any([call.signal, done.signal]);
   setMaxListeners(request.inputs.length + MAX_LISTENERS_SLACK, signal);
   try {
     const outputs: TextGenerationOutput[] = await model.generate.callAll(request.inputs, { ...call, signal });
-    setBatch(decodeBatchHeaders(outputs));
+    setDecodeBatchHeaders(res, outputs);
     return toChatCompletion(chatMeta(model.id), outputs, request.logprobs);
   } finally {
     done.abort();
@@ -130,7 +125,7 @@ async function* streamChat(
   model: ChatCompletionsModel,
   request: ChatRequest,
   call: CallOptions,
-  setBatch: (headers: Record<string, string>) => void,
+  res: ServerResponse,
 ): AsyncGenerator<ChatCompletionChunk, void, undefined> {
   const meta = chatMeta(model.id);
   const { includeUsage } = request;
@@ -139,7 +134,7 @@ async function* streamChat(
   const started = new Set<number>();
   for await (const [index, chunk] of mergeStreams(model.streamer.streamAll(request.inputs, call))) {
     // Pulled before the headers go out: the first chunk's batch is what the headers can still say.
-    if (started.size === 0) setBatch(decodeBatchHeaders([chunk]));
+    if (started.size === 0) setDecodeBatchHeaders(res, [chunk]);
     // The role goes first, once per choice, when its generation has begun (so a refused request sends nothing).
     if (!started.has(index)) {
       started.add(index);

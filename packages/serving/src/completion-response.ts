@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import type { ServerResponse } from 'node:http';
 import type {
   DecodeBatch,
   FinishReason,
@@ -28,6 +29,23 @@ export function decodeBatchHeaders(
     if (batch !== undefined && (largest === undefined || batch.size > largest.size)) largest = batch;
   }
   return largest === undefined ? {} : { 'X-Batch-Size': String(largest.size), 'X-Batch-Id': largest.id };
+}
+
+/**
+ * Sets {@link decodeBatchHeaders} on a Node response whose headers have not gone out yet (continuous scheduling:
+ * the decode loop's batch replaces the batcher's single-request dispatch headers); nothing once they have.
+ *
+ * @example
+ * ```ts
+ * setDecodeBatchHeaders(res, outputs); // X-Batch-Size: 9, X-Batch-Id: w0-3f2a:57
+ * ```
+ */
+export function setDecodeBatchHeaders(
+  res: ServerResponse,
+  generations: readonly { readonly batch?: DecodeBatch | undefined }[],
+): void {
+  if (res.headersSent) return;
+  for (const [name, value] of Object.entries(decodeBatchHeaders(generations))) res.setHeader(name, value);
 }
 
 /**

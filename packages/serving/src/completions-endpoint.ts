@@ -8,7 +8,7 @@ import { type CompletionRequest, type CompletionRequestLimits, parseCompletionRe
 import {
   type Completion,
   completionMeta,
-  decodeBatchHeaders,
+  setDecodeBatchHeaders,
   toCompletion,
   toCompletionChunk,
   toUsageChunk,
@@ -78,23 +78,17 @@ export function createCompletionsEndpoint(
     // Fair shares per client (its address, or the operator's `clientKey`), never per OpenAI `user`: a client's many
     // `user` values share its one share, so inventing users gains nothing.
     const fairnessKey = fairnessKeyOf(res.req, clientKey);
-    // Continuous scheduling: the decode loop's batch replaces the batcher's dispatch headers (`X-Batch-Size: 1`),
-    // with the answer, or with a stream's first chunk (headers go out with the first event).
-    const setBatch = (headers: Record<string, string>): void => {
-      if (res.headersSent) return;
-      for (const [name, value] of Object.entries(headers)) res.setHeader(name, value);
-    };
     const target: RequestBatcher | StreamingRequestBatcher =
       request?.stream === true
         ? {
             streaming: true,
             stream: (parsed, call) =>
-              streamAll(model, parsed, timed(model.id, parsed, { ...call, fairnessKey }, generation), setBatch),
+              streamAll(model, parsed, timed(model.id, parsed, { ...call, fairnessKey }, generation), res),
           }
         : {
             streaming: false,
             call: (parsed, call) =>
-              completeAll(model, parsed, timed(model.id, parsed, { ...call, fairnessKey }, generation), setBatch),
+              completeAll(model, parsed, timed(model.id, parsed, { ...call, fairnessKey }, generation), res),
           };
     // Core's request path does the rest: disconnect → cancellation, `X-Batch-*` headers at dispatch, SSE, errors.
     await serveBatched<CompletionRequest, Completion>(target as Batcher<CompletionRequest, Completion>, {
@@ -151,7 +145,7 @@ async function completeAll(
   model: CompletionsModel,
   request: CompletionRequest,
   { call, timers }: TimedCall,
-  setBatch: (headers: Record<string, string>) => void,
+  res: ServerResponse,
 ): Promise<Completion> {
   const done = new AbortController();
   const signal = call.signal === undefined ? done.signal : AbortSignal.any([call.signal, done.signal]);
@@ -160,7 +154,7 @@ async function completeAll(
   try {
     // Admitted all together or refused together: a request is never half started when it is refused.
     const outputs: TextGenerationOutput[] = await model.generate.callAll(request.inputs, { ...call, signal });
-    setBatch(decodeBatchHeaders(outputs));
+    setDecodeBatchHeaders(res, outputs);
     outputs.forEach((output, index) => timers?.[index]?.finished(output.usage));
     return toCompletion(completionMeta(model.id), outputs);
   } catch (error) {
@@ -175,7 +169,7 @@ async function* streamAll(
   model: CompletionsModel,
   request: CompletionRequest,
   { call, timers }: TimedCall,
-  setBatch: (headers: Record<string, string>) => void,
+  res: ServerResponse,
 ): AsyncGenerator<Completion, void, undefined> {
   const meta = completionMeta(model.id);
   const usages: TokenUsage[] = [];
@@ -184,7 +178,7 @@ async function* streamAll(
   try {
     for await (const [index, chunk] of mergeStreams(model.streamer.streamAll(request.inputs, call))) {
       // Pulled before the headers go out: the first chunk's batch is what the headers can still say.
-      if (first) setBatch(decodeBatchHeaders([chunk]));
+      if (first) setDecodeBatchHeaders(res, [chunk]);
       first = false;
       const timer = timers?.[index];
       timer?.token();

@@ -13,6 +13,7 @@ export type { CompletionRequest, CompletionRequestLimits } from './completion-re
 export {
   completionMeta,
   decodeBatchHeaders,
+  setDecodeBatchHeaders,
   toCompletion,
   toCompletionChunk,
   toUsageChunk,

@@ -12,7 +12,7 @@ import { Body, Controller, Get, Inject, Optional, Post, Query, Req, Res } from '
 import { Registry } from 'prom-client';
 import type { TextCompletionAppOptions } from '../app-options.js';
 import { type ClientKey, fairnessKeyOf } from '../client-key.js';
-import { decodeBatchHeaders } from '../completion-response.js';
+import { setDecodeBatchHeaders } from '../completion-response.js';
 import { type ChatCompletionsEndpoint, createChatCompletionsEndpoint } from '../chat-endpoint.js';
 import { type CompletionsEndpoint, createCompletionsEndpoint } from '../completions-endpoint.js';
 import { type ModelList, modelList } from '../models-endpoint.js';
@@ -84,7 +84,7 @@ export class TextCompletionController {
       },
       send: (result) => {
         // Continuous scheduling: the decode loop's batch, not the batcher's single-request dispatch.
-        for (const [name, value] of Object.entries(decodeBatchHeaders([result]))) res.setHeader(name, value);
+        setDecodeBatchHeaders(res, [result]);
         res.statusCode = 200;
         res.setHeader('Content-Type', 'text/plain; charset=utf-8');
         res.end(textQueryAnswer(text, result));
