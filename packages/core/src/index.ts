@@ -7,7 +7,7 @@ export type { BatchErrorOptions } from './errors.js';
 export { DEFAULTS, validateBatcherOptions } from './options.js';
 export type { BatcherDefaults } from './options.js';
 export { combineTracers } from './tracing.js';
-export type { BatchOutcome, BatchSpan, BatchTracer, TracedBatch } from './tracing.js';
+export type { BatchOutcome, BatchSpan, BatchTracer, RemoteBatch, SentItem, TracedBatch } from './tracing.js';
 export { BATCHER_BRAND, END, SKIP } from './types.js';
 export type {
   BatchContext,

@@ -49,6 +49,26 @@ export interface BatchSpan {
   end(outcome: BatchOutcome): void;
 }
 
+/** A remote batch that one sent item started in, as the worker reported it (see {@link BatchTracer.send}). */
+export interface RemoteBatch {
+  /** The worker's global batch id (`@microbatch/redis`: `<worker>-<sequence>`). */
+  readonly batchId: string;
+  /** The worker batch's whole size (every replica's items). */
+  readonly size: number;
+  /** The item's time in the shared queue, in ms. */
+  readonly queueWaitMs: number;
+}
+
+/** One call sent to another process, as its tracer follows it (see {@link BatchTracer.send}). */
+export interface SentItem {
+  /** The trace context to send with the item (for OpenTelemetry: W3C `traceparent` / `tracestate`). */
+  readonly carrier: Readonly<Record<string, string>>;
+  /** The item started in a worker's batch. */
+  started(batch: RemoteBatch): void;
+  /** The item was answered (`error` undefined) or failed; called once. */
+  end(error: unknown): void;
+}
+
 /**
  * The tracing hook of a batcher (option `tracer`). `capture` runs on every call, synchronously in the caller's
  * context, so keep it cheap; `startBatch` once per batch.
@@ -66,6 +86,16 @@ export interface BatchTracer {
   capture(): unknown;
   /** Called when a batch is dispatched, before its handler runs. */
   startBatch(batch: TracedBatch): BatchSpan | undefined;
+  /**
+   * For transports (`@microbatch/redis`): starts following a call whose item another process runs, from what
+   * {@link capture} returned for it. Its `carrier` travels with the item; `undefined`: nothing to send.
+   */
+  send?(captured: unknown, item: { readonly batcher: string }): SentItem | undefined;
+  /**
+   * For transports: the caller context a `carrier` made by {@link send} in another process stands for, as
+   * {@link capture} would return it (it goes in {@link TracedBatch.callers}); `undefined` for none.
+   */
+  extract?(carrier: Readonly<Record<string, string>>): unknown;
 }
 
 /**
@@ -106,6 +136,16 @@ export function combineTracers(...tracers: readonly BatchTracer[]): BatchTracer 
       };
       return { enter, end: (outcome) => spans.forEach((span) => span?.end(outcome)) };
     },
+    send(captured, item) {
+      const sent = tracers.map((tracer, index) => tracer.send?.((captured as unknown[] | undefined)?.[index], item));
+      if (sent.every((one) => one === undefined)) return undefined;
+      return {
+        carrier: Object.assign({}, ...sent.map((one) => one?.carrier)) as Record<string, string>,
+        started: (batch) => sent.forEach((one) => one?.started(batch)),
+        end: (error) => sent.forEach((one) => one?.end(error)),
+      };
+    },
+    extract: (carrier) => tracers.map((tracer) => tracer.extract?.(carrier)),
   };
 }
 
@@ -119,6 +159,10 @@ export function checkTracer(tracer: unknown, name = 'tracer'): void {
     typeof candidate.startBatch !== 'function'
   ) {
     throw new TypeError(`Expected \`${name}\` to be an object with \`capture\` and \`startBatch\` functions`);
+  }
+  for (const method of ['send', 'extract'] as const) {
+    if (candidate[method] !== undefined && typeof candidate[method] !== 'function')
+      throw new TypeError(`Expected \`${name}.${method}\` to be a function when given`);
   }
 }
 

@@ -1,4 +1,4 @@
-import type { BatcherStats, Summary } from '@microbatch/core';
+import type { BatcherEvents, BatcherStats, Summary } from '@microbatch/core';
 import type { WireBatch } from './wire.js';
 
 /** What a live worker announces in its heartbeat: the settings it forms batches with. */
@@ -50,7 +50,14 @@ class Series {
 interface LiveBatch {
   remaining: number;
   executionMs: number | undefined;
+  /** Its `batchStart` / `batchEnd` (`undefined` once `batchStart` was emitted): this replica's items' waits. */
+  queueTimesMs: number[] | undefined;
+  readonly event: { readonly batchId: number; readonly batchSize: number; readonly maxBatchSize: number };
+  failed: number;
 }
+
+/** Where a tally reports the workers' batches as `batchStart` / `batchEnd` events (the batcher's `on`). */
+export type BatchEventSink = <E extends 'batchStart' | 'batchEnd'>(event: E, payload: BatcherEvents[E]) => void;
 
 /**
  * One batcher's items as the workers report them: waiting (queued, not started), started in a worker's batch
@@ -73,6 +80,17 @@ export class BatchTally {
   readonly #queueWait = new Series();
   readonly #execution = new Series();
   readonly #live = new Map<string, LiveBatch>();
+  readonly #emit: BatchEventSink | undefined;
+  #sequence = 0;
+
+  /**
+   * `emit` gets one `batchStart` per worker batch that ran items of this batcher (its whole size, the worker's
+   * pull size, these items' queue waits) and one `batchEnd` when the last of them ends (the execution time the
+   * worker reported; none if no answer reported one, as when every item was cancelled). Batch ids are this tally's.
+   */
+  constructor(emit?: BatchEventSink) {
+    this.#emit = emit;
+  }
 
   get waiting(): number {
     return this.#waiting;
@@ -100,7 +118,7 @@ export class BatchTally {
   }
 
   /** An item ended: never started (`undefined`: cancelled, expired or refused), or in batch `id`. */
-  end(id: string | undefined, executionMs: number | undefined): void {
+  end(id: string | undefined, executionMs: number | undefined, failed = false): void {
     if (id === undefined) {
       this.#waiting -= 1;
       return;
@@ -108,10 +126,24 @@ export class BatchTally {
     const batch = this.#live.get(id);
     if (batch === undefined) return;
     if (executionMs !== undefined) batch.executionMs = Math.max(batch.executionMs ?? 0, executionMs);
+    if (failed) batch.failed += 1;
     batch.remaining -= 1;
     if (batch.remaining > 0) return;
     this.#live.delete(id);
     if (batch.executionMs !== undefined) this.#execution.add(batch.executionMs);
+    this.#announce(batch);
+    if (batch.executionMs === undefined || batch.event.batchSize === 0) return;
+    const { batchId, batchSize } = batch.event;
+    this.#emit?.('batchEnd', { batchId, batchSize, key: undefined, executionMs: batch.executionMs, failed: batch.failed });
+  }
+
+  /** Emits a batch's `batchStart` once, with the waits of this batcher's items that joined it so far. */
+  #announce(batch: LiveBatch): void {
+    const queueTimesMs = batch.queueTimesMs;
+    if (queueTimesMs === undefined) return;
+    batch.queueTimesMs = undefined;
+    if (batch.event.batchSize === 0) return; // a worker's refusal, not a handler call
+    this.#emit?.('batchStart', { ...batch.event, key: undefined, queueTimesMs });
   }
 
   #join(batch: WireBatch): void {
@@ -120,9 +152,20 @@ export class BatchTally {
     const live = this.#live.get(batch.id);
     if (live !== undefined) {
       live.remaining += 1;
+      live.queueTimesMs?.push(batch.queueMs);
       return;
     }
-    this.#live.set(batch.id, { remaining: 1, executionMs: undefined });
+    const created: LiveBatch = {
+      remaining: 1,
+      executionMs: undefined,
+      queueTimesMs: [batch.queueMs],
+      event: { batchId: ++this.#sequence, batchSize: batch.size, maxBatchSize: batch.max },
+      failed: 0,
+    };
+    this.#live.set(batch.id, created);
+    // A worker sends the start notices of one batch together: they arrive in one read, so `batchStart` waits for
+    // the rest of this read to gather the waits of every item of this batcher in it.
+    if (this.#emit !== undefined) queueMicrotask(() => this.#announce(created));
     this.#batches += 1;
     this.#lastSize = batch.size;
     this.#sizes += batch.size;

@@ -1,9 +1,10 @@
 import { DEFAULTS } from '@microbatch/core';
-import type { BatchHandler, StreamingBatchHandler } from '@microbatch/core';
+import type { BatchHandler, BatchTracer, StreamingBatchHandler } from '@microbatch/core';
 import type { StatusListener } from './status.js';
 import {
   MAX_FINITE,
   checkInteger,
+  checkTracer,
   checkNumber,
   checkString,
   definedEntries,
@@ -70,6 +71,11 @@ export interface RedisQueueOptions extends RedisQueueTarget {
   readonly replicaId?: string;
   /** Told once per change when Redis is lost or back, and when no worker is alive or one is again. */
   readonly onStatus?: StatusListener;
+  /**
+   * Traces each call's time on the queue (`otelTracer()` from `@microbatch/core/otel`: a `microbatch.queue NAME`
+   * span under the caller's) and sends its trace context with its entry, for the worker's `tracer`.
+   */
+  readonly tracer?: BatchTracer;
 }
 
 /**
@@ -144,6 +150,11 @@ export interface RedisWorkerOptions<I = unknown, O = unknown, C = unknown> exten
   readonly log?: ((line: string) => void) | WorkerLogger | false;
   /** Told once per change when Redis is lost or back (also logged through `log`). */
   readonly onStatus?: StatusListener;
+  /**
+   * Traces each batch (`otelTracer()` from `@microbatch/core/otel`: a `microbatch.batch HANDLER` span linked to the
+   * context each entry carried from its replica, the child of it for a batch of one); the handler runs in it.
+   */
+  readonly tracer?: BatchTracer;
 }
 
 /** A pino-compatible logger: what `RedisWorkerOptions.log` may be besides a line printer. */
@@ -183,10 +194,11 @@ function checkTarget(options: RedisQueueTarget): void {
 
 /** Checks the options of `createRedisQueue` once and fills in the defaults. */
 export function resolveQueueOptions(options: RedisQueueOptions): Required<
-  Omit<RedisQueueOptions, 'replicaId' | 'onStatus'>
+  Omit<RedisQueueOptions, 'replicaId' | 'onStatus' | 'tracer'>
 > & {
   replicaId?: string;
   onStatus?: StatusListener;
+  tracer?: BatchTracer;
 } {
   if (!isObjectLike(options)) fail('options', 'an object', options);
   const resolved = { ...QUEUE_DEFAULTS, ...definedEntries('options', options) } as Required<RedisQueueOptions>;
@@ -200,6 +212,7 @@ export function resolveQueueOptions(options: RedisQueueOptions): Required<
   if (options.replicaId !== undefined) checkString('replicaId', options.replicaId);
   if (options.onStatus !== undefined && typeof options.onStatus !== 'function')
     fail('onStatus', 'a function', options.onStatus);
+  if (options.tracer !== undefined) checkTracer(options.tracer);
   return resolved;
 }
 
@@ -222,6 +235,7 @@ export interface ResolvedWorkerOptions {
   readonly workerId: string | undefined;
   readonly log: ((line: string) => void) | WorkerLogger | false;
   readonly onStatus: StatusListener | undefined;
+  readonly tracer: BatchTracer | undefined;
 }
 
 /** Checks the options of `createRedisWorker` once and fills in the defaults. */
@@ -262,6 +276,7 @@ export function resolveWorkerOptions<I, O, C>(options: RedisWorkerOptions<I, O, 
   if (resolved.workerId !== undefined) checkString('workerId', resolved.workerId);
   if (resolved.onStatus !== undefined && typeof resolved.onStatus !== 'function')
     fail('onStatus', 'a function', resolved.onStatus);
+  if (resolved.tracer !== undefined) checkTracer(resolved.tracer);
   const log = resolved.log ?? console.log;
   const isLogger =
     isObjectLike(log) &&

@@ -52,7 +52,7 @@ export class QueueBatcher {
   readonly streaming: boolean;
   readonly facade: Batcher<unknown, unknown> | StreamingBatcher<unknown, unknown>;
   /** This batcher's items as they wait, run and end, and the workers' batches that ran them. */
-  readonly tally = new BatchTally();
+  readonly tally = new BatchTally((event, payload) => this.#emit(event, payload));
   readonly #core: QueueBackend;
   readonly #listeners = new Map<keyof BatcherEvents, Set<Listener>>();
   #closing: Promise<void> | undefined;

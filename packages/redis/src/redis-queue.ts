@@ -9,6 +9,7 @@ import type { ReplyChannel } from './reply-channel.js';
 import { ENQUEUE, PROBE, REQUEST_FIELD_COUNT, runScript, scriptSha } from './scripts.js';
 import { EMPTY_SNAPSHOT, type QueueSnapshot, type WorkerSettings } from './batch-tally.js';
 import { StateReporter, emitStatus } from './status.js';
+import { type ItemTrace, remoteBatch, traceItem } from './entry-trace.js';
 import {
   type ReplyEntry,
   ReplyKind,
@@ -79,6 +80,8 @@ interface Waiter {
   readonly onDispatch: ((info: DispatchInfo) => void) | undefined;
   dispatched: boolean;
   readonly channel: ReplyChannel<unknown> | undefined;
+  /** Its trace: the context its entry carries, and the tracer's span for its time on the queue. */
+  readonly trace: ItemTrace;
   /** Settles once; `batch` is the answer's batch (its execution time), if a worker answered. */
   settle(error: unknown, value?: unknown, batch?: WireBatch): void;
 }
@@ -313,7 +316,9 @@ class QueueCore implements QueueBackend {
       }
     }
     const timeoutMs = Math.min(this.#settings.timeoutMs, call.timeoutMs ?? Number.POSITIVE_INFINITY);
-    const waiters = items.map((item) => this.#register(owner, item, call, timeoutMs));
+    const waiters = items.map((item) =>
+      this.#register(owner, item, call, timeoutMs, traceItem(this.#settings.tracer, owner.name)),
+    );
     const fields = waiters.flatMap((waiter, index) =>
       requestFields(
         waiter.itemId,
@@ -322,6 +327,7 @@ class QueueCore implements QueueBackend {
         Number.isFinite(timeoutMs) ? timeoutMs : undefined,
         owner.streaming,
         payloads[index] as string,
+        waiter.trace.field,
       ),
     );
     if (fields.length !== waiters.length * REQUEST_FIELD_COUNT) throw new Error('Malformed request entry');
@@ -352,7 +358,7 @@ class QueueCore implements QueueBackend {
   }
 
   /** Registers one item before its entry exists: a fast worker may answer before the script's own reply arrives. */
-  #register(owner: QueueBatcher, item: Submission, call: CallOptions, timeoutMs: number): Waiter {
+  #register(owner: QueueBatcher, item: Submission, call: CallOptions, timeoutMs: number, trace: ItemTrace): Waiter {
     const { signal } = item;
     const itemId = (++this.#sequence).toString(36);
     let timer: NodeJS.Timeout | undefined;
@@ -368,11 +374,13 @@ class QueueCore implements QueueBackend {
       onDispatch: call.onDispatch,
       dispatched: false,
       channel: item.channel,
+      trace,
       settle: (error, value, batch?: WireBatch) => {
         if (!this.#waiters.delete(itemId)) return;
+        trace.sent?.end(error);
         if (timer !== undefined) clearTimeout(timer);
         signal?.removeEventListener('abort', onAbort);
-        owner.tally.end(waiter.batch, batch?.executionMs);
+        owner.tally.end(waiter.batch, batch?.executionMs, error !== undefined);
         owner.count(error);
         item.settle(error, value);
       },
@@ -517,6 +525,7 @@ function started(waiter: Waiter, batch: WireBatch): void {
   waiter.batch = batch.id;
   if (waiter.dispatched) return;
   waiter.dispatched = true;
+  waiter.trace.sent?.started(remoteBatch(batch.id, batch.size, batch.queueMs));
   // A global id (`<worker>-<sequence>`): two replicas' items that shared a worker batch show the same one.
   waiter.onDispatch?.({ batchId: batch.id, batchSize: batch.size, queueTimeMs: batch.queueMs, key: undefined });
 }

@@ -8,6 +8,7 @@ import { ANSWER_AND_ACK, type Answer, HEARTBEAT, SWEEP, answerAndAckArgs, runScr
 import { StateReporter, emitStatus } from './status.js';
 import { type Claim, claimIdle, refreshHeld } from './reclaim.js';
 import { type NamedHandler, executeBatch, planBatches } from './worker-batch.js';
+import { traceWorkerBatch } from './entry-trace.js';
 import {
   type RequestEntry,
   ReplyKind,
@@ -388,6 +389,14 @@ class Worker {
     const controller = new AbortController();
     const context: BatchContext = { signal: controller.signal, batchId: sequence, key: undefined };
     let failed = 0;
+    let failure: unknown;
+    const trace = traceWorkerBatch(this.#settings.tracer, {
+      handler: handlerName,
+      sequence,
+      maxBatchSize: this.#settings.maxBatchSize,
+      carriers: entries.map((entry) => entry.trace),
+      queueTimesMs: waits,
+    });
     try {
       // Each replica learns at once that its items run, in which batch (its in-flight figures and `onDispatch`).
       await this.#answerAndAck(
@@ -408,7 +417,7 @@ class Worker {
         else finals.push({ reply: entry.reply, fields });
       };
       started = performance.now();
-      const failure = await executeBatch(target, inputs, context, send);
+      failure = await trace.run(() => executeBatch(target, inputs, context, send));
       if (failure !== undefined) {
         controller.abort(failure);
         const message = describe(failure);
@@ -430,6 +439,7 @@ class Worker {
       const mean = waits.reduce((sum, wait) => sum + wait, 0) / waits.length;
       const maxWait = Math.max(...waits);
       const executionMs = performance.now() - started;
+      trace.end({ outcome: failure !== undefined ? 'error' : failed > 0 ? 'partial' : 'ok', failed, executionMs });
       this.#log(
         'info',
         `[worker ${this.workerId}] batch ${id} (${handlerName}): size ${entries.length} from ${replicas} replica(s), ` +

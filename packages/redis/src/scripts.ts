@@ -9,7 +9,7 @@ local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 `;
 
 /** How many fields a request entry has (see `requestFields`): {@link ENQUEUE} takes them in groups of this many. */
-export const REQUEST_FIELD_COUNT = 12;
+export const REQUEST_FIELD_COUNT = 14;
 
 /**
  * KEYS: requests, workers, replicas. ARGV: maxQueueSize, heartbeatTtlMs, reply stream, entry count, then each

@@ -17,6 +17,8 @@ export interface RequestEntry {
   readonly streaming: boolean;
   /** The input, as JSON. */
   readonly payload: string;
+  /** The caller's trace context, as the replica's tracer sent it (JSON); absent or '' for none. */
+  readonly trace?: string;
 }
 
 /**
@@ -63,6 +65,7 @@ export function requestFields(
   timeoutMs: number | undefined,
   streaming: boolean,
   payload: string,
+  trace = '',
 ): string[] {
   return [
     'i',
@@ -77,6 +80,8 @@ export function requestFields(
     streaming ? '1' : '0',
     'p',
     payload,
+    'c',
+    trace,
   ];
 }
 
@@ -147,6 +152,7 @@ export function toRequestEntry(entryId: string, fields: Map<string, string> | un
     timeoutMs: timeout === undefined || timeout === '' ? undefined : Number(timeout),
     streaming: fields.get('s') === '1',
     payload,
+    trace: fields.get('c'),
   };
 }
 

@@ -6,16 +6,22 @@ import {
   ProxyTracerProvider,
   ROOT_CONTEXT,
   type Span,
+  type SpanContext,
   SpanKind,
   SpanStatusCode,
+  TraceFlags,
+  type TextMapPropagator,
   type Tracer,
   type TracerProvider,
   context,
   createContextKey,
   isSpanContextValid,
+  propagation,
   trace,
 } from '@opentelemetry/api';
-import type { BatchOutcome, BatchSpan, BatchTracer, TracedBatch } from '../tracing.js';
+import type { BatchOutcome, BatchSpan, BatchTracer, SentItem, TracedBatch } from '../tracing.js';
+import { BatchAttributes } from './attributes.js';
+import { type SendTarget, extractCaller, sendItem } from './remote.js';
 
 /** Options of {@link otelTracer}. */
 export interface OtelTracerOptions {
@@ -30,21 +36,14 @@ export interface OtelTracerOptions {
    * @default true
    */
   readonly waitSpans?: boolean;
+  /**
+   * How a caller's context is written into, and read from, an item sent to another process (a Redis queue entry).
+   * @default the global propagator (`propagation`, as the SDK registers it: W3C `traceparent` / `tracestate`)
+   */
+  readonly propagator?: TextMapPropagator;
 }
 
-/** The attribute names on batch and wait spans. */
-export const BatchAttributes = {
-  BATCHER: 'microbatch.batcher.name',
-  BATCH_ID: 'microbatch.batch.id',
-  BATCH_SIZE: 'microbatch.batch.size',
-  MAX_BATCH_SIZE: 'microbatch.batch.max_size',
-  QUEUE_WAIT_MAX_MS: 'microbatch.batch.queue_wait.max_ms',
-  QUEUE_WAIT_MEAN_MS: 'microbatch.batch.queue_wait.mean_ms',
-  QUEUE_WAIT_MS: 'microbatch.queue_wait_ms',
-  OUTCOME: 'microbatch.batch.outcome',
-  FAILED: 'microbatch.batch.failed',
-  EXECUTION_MS: 'microbatch.batch.execution_ms',
-} as const;
+export { BatchAttributes } from './attributes.js';
 
 const now = (): number => performance.timeOrigin + performance.now();
 
@@ -66,8 +65,11 @@ const now = (): number => performance.timeOrigin + performance.now();
  */
 export function otelTracer(options: OtelTracerOptions = {}): BatchTracer {
   if (typeof options !== 'object' || options === null) throw new TypeError('Expected `options` to be an object');
-  const { tracerProvider, waitSpans = true } = options;
+  const { tracerProvider, waitSpans = true, propagator } = options;
   if (typeof waitSpans !== 'boolean') throw new TypeError('Expected `waitSpans` to be a boolean');
+  if (propagator !== undefined && typeof propagator?.inject !== 'function')
+    throw new TypeError('Expected `propagator` to be an OpenTelemetry TextMapPropagator');
+  const propagate: SendTarget['propagator'] = propagator ?? propagation;
   if (tracerProvider !== undefined && typeof tracerProvider?.getTracer !== 'function')
     throw new TypeError('Expected `tracerProvider` to be an OpenTelemetry TracerProvider');
   let tracer: Tracer | undefined;
@@ -89,6 +91,14 @@ export function otelTracer(options: OtelTracerOptions = {}): BatchTracer {
       refresh();
       // No SDK: no span, not even a non-recording one (a batch's worth of work for nothing).
       return tracer === undefined ? undefined : startBatch(tracer, batch, waitSpans);
+    },
+    send(captured: unknown, item: { readonly batcher: string }): SentItem | undefined {
+      return tracer === undefined || captured === undefined
+        ? undefined
+        : sendItem({ tracer, propagator: propagate }, captured as Context, item.batcher);
+    },
+    extract(carrier: Readonly<Record<string, string>>): unknown {
+      return extractCaller(propagate, carrier);
     },
   };
 }
@@ -118,6 +128,9 @@ function startBatch(tracer: Tracer, batch: TracedBatch, waitSpans: boolean): Bat
     if (spanContext !== undefined && isSpanContextValid(spanContext)) links.push({ context: spanContext });
   }
   const startTime = now();
+  // A batch of one call sent from another process (a queue entry) is that call's child, as a messaging consumer
+  // processing one message is (OTel messaging conventions): the request's trace goes on into the worker's batch.
+  const parent = size === 1 && links.length === 1 && links[0]?.context.isRemote === true ? callers[0] : undefined;
   let maxWait = 0;
   let sumWait = 0;
   for (const wait of queueTimesMs) {
@@ -128,7 +141,7 @@ function startBatch(tracer: Tracer, batch: TracedBatch, waitSpans: boolean): Bat
     `microbatch.batch ${batcher}`,
     {
       kind: SpanKind.INTERNAL,
-      root: true,
+      root: parent === undefined,
       links,
       startTime,
       attributes: {
@@ -140,7 +153,7 @@ function startBatch(tracer: Tracer, batch: TracedBatch, waitSpans: boolean): Bat
         [BatchAttributes.QUEUE_WAIT_MEAN_MS]: size === 0 ? 0 : sumWait / size,
       },
     },
-    ROOT_CONTEXT,
+    (parent as Context | undefined) ?? ROOT_CONTEXT,
   );
   if (waitSpans && links.length > 0) recordWaits(tracer, span, batch, startTime);
   const batchContext = trace.setSpan(ROOT_CONTEXT, span);
@@ -160,7 +173,7 @@ function recordWaits(tracer: Tracer, batchSpan: Span, batch: TracedBatch, dispat
   const { callers, queueTimesMs, batcher, batchId, size } = batch;
   for (let index = 0; index < callers.length; index += 1) {
     const caller = callers[index] as Context | undefined;
-    if (caller === undefined || trace.getSpan(caller)?.isRecording() !== true) continue;
+    if (caller === undefined || !recordsOn(caller)) continue;
     const waitMs = queueTimesMs[index] as number;
     const wait = tracer.startSpan(
       `microbatch.wait ${batcher}`,
@@ -179,6 +192,18 @@ function recordWaits(tracer: Tracer, batchSpan: Span, batch: TracedBatch, dispat
     );
     wait.end(dispatchedAt);
   }
+}
+
+/**
+ * Whether a caller's trace takes a wait span: its span records, or it is a sampled context from another process
+ * (a queue entry's), whose trace goes on here.
+ */
+function recordsOn(caller: Context): boolean {
+  const span = trace.getSpan(caller);
+  if (span === undefined) return false;
+  if (span.isRecording()) return true;
+  const spanContext: SpanContext = span.spanContext();
+  return spanContext.isRemote === true && (spanContext.traceFlags & TraceFlags.SAMPLED) !== 0;
 }
 
 function endBatch(span: Span, { outcome, failed, executionMs }: BatchOutcome): void {

@@ -17,4 +17,5 @@ export { definedEntries, dropUndefined } from './defined.js';
 export { describeValue } from './describe-value.js';
 export { seededRandom } from './seeded-random.js';
 export { isBatcher } from '../batcher-brand.js';
+export { checkTracer } from '../tracing.js';
 export { BATCHER_BRAND } from '../types.js';
