@@ -222,7 +222,9 @@ export class MetricSet {
   batchStart(name: string, { batchSize, maxBatchSize, queueTimesMs }: BatcherEvents['batchStart']): void {
     const m = this.#metrics;
     m.batches.inc({ name });
-    m.items.inc({ name }, batchSize);
+    // The batcher's own items: the batch size in core; on a Redis web replica a worker's batch also holds other
+    // replicas' items, which their own replicas count.
+    m.items.inc({ name }, queueTimesMs.length);
     if (this.#entries.get(name)?.sizes === true) {
       m.batchSize.observe({ name }, batchSize);
       m.utilization.observe({ name }, (100 * batchSize) / maxBatchSize);

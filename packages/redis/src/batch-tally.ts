@@ -134,7 +134,13 @@ export class BatchTally {
     this.#announce(batch);
     if (batch.executionMs === undefined || batch.event.batchSize === 0) return;
     const { batchId, batchSize } = batch.event;
-    this.#emit?.('batchEnd', { batchId, batchSize, key: undefined, executionMs: batch.executionMs, failed: batch.failed });
+    this.#emit?.('batchEnd', {
+      batchId,
+      batchSize,
+      key: undefined,
+      executionMs: batch.executionMs,
+      failed: batch.failed,
+    });
   }
 
   /** Emits a batch's `batchStart` once, with the waits of this batcher's items that joined it so far. */
@@ -159,7 +165,7 @@ export class BatchTally {
       remaining: 1,
       executionMs: undefined,
       queueTimesMs: [batch.queueMs],
-      event: { batchId: ++this.#sequence, batchSize: batch.size, maxBatchSize: batch.max },
+      event: { batchId: ++this.#sequence, batchSize: batch.size, maxBatchSize: Math.max(batch.max, batch.size) },
       failed: 0,
     };
     this.#live.set(batch.id, created);

@@ -76,7 +76,7 @@ async function startReplica(queueName: string) {
 async function pretendWorkerAlive(queueName: string): Promise<void> {
   const client = await inspect(redis.url);
   try {
-    const [seconds] = (await client.sendCommand(['TIME'])) as [string];
+    const [seconds] = await client.sendCommand<[string]>(['TIME']);
     await client.sendCommand(['ZADD', `microbatch:${queueName}:workers`, String((Number(seconds) + 600) * 1000), 'x']);
   } finally {
     client.destroy();
@@ -87,9 +87,12 @@ async function pretendWorkerAlive(queueName: string): Promise<void> {
 async function entryCarriers(queueName: string): Promise<Array<Record<string, string>>> {
   const client = await inspect(redis.url);
   try {
-    const entries = (await client.sendCommand(['XRANGE', `microbatch:${queueName}:requests`, '-', '+'])) as Array<
-      [string, string[]]
-    >;
+    const entries = await client.sendCommand<Array<[string, string[]]>>([
+      'XRANGE',
+      `microbatch:${queueName}:requests`,
+      '-',
+      '+',
+    ]);
     return entries.map(([, fields]) => JSON.parse(fields[fields.indexOf('c') + 1] || '{}') as Record<string, string>);
   } finally {
     client.destroy();
