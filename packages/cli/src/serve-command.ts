@@ -7,6 +7,7 @@ import type {
 } from '@microbatch/serving';
 import { DEFAULTS } from '@microbatch/core';
 import { checkDeadlineFits } from '@microbatch/core/http';
+import { otelTracer } from '@microbatch/core/otel';
 import { dropUndefined } from '@microbatch/core/util';
 import { type QueueStatus, createRedisQueue } from '@microbatch/redis';
 import { createQueuedTextCompletionService, createTextCompletionModel } from '@microbatch/serving';
@@ -127,6 +128,8 @@ async function serveFromQueue(flags: ServeFlags, url: string, fail: (message: st
         queue,
         maxQueueSize: flags.maxQueueSize,
         onStatus: (status) => logQueueStatus(logger, status),
+        // With an SDK registered (`node --import`), each request's trace goes on into the worker's batch.
+        tracer: otelTracer(),
       });
       // A waiting client must get its 504 before the server could close its connection.
       checkDeadlineFits(redisQueue.timeoutMs);

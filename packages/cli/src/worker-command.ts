@@ -1,4 +1,5 @@
 import { DEFAULTS } from '@microbatch/core';
+import { otelTracer } from '@microbatch/core/otel';
 import { dropUndefined } from '@microbatch/core/util';
 import { createWorkerPool, textGenerationBatchKey } from '@microbatch/inference';
 import { createRedisWorker } from '@microbatch/redis';
@@ -70,6 +71,8 @@ export async function workerCommand(flags: WorkerFlags, fail: (message: string) 
     claimIdleMs,
     maxDeliveries,
     log: logger,
+    // Batch spans linked to (or the child of) the replicas' request traces, once an SDK is registered.
+    tracer: otelTracer(),
   });
   exitOnSignals(
     async () => {
