@@ -118,6 +118,71 @@ describe('otelTracer', () => {
       'Expected `tracer` to be an object with `capture` and `startBatch` functions',
     );
     expect(() => otelTracer({ waitSpans: 'yes' as never })).toThrow('Expected `waitSpans` to be a boolean');
+    expect(() => otelTracer({ propagator: {} as never })).toThrow(
+      'Expected `propagator` to be an OpenTelemetry TextMapPropagator',
+    );
+    const tracer = { capture: () => undefined, startBatch: () => undefined, send: 'no' };
+    expect(() => createBatcher(async (inputs: number[]) => inputs, { tracer: tracer as never })).toThrow(
+      'Expected `tracer.send` to be a function when given',
+    );
+  });
+});
+
+describe('otelTracer across processes (send / extract)', () => {
+  it("sends a caller's context as W3C traceparent under a queue span, and a batch of one extracted call is its child", async () => {
+    const tracer = otelTracer();
+    const sent = await underSpan('request', async (request) => {
+      const item = tracer.send?.(tracer.capture(), { batcher: 'remote' });
+      return { item, request: request.spanContext() };
+    });
+    const carrier = sent.item?.carrier ?? {};
+    expect(carrier.traceparent).toMatch(new RegExp(`^00-${sent.request.traceId}-[0-9a-f]{16}-01$`));
+    sent.item?.started({ batchId: 'w1-7', size: 1, queueWaitMs: 3 });
+    sent.item?.end(undefined);
+    // What the worker's side makes of the carrier: a remote caller whose batch span continues the trace.
+    const caller = combineTracers(tracer).extract?.(carrier);
+    const span = tracer.startBatch({
+      batcher: 'remote',
+      batchId: 1,
+      size: 1,
+      maxBatchSize: 4,
+      key: undefined,
+      callers: [caller],
+      queueTimesMs: [3],
+    });
+    span?.end({ outcome: 'ok', failed: 0, executionMs: 1 });
+    const spans = exporter.getFinishedSpans();
+    const queued = spans.find((one) => one.name === 'microbatch.queue remote');
+    expect(queued?.parentSpanContext?.spanId).toBe(sent.request.spanId);
+    expect(queued?.attributes[BatchAttributes.REMOTE_BATCH_ID]).toBe('w1-7');
+    expect(queued?.events.map((event) => event.name)).toEqual(['microbatch.started']);
+    const batch = spans.find((one) => one.name === 'microbatch.batch remote');
+    expect(batch?.spanContext().traceId).toBe(sent.request.traceId);
+    expect(batch?.parentSpanContext?.spanId).toBe(queued?.spanContext().spanId);
+    expect(batch?.parentSpanContext?.isRemote).toBe(true);
+    const wait = spans.find((one) => one.name === 'microbatch.wait remote');
+    expect(wait?.parentSpanContext?.spanId).toBe(queued?.spanContext().spanId);
+  });
+
+  it('sends nothing without a caller span, reads nothing from a carrier without a valid traceparent, and combines', () => {
+    const tracer = otelTracer();
+    expect(tracer.send?.(tracer.capture(), { batcher: 'x' })).toBeUndefined();
+    expect(tracer.extract?.({})).toBeUndefined();
+    expect(tracer.extract?.({ traceparent: '00-zz-yy-01' })).toBeUndefined();
+    const fixed = (key: string) => ({
+      capture: () => key,
+      startBatch: () => undefined,
+      send: (captured: unknown) => ({
+        carrier: { [key]: String(captured) },
+        started: () => undefined,
+        end: () => undefined,
+      }),
+      extract: (carrier: Readonly<Record<string, string>>) => carrier[key],
+    });
+    const both = combineTracers(fixed('a'), fixed('b'));
+    const item = both.send?.(both.capture(), { batcher: 'x' });
+    expect(item?.carrier).toEqual({ a: 'a', b: 'b' });
+    expect(both.extract?.({ a: '1', b: '2' })).toEqual(['1', '2']);
   });
 });
 
