@@ -72,9 +72,25 @@ it("shows a streamed request's queue wait, first token and token counts on its s
     await new Promise((resolve) => setTimeout(resolve, 5));
   const spans = exporter.getFinishedSpans();
   const request = spans.find((span) => span.name === 'POST /v1/completions');
-  expect(request?.events.map((event) => event.name)).toEqual(['microbatch.dispatched', 'gen_ai.first_token']);
-  expect(typeof request?.events[0]?.attributes?.['microbatch.queue_time_ms']).toBe('number');
-  expect(request?.events[1]?.attributes?.['gen_ai.server.time_to_first_token']).toBeGreaterThan(0);
+  expect(request?.events.map((event) => event.name)).toEqual([
+    'microbatch.dispatched',
+    'gen_ai.first_token',
+    'microbatch.prefill',
+    'microbatch.decode',
+  ]);
+  const [dispatched, first, prefill, decode] = (request?.events ?? []).map((event) => event.attributes ?? {});
+  expect(typeof dispatched?.['microbatch.queue_time_ms']).toBe('number');
+  const ttft = first?.['gen_ai.server.time_to_first_token'] as number;
+  expect(ttft).toBeGreaterThan(0);
+  // Prefill is the part of the time to first token after the dispatch.
+  const prefillSeconds = prefill?.['microbatch.prefill_time_seconds'] as number;
+  expect(prefillSeconds).toBeGreaterThanOrEqual(0);
+  expect(prefillSeconds).toBeLessThanOrEqual(ttft);
+  // Decode: from the first token to the last; 2 tokens, so one token after the first takes all of it.
+  const decodeSeconds = decode?.['microbatch.decode_time_seconds'] as number;
+  expect(decodeSeconds).toBeGreaterThanOrEqual(0);
+  expect(decode?.['gen_ai.usage.output_tokens']).toBe(2);
+  expect(decode?.['gen_ai.server.time_per_output_token']).toBe(decodeSeconds);
   expect(request?.attributes).toMatchObject({
     'gen_ai.operation.name': 'text_completion',
     'gen_ai.request.model': 'fake-model',
