@@ -1,9 +1,9 @@
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
-import { type Span, context, trace } from '@opentelemetry/api';
+import { type Span, SpanStatusCode, context, trace } from '@opentelemetry/api';
 import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { combineTracers, createBatcher } from '@microbatch/core';
+import { BatchError, ErrorCode, combineTracers, createBatcher } from '@microbatch/core';
 import { BATCH_CHANNEL, type BatchMessage, diagnosticsTracer } from '@microbatch/core/diagnostics';
 import { BatchAttributes, otelTracer } from '@microbatch/core/otel';
 
@@ -162,6 +162,22 @@ describe('otelTracer across processes (send / extract)', () => {
     expect(batch?.parentSpanContext?.isRemote).toBe(true);
     const wait = spans.find((one) => one.name === 'microbatch.wait remote');
     expect(wait?.parentSpanContext?.spanId).toBe(queued?.spanContext().spanId);
+    expect(queued?.attributes[BatchAttributes.ITEM_OUTCOME]).toBe('ok');
+  });
+
+  it("ends an item's queue span with its refusal's code (an error) or as cancelled (no error)", async () => {
+    const tracer = otelTracer();
+    await underSpan('request', async () => {
+      tracer.send?.(tracer.capture(), { batcher: 'full' })?.end(new BatchError(ErrorCode.QUEUE_FULL, 'full'));
+      tracer.send?.(tracer.capture(), { batcher: 'left' })?.end(new DOMException('gone', 'AbortError'));
+    });
+    const spans = exporter.getFinishedSpans();
+    const full = spans.find((one) => one.name === 'microbatch.queue full');
+    expect(full?.attributes[BatchAttributes.ITEM_OUTCOME]).toBe('QUEUE_FULL');
+    expect(full?.status).toEqual({ code: SpanStatusCode.ERROR, message: 'QUEUE_FULL' });
+    const left = spans.find((one) => one.name === 'microbatch.queue left');
+    expect(left?.attributes[BatchAttributes.ITEM_OUTCOME]).toBe('cancelled');
+    expect(left?.status.code).toBe(SpanStatusCode.UNSET);
   });
 
   it('sends nothing without a caller span, reads nothing from a carrier without a valid traceparent, and combines', () => {

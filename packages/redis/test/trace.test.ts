@@ -160,6 +160,7 @@ describe('tracing through a Redis queue', () => {
     expect(singleCarrier?.traceparent?.split('-')[2]).toBe(queued.spanContext().spanId);
     const started = queued.events.find((event) => event.name === 'microbatch.started');
     expect(started?.attributes?.[BatchAttributes.BATCH_SIZE]).toBe(1);
+    expect(queued.attributes[BatchAttributes.ITEM_OUTCOME]).toBe('ok');
     const inTrace = workerSpans().filter((span) => span.traceId === traceId);
     const batch = inTrace.find((span) => span.name === 'microbatch.batch double');
     expect(batch?.parentSpanId).toBe(queued.spanContext().spanId);

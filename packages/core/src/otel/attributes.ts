@@ -12,6 +12,6 @@ export const BatchAttributes = {
   EXECUTION_MS: 'microbatch.batch.execution_ms',
   /** On a web replica's `microbatch.queue` span: the worker batch's global id (`<worker>-<sequence>`). */
   REMOTE_BATCH_ID: 'microbatch.remote_batch.id',
-  /** On a web replica's `microbatch.queue` span: `ok` or `error`. */
+  /** On a web replica's `microbatch.queue` span: `ok`, `cancelled` or the error's code (`QUEUE_FULL`, `HANDLER_ERROR`...). */
   ITEM_OUTCOME: 'microbatch.outcome',
 } as const;

@@ -52,16 +52,20 @@ export function sendItem({ tracer, propagator }: SendTarget, caller: Context, ba
     end(error: unknown): void {
       if (ended) return;
       ended = true;
-      span.setAttribute(OUTCOME, error === undefined ? 'ok' : 'error');
-      if (error !== undefined) {
-        span.setStatus({
-          code: SpanStatusCode.ERROR,
-          message: error instanceof Error ? error.message : 'The item failed',
-        });
-      }
+      const outcome = outcomeOf(error);
+      span.setAttribute(OUTCOME, outcome);
+      // A caller that left is no failure of the item's; a refusal or a failure is (its code, as the client got it).
+      if (outcome !== 'ok' && outcome !== 'cancelled') span.setStatus({ code: SpanStatusCode.ERROR, message: outcome });
       span.end();
     },
   };
+}
+
+/** `ok`, a `BatchError`'s code, or `cancelled` for anything else (an abort reason), as the batcher counts it. */
+function outcomeOf(error: unknown): string {
+  if (error === undefined) return 'ok';
+  const code = (error as { code?: unknown } | null)?.code;
+  return error instanceof Error && typeof code === 'string' ? code : 'cancelled';
 }
 
 /** The remote caller context in a carrier written by {@link sendItem}; `undefined` if it holds none. */
