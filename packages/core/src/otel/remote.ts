@@ -64,8 +64,8 @@ export function sendItem({ tracer, propagator }: SendTarget, caller: Context, ba
 /** `ok`, a `BatchError`'s code, or `cancelled` for anything else (an abort reason), as the batcher counts it. */
 function outcomeOf(error: unknown): string {
   if (error === undefined) return 'ok';
-  const code = (error as { code?: unknown } | null)?.code;
-  return error instanceof Error && typeof code === 'string' ? code : 'cancelled';
+  if (!(error instanceof Error) || !('code' in error)) return 'cancelled';
+  return typeof error.code === 'string' ? error.code : 'cancelled';
 }
 
 /** The remote caller context in a carrier written by {@link sendItem}; `undefined` if it holds none. */
