@@ -22,6 +22,8 @@ interface WorkerSpan {
   readonly attributes: Record<string, unknown>;
 }
 
+// Made before the SDK is registered (in beforeAll), as an app may: it applies from then on.
+const replicaTracer = otelTracer();
 const exporter = new InMemorySpanExporter();
 const provider = new NodeTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
 let redis: TestRedis;
@@ -44,7 +46,7 @@ afterAll(async () => {
 
 /** A web replica: an HTTP server whose requests each get a server span (as HTTP instrumentation makes) and call `double`. */
 async function startReplica(queueName: string) {
-  const queue = createRedisQueue({ url: redis.url, queue: queueName, tracer: otelTracer() });
+  const queue = createRedisQueue({ url: redis.url, queue: queueName, tracer: replicaTracer });
   queues.push(queue);
   await queue.ready;
   const double = queue.batcher<number, number>('double');

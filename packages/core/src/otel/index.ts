@@ -81,18 +81,26 @@ export function otelTracer(options: OtelTracerOptions = {}): BatchTracer {
     capturing = tracer !== undefined && contextPropagates();
   };
   refresh();
+  const capture = (): unknown => {
+    if (!capturing) return undefined;
+    const active = context.active();
+    return active === ROOT_CONTEXT ? undefined : active;
+  };
   return {
-    capture(): unknown {
-      if (!capturing) return undefined;
-      const active = context.active();
-      return active === ROOT_CONTEXT ? undefined : active;
-    },
+    capture,
     startBatch(batch: TracedBatch): BatchSpan | undefined {
       refresh();
       // No SDK: no span, not even a non-recording one (a batch's worth of work for nothing).
       return tracer === undefined ? undefined : startBatch(tracer, batch, waitSpans);
     },
     send(captured: unknown, item: { readonly batcher: string }): SentItem | undefined {
+      // A transport's replica starts no batches, so it checks here for an SDK registered since; `send` runs in the
+      // caller's context, right after `capture`, so what was not captured then is the active context now.
+      if (!capturing) {
+        refresh();
+        if (!capturing) return undefined;
+        captured ??= capture();
+      }
       return tracer === undefined || captured === undefined
         ? undefined
         : sendItem({ tracer, propagator: propagate }, captured as Context, item.batcher);
