@@ -110,6 +110,16 @@ export interface DecodeActivity {
   readonly joined: number;
   /** Sequences that finished or were cancelled after joining. */
   readonly left: number;
+  /** Newcomers whose prompt was looked up in the prefix cache (0 without a cache: `runner.prefixCacheMb: 0`). */
+  readonly prefixCacheLookups: number;
+  /** Newcomers that reused cached blocks of their prompt. */
+  readonly prefixCacheHits: number;
+  /** Prompt tokens whose KV came from the prefix cache instead of a prefill. */
+  readonly prefixCacheTokens: number;
+  /** Cached blocks evicted to stay within the budget. */
+  readonly prefixCacheEvictions: number;
+  /** Bytes the worker's prefix cache holds at the end of the window (a level, not a count). */
+  readonly prefixCacheBytes: number;
 }
 
 /**
