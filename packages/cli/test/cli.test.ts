@@ -92,11 +92,70 @@ describe('microbatch serve', () => {
       '--max-sequences',
       'with --scheduling request there is no decode loop',
     ],
+    [
+      ['serve', '--model', MODEL, '--scheduling', 'request', '--max-step-tokens', '64'],
+      '--max-step-tokens',
+      'with --scheduling request there is no decode loop (each batch is one generate call over whole prompts)',
+    ],
+    [
+      ['serve', '--model', MODEL, '--scheduling', 'request', '--prefix-cache-mb', '8'],
+      '--prefix-cache-mb',
+      'with --scheduling request there is no decode loop',
+    ],
+    [
+      ['worker', ...QUEUE, '--scheduling', 'request', '--prefix-cache-mb', '0'],
+      '--prefix-cache-mb',
+      'with --scheduling request there is no decode loop',
+    ],
+    [['serve', ...QUEUE, '--max-step-tokens', '64'], '--max-step-tokens', 'a web replica (--queue) runs no model'],
+    [['serve', ...QUEUE, '--prefix-cache-mb', '8'], '--prefix-cache-mb', 'a web replica (--queue) runs no model'],
   ])('refuses %j at once, naming the flag, with exit code 1', async (args, flag, why) => {
     const { code, stdout, stderr } = await run(args);
     expect(code).toBe(1);
     expect(stderr).toContain(`error: ${flag} has no effect here: ${why}`);
     expect(stdout).toBe(''); // nothing started, nothing logged
+  });
+
+  it.each([
+    [
+      ['--max-step-tokens', '1'],
+      "error: option '--max-step-tokens <n>' argument '1' is invalid. Expected an integer from 2 up.",
+    ],
+    [
+      ['--prefix-cache-mb', '-1'],
+      "error: option '--prefix-cache-mb <mb>' argument '-1' is invalid. Expected a number of MiB >= 0",
+    ],
+    [
+      ['--max-step-tokens', '16'],
+      'error: --max-step-tokens (16) must exceed --max-sequences (32): a step decodes every running row and needs room',
+    ],
+    [
+      ['--max-step-tokens', '8', '--max-sequences', '8'],
+      'error: --max-step-tokens (8) must exceed --max-sequences (8)',
+    ],
+    [
+      ['--task', 'feature-extraction', '--prefix-cache-mb', '8'],
+      'error: --prefix-cache-mb does not apply to --task feature-extraction',
+    ],
+  ])('refuses the loop budgets %j, naming them, before starting', async (flags, message) => {
+    const { code, stdout, stderr } = await run(['serve', '--model', MODEL, ...flags]);
+    expect(code).toBe(1);
+    expect(stderr).toContain(message);
+    expect(stdout).toBe('');
+  });
+
+  it('documents the loop budgets in --help', async () => {
+    for (const command of ['serve', 'worker']) {
+      const { code, stdout } = await run([command, '--help']);
+      expect(code).toBe(0);
+      const help = stdout.replaceAll(/\s+/g, ' ');
+      expect(help).toContain(
+        '--max-step-tokens <n> --scheduling continuous: the most tokens one decode-loop step runs',
+      );
+      expect(help).toContain('(default: 64, or twice --max-sequences when that is more; must exceed --max-sequences)');
+      expect(help).toContain("--prefix-cache-mb <mb> --scheduling continuous: each worker thread's prefix KV cache");
+      expect(help).toContain('(default: 64; 0: none)');
+    }
   });
 
   it('prints its version with --version', async () => {
@@ -135,6 +194,7 @@ describe('microbatch serve', () => {
 
   it('serves the Koa example on a free port, answers the query script in batches, and exits 0 on SIGTERM', async () => {
     const args = [BIN, 'serve', '--model', MODEL, '--framework', 'koa', '--port', '0', '--max-sequences', '4'];
+    args.push('--max-step-tokens', '24', '--prefix-cache-mb', '2');
     const server = await startServerProcess({ args, env: { ...process.env, PORT: '0' }, ready: READY });
     const story = await fetch(`${server.url}/?text=Once+upon+a+time`);
     expect(story.status).toBe(200);
@@ -176,6 +236,8 @@ describe('microbatch serve', () => {
       // What runs, read back: the batcher hands the loop one request at a time; the loop's rows are 4.
       maxBatchSize: 1,
       maxSequences: 4,
+      maxStepTokens: 24,
+      prefixCacheMb: 2,
       scheduling: 'continuous',
     });
     // Continuous scheduling: the loop's activity at most once a second, no single-request "batch" records; every

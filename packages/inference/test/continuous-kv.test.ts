@@ -17,7 +17,13 @@ describe('the continuous loop’s KV cache', () => {
       at: index < 4 ? 0 : (index * 5) % 23,
       sequence: sequence(prompt(1 + ((index * 7) % 19), index), 1 + ((index * 11) % 40)),
     }));
-    const stats = await runLoop(plan, { maxSequences: 5, maxStepTokens: 13, prefixCacheBytes: 0, maxGroups: 3, costModel });
+    const stats = await runLoop(plan, {
+      maxSequences: 5,
+      maxStepTokens: 13,
+      prefixCacheBytes: 0,
+      maxGroups: 3,
+      costModel,
+    });
     for (const { sequence: each } of plan) expect(idsOf(each)).toEqual(alone(each.prompt, maxOf(each)));
     expect(stats.regroups).toBeGreaterThan(0);
     expect(stats.decodeCalls).toBeGreaterThan(stats.decodeSteps);
@@ -31,7 +37,13 @@ describe('the continuous loop’s KV cache', () => {
       at: index < 12 ? 0 : (index * 7) % 31,
       sequence: sequence(prompt(1 + ((index * 13) % 29), index), 2 + ((index * 17) % 45)),
     }));
-    const stats = await runLoop(plan, { maxSequences: 12, maxStepTokens: 28, prefixCacheBytes: 0, maxGroups: 4, costModel });
+    const stats = await runLoop(plan, {
+      maxSequences: 12,
+      maxStepTokens: 28,
+      prefixCacheBytes: 0,
+      maxGroups: 4,
+      costModel,
+    });
     for (const { sequence: each } of plan) expect(idsOf(each)).toEqual(alone(each.prompt, maxOf(each)));
     expect(stats.regroups).toBeGreaterThan(10);
   });
@@ -42,7 +54,13 @@ describe('the continuous loop’s KV cache', () => {
       at: index < 3 ? 0 : index * 3,
       sequence: sequence(prompt(2 + ((index * 5) % 9), index), 3 + ((index * 13) % 30)),
     }));
-    const stats = await runLoop(plan, { maxSequences: 4, maxStepTokens: 68, prefixCacheBytes: 0, maxGroups: 4, costModel });
+    const stats = await runLoop(plan, {
+      maxSequences: 4,
+      maxStepTokens: 68,
+      prefixCacheBytes: 0,
+      maxGroups: 4,
+      costModel,
+    });
     for (const { sequence: each } of plan) expect(idsOf(each)).toEqual(alone(each.prompt, maxOf(each)));
     expect(stats.decodeCalls).toBe(stats.decodeSteps);
   });
@@ -81,7 +99,13 @@ describe('prefill admission', () => {
   it('prefills newcomers of very different lengths together only when their padding costs less than a call', async () => {
     const run = async (costModel: StepCostModel) => {
       const plan = [sequence(prompt(2, 1), 3), sequence(prompt(12, 2), 3)].map((each) => ({ at: 0, sequence: each }));
-      const stats = await runLoop(plan, { maxSequences: 4, maxStepTokens: 68, prefixCacheBytes: 0, maxGroups: 1, costModel });
+      const stats = await runLoop(plan, {
+        maxSequences: 4,
+        maxStepTokens: 68,
+        prefixCacheBytes: 0,
+        maxGroups: 1,
+        costModel,
+      });
       for (const { sequence: each } of plan) expect(idsOf(each)).toEqual(alone(each.prompt, maxOf(each)));
       return stats.prefillCalls;
     };

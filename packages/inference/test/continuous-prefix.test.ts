@@ -129,7 +129,9 @@ describe('the step budget and the prefix cache on the bundled model', () => {
         'loop runs: remove it',
     );
     expect(() => pool({ prefixCacheMb: -1 })).toThrow('runner.prefixCacheMb');
-    expect(() => pool({ maxPrefillTokens: 64 } as never)).toThrow('`runner.maxPrefillTokens` is now `runner.maxStepTokens`');
+    expect(() => pool({ maxPrefillTokens: 64 } as never)).toThrow(
+      '`runner.maxPrefillTokens` is now `runner.maxStepTokens`',
+    );
   });
 
   it('refuses at load a cache too small for one block of the model', async () => {

@@ -53,6 +53,17 @@ export interface TextCompletionModelOptions {
    */
   readonly maxSequences?: number;
   /**
+   * `'continuous'` scheduling: the most tokens one decode-loop iteration runs (its rows' decode tokens plus prefill
+   * chunks); longer prompts are prefilled in chunks, running streams advance at every step. Not with `'request'`.
+   * @default the runner's own (64, or twice `maxSequences` when that is more)
+   */
+  readonly maxStepTokens?: number;
+  /**
+   * `'continuous'` scheduling: each worker's prefix KV cache, in MiB (0: none). Not with `'request'`.
+   * @default the runner's own (64)
+   */
+  readonly prefixCacheMb?: number;
+  /**
    * How requests share the model (see `@microbatch/inference`): `'continuous'` joins each request to the worker's
    * running decode loop at its next step and answers it the step it finishes; `'request'` runs each batch as one
    * generate call until its longest request ends.
@@ -208,7 +219,16 @@ export function createTextCompletionModel(options: TextCompletionModelOptions): 
   }
   checkScheduledOptions(scheduling, options);
   const pool = createWorkerPool({
-    runner: { task: 'text-generation', model, scheduling, ...dropUndefined({ maxSequences: options.maxSequences }) },
+    runner: {
+      task: 'text-generation',
+      model,
+      scheduling,
+      ...dropUndefined({
+        maxSequences: options.maxSequences,
+        maxStepTokens: options.maxStepTokens,
+        prefixCacheMb: options.prefixCacheMb,
+      }),
+    },
     ...dropUndefined({ size: options.workers, threads: options.threads, executionProvider: options.executionProvider }),
   });
   // Whole and streamed completions are separate batchers (their handlers differ) on the same workers. The pool says
@@ -306,6 +326,14 @@ function checkScheduledOptions(scheduling: 'continuous' | 'request', options: Te
       `\`maxSequences\` (${String(options.maxSequences)}) bounds the decode loop of 'continuous' scheduling; with ` +
         "'request' scheduling set `maxBatchSize`, the most requests one batch holds",
     );
+  }
+  for (const key of ['maxStepTokens', 'prefixCacheMb'] as const) {
+    if (scheduling === 'request' && options[key] !== undefined) {
+      throw new TypeError(
+        `\`${key}\` (${String(options[key])}) bounds the decode loop of 'continuous' scheduling; with 'request' ` +
+          'scheduling no loop runs',
+      );
+    }
   }
   if (scheduling === 'continuous' && options.batchWaitTimeoutMs !== undefined && options.batchWaitTimeoutMs !== 0) {
     throw new TypeError(

@@ -168,7 +168,11 @@ export function resolveRunnerSpec(spec: RunnerSpec): ResolvedRunnerSpec {
         );
       }
       checkInteger('runner.maxSequences', resolved.maxSequences, 1);
-      return { ...resolved, ...checkLoopBudgets(resolved, given as Partial<TextGenerationRunnerSpec>), stop: [...resolved.stop] };
+      return {
+        ...resolved,
+        ...checkLoopBudgets(resolved, given as Partial<TextGenerationRunnerSpec>),
+        stop: [...resolved.stop],
+      };
     }
     case 'feature-extraction': {
       const resolved = { ...FEATURE_EXTRACTION_DEFAULTS, ...given, model } as Required<FeatureExtractionRunnerSpec>;

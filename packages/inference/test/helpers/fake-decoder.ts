@@ -37,7 +37,10 @@ interface FakeTensor {
  * A causal LM whose KV entry for a token is `token + 1` (0 is padding). It throws when a row's past is not
  * `[0 ... 0, own tokens]` with the mask and positions to match, and puts all logit mass on `nextToken(history)`.
  */
-export function fakeSession(): { run(feeds: Record<string, FakeTensor>): Promise<Record<string, FakeTensor>>; calls: number } {
+export function fakeSession(): {
+  run(feeds: Record<string, FakeTensor>): Promise<Record<string, FakeTensor>>;
+  calls: number;
+} {
   const session = {
     calls: 0,
     async run(feeds: Record<string, FakeTensor>): Promise<Record<string, FakeTensor>> {

@@ -65,7 +65,9 @@ export class PrefixCache {
 
   /** Bytes one block holds (its KV and its tokens). */
   static blockBytes(geometry: ModelGeometry): number {
-    return (geometry.pastNames.length * geometry.kvHeads * PREFIX_BLOCK_TOKENS * geometry.headDim + PREFIX_BLOCK_TOKENS) * 4;
+    return (
+      (geometry.pastNames.length * geometry.kvHeads * PREFIX_BLOCK_TOKENS * geometry.headDim + PREFIX_BLOCK_TOKENS) * 4
+    );
   }
 
   /** Bytes the cached blocks hold now (never more than the budget). */
