@@ -73,7 +73,7 @@ describe('the step budget', () => {
       prompt(31, 5),
       [...shared.slice(0, 16), 7],
       prompt(32, 6),
-      [...shared.slice(0, 32)],
+      shared.slice(0, 32),
       prompt(49, 8),
       [...shared, ...prompt(30, 9)],
     ];
