@@ -4,7 +4,13 @@ import { DEFAULTS, createBatcher, createStreamingBatcher } from '@microbatch/cor
 import { otelTracer } from '@microbatch/core/otel';
 import { dropUndefined } from '@microbatch/core/util';
 import type { Batcher, BatcherBase, StreamingBatcher } from '@microbatch/core';
-import { createTextGenerationParser, createTextGenerationValidator, createWorkerPool } from '@microbatch/inference';
+import {
+  TEXT_GENERATION_DEFAULTS,
+  createTextGenerationParser,
+  createTextGenerationValidator,
+  createWorkerPool,
+  defaultMaxStepTokens,
+} from '@microbatch/inference';
 import type {
   TextGenerationChunk,
   TextGenerationInput,
@@ -177,16 +183,20 @@ export interface TextCompletionModel extends TextCompletionService {
 }
 
 /**
- * The work one generation weighs, for admission: its prompt (about 4 characters a token; the tokenizer may not be
- * loaded yet) plus the tokens it may generate. 16 prompts x 256 tokens weigh what they cost.
+ * The work one generation weighs, for admission's latency estimate: the tokens it may generate (a decode step each)
+ * plus its prompt (about 4 characters a token; the tokenizer may not be loaded yet) at `promptTokensPerStep` tokens
+ * a step. Under request scheduling a prompt token weighs what a generated one does (the default, 1); the continuous
+ * loop prefills up to its step budget (`maxStepTokens`) a step, so there a 450-token prompt adds about
+ * 450 / maxStepTokens steps, and a 5-token one about none.
  *
  * @example
  * ```ts
  * textCompletionCost({ prompt: 'Once upon a time ', max_new_tokens: 16 }); // 21
+ * textCompletionCost({ prompt: 'x'.repeat(1800), max_new_tokens: 16 }, 64); // 16 + 450 / 64
  * ```
  */
-export function textCompletionCost(input: TextGenerationInput): number {
-  return Math.ceil(input.prompt.length / 4) + (input.max_new_tokens ?? 16);
+export function textCompletionCost(input: TextGenerationInput, promptTokensPerStep = 1): number {
+  return Math.ceil(input.prompt.length / 4) / promptTokensPerStep + (input.max_new_tokens ?? 16);
 }
 
 /**
@@ -253,15 +263,22 @@ export function createTextCompletionModel(options: TextCompletionModelOptions): 
   }
   // Each batch an OpenTelemetry span linked to the requests it served, once the app registers an SDK.
   const tracer = otelTracer();
+  // The continuous loop prefills a prompt over steps of its budget: its tokens weigh that much less than decoding.
+  const stepTokens =
+    options.maxStepTokens ?? defaultMaxStepTokens(options.maxSequences ?? TEXT_GENERATION_DEFAULTS.maxSequences);
+  const cost =
+    pool.scheduling === 'continuous'
+      ? (input: TextGenerationInput) => textCompletionCost(input, stepTokens)
+      : (input: TextGenerationInput) => textCompletionCost(input);
   const generate = createBatcher(pool.handler, {
     ...batcherOptions,
-    cost: textCompletionCost,
+    cost,
     tracer,
     name: 'generate',
   });
   const streamer = createStreamingBatcher(pool.streamingHandler, {
     ...batcherOptions,
-    cost: textCompletionCost,
+    cost,
     tracer,
     name: 'stream',
   });

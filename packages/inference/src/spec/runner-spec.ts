@@ -90,7 +90,16 @@ function checkStringArray(name: string, value: unknown): readonly string[] {
   return value as readonly string[];
 }
 
-/** The decode loop's step budget when none is given: 64 tokens, or twice `maxSequences` when that is more. */
+/**
+ * The decode loop's step budget (`runner.maxStepTokens`) when none is given: 64 tokens, or twice `maxSequences` when
+ * that is more, so a step always has room for its rows and as many prompt tokens.
+ *
+ * @example
+ * ```ts
+ * defaultMaxStepTokens(32); // 64
+ * defaultMaxStepTokens(48); // 96
+ * ```
+ */
 export function defaultMaxStepTokens(maxSequences: number): number {
   return Math.max(TEXT_GENERATION_DEFAULTS.maxStepTokens, 2 * maxSequences);
 }
