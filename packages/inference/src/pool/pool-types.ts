@@ -197,7 +197,9 @@ export interface WorkerPool<I, O, C = never> {
   /**
    * Each worker's runner counters; for continuous text generation: `decodeSteps`, `decodedRows`, `prefillCalls`,
    * `joinedRunning` (newcomers merged into a running batch), `maxRows`, and ms in `decodeRunMs` / `prefillRunMs`
-   * (session.run), `composeMs` (KV copies) and `loopMs` (whole iterations). `{}` for runners without counters.
+   * (session.run), `composeMs` (KV copies), `loopMs` (whole iterations), and the prefix cache's `prefixCacheLookups`,
+   * `prefixCacheHits`, `prefixCacheTokens`, `prefixCacheEvictions` and `prefixCacheBytes`. `{}` for runners without
+   * counters.
    */
   runnerStats(): Promise<Readonly<Record<string, number>>[]>;
   /** Rejects queued and running batches with `CLOSED` and terminates every worker. */

@@ -8,10 +8,10 @@
 // best, or that group is recomposed with it. The groups are recomputed (every row's KV copied) only when the
 // modelled saving over the next steps pays for the copy (`running-groups.ts`).
 import type { InferenceSession, Tensor } from 'onnxruntime-node';
-import { prefillFeeds, presentSource } from './padded-batch.js';
 import { releaseBuffers } from './released-buffers.js';
-import type { KvSource, ModelGeometry } from './padded-batch.js';
+import type { ModelGeometry } from './padded-batch.js';
 import type { StepCostModel } from './length-groups.js';
+import { PrefillCalls } from './prefill-calls.js';
 import { PrefixCache } from './prefix-cache.js';
 import type { PrefixCacheCounters } from './prefix-cache.js';
 import { RunningGroups } from './running-groups.js';
@@ -59,6 +59,7 @@ export class DecodeLoop {
   readonly #hooks: DecodeLoopHooks;
   readonly #scratch: Float64Array;
   readonly #cache: PrefixCache | undefined;
+  readonly #prefills: PrefillCalls;
   #waiting: Sequence[] = [];
   #chunking: Sequence | undefined;
   /** The running rows, by length groups, each with its own left-padded KV cache. */
@@ -81,6 +82,9 @@ export class DecodeLoop {
     this.#scratch = new Float64Array(geometry.vocabSize);
     this.#groups = new RunningGroups<Sequence>(geometry, options.costModel, options.maxGroups, this.stats);
     this.#cache = options.prefixCacheBytes > 0 ? new PrefixCache(geometry, options.prefixCacheBytes) : undefined;
+    this.#prefills = new PrefillCalls(session, geometry, this.stats, this.#cache, (sequence, logits) =>
+      this.#take(sequence, logits),
+    );
   }
 
   /** The prefix cache's counters and the bytes it holds (all 0 without a cache). */
@@ -208,129 +212,34 @@ export class DecodeLoop {
         // The last chunk needs a token more (its decode); without room for it, stop one token short.
         const size = remaining + 1 <= budget ? remaining : Math.min(budget, remaining - 1);
         if (size === 0) break;
-        joining.push(...(await this.#prefillChunk(chunking, size)));
-        budget -= size + (size === remaining ? 1 : 0);
+        budget -= size;
+        if (await this.#prefills.chunk(chunking, size)) {
+          budget -= 1;
+          this.#chunking = undefined;
+          this.#activity.joined(1);
+          if (!chunking.done) joining.push(chunking);
+        }
         continue;
       }
       const head = this.#waiting[0];
       if (head === undefined || free <= 0) break;
-      if ((this.#cache?.peek(head.prompt) ?? 0) > 0 || head.prompt.length + 1 > budget) {
+      free -= 1;
+      if (this.#prefills.cached(head) || head.prompt.length + 1 > budget) {
         this.#waiting.shift();
-        this.#start(head);
-        free -= 1;
+        this.#prefills.start(head);
+        this.#chunking = head;
         continue;
       }
-      const group = this.#newcomers(budget, free);
-      free -= group.length;
+      const group = this.#prefills.pick(this.#waiting, budget, free + 1, this.#groups.model);
+      const admitted = new Set(group);
+      this.#waiting = this.#waiting.filter((sequence) => !admitted.has(sequence));
+      free -= group.length - 1;
       budget -= group.length * (group.reduce((max, each) => Math.max(max, each.prompt.length), 0) + 1);
-      joining.push(...(await this.#prefillGroup(group)));
+      await this.#prefills.group(group);
+      this.#activity.joined(group.length);
+      joining.push(...group.filter((sequence) => !sequence.done));
     }
     return joining;
-  }
-
-  /** Starts prefilling one newcomer in chunks, from the end of its cached prefix when it has one. */
-  #start(sequence: Sequence): void {
-    const cached = this.#cache?.take(sequence.prompt);
-    if (cached !== undefined) {
-      sequence.source = cached.source;
-      sequence.row = 0;
-      sequence.length = cached.length;
-      sequence.prefilled = cached.length;
-      sequence.cachedTokens = cached.length;
-    }
-    this.#chunking = sequence;
-  }
-
-  /**
-   * Takes the newcomers of the next padded prefill: the oldest always, the others (in arrival order, none with a
-   * cached prefix) while they still fit the budget, padded to the group's longest, with their decode token, and the
-   * padding they add costs less than prefilling them in a call of their own (a padded prompt token costs about what
-   * a decoded row does: `rowMs`).
-   */
-  #newcomers(budget: number, free: number): Sequence[] {
-    const { callMs, rowMs } = this.#groups.model;
-    const group: Sequence[] = [];
-    let longest = 0;
-    for (const sequence of this.#waiting) {
-      if (group.length === free) break;
-      const padded = Math.max(longest, sequence.prompt.length) * (group.length + 1);
-      if (padded + group.length + 1 > budget) continue;
-      const wasted = padded - longest * group.length - sequence.prompt.length;
-      if (group.length > 0 && (wasted * rowMs > callMs + rowMs || (this.#cache?.peek(sequence.prompt) ?? 0) > 0)) {
-        continue;
-      }
-      longest = Math.max(longest, sequence.prompt.length);
-      group.push(sequence);
-    }
-    const admitted = new Set(group);
-    this.#waiting = this.#waiting.filter((sequence) => !admitted.has(sequence));
-    for (const sequence of group) this.#cache?.take(sequence.prompt);
-    return group;
-  }
-
-  /** Prefills whole prompts in one padded call; each gets its first token. */
-  async #prefillGroup(group: readonly Sequence[]): Promise<Sequence[]> {
-    const longest = group.reduce((max, sequence) => Math.max(max, sequence.prompt.length), 0);
-    const outputs = await this.#runPrefill(
-      group.map((sequence) => sequence.prompt),
-      undefined,
-      longest,
-    );
-    const source = presentSource(outputs, longest, this.#geometry);
-    const logits = outputs.logits?.data as Float32Array;
-    const { vocabSize } = this.#geometry;
-    group.forEach((sequence, index) => {
-      sequence.source = source;
-      sequence.row = index;
-      sequence.length = sequence.prompt.length;
-      sequence.prefilled = sequence.prompt.length;
-      this.#cache?.store(sequence.prompt, sequence);
-      const last = (index * longest + longest - 1) * vocabSize;
-      this.#take(sequence, logits.subarray(last, last + vocabSize));
-    });
-    // Logits for every prompt position, a megabyte or more: freed now rather than by the next full collection.
-    releaseBuffers([logits]);
-    this.#activity.joined(group.length);
-    return group.filter((sequence) => !sequence.done);
-  }
-
-  /** Prefills the next `size` tokens of a prompt; returns it once its last chunk produced its first token. */
-  async #prefillChunk(sequence: Sequence, size: number): Promise<Sequence[]> {
-    const chunk = sequence.prompt.slice(sequence.prefilled, sequence.prefilled + size);
-    const past = sequence.source === undefined ? undefined : { source: sequence.source, length: sequence.length };
-    const outputs = await this.#runPrefill([chunk], past, chunk.length);
-    // The previous chunk's KV (this sequence's own, read by this run only) and, until the last chunk, the logits.
-    if (past !== undefined) releaseBuffers(past.source.data);
-    const logits = outputs.logits?.data as Float32Array;
-    sequence.length += chunk.length;
-    sequence.prefilled += chunk.length;
-    sequence.source = presentSource(outputs, sequence.length, this.#geometry);
-    sequence.row = 0;
-    if (sequence.prefilled < sequence.prompt.length) {
-      releaseBuffers([logits]);
-      return [];
-    }
-    this.#chunking = undefined;
-    this.#cache?.store(sequence.prompt, sequence);
-    const { vocabSize } = this.#geometry;
-    this.#take(sequence, logits.subarray((chunk.length - 1) * vocabSize, chunk.length * vocabSize));
-    releaseBuffers([logits]);
-    this.#activity.joined(1);
-    return sequence.done ? [] : [sequence];
-  }
-
-  async #runPrefill(
-    chunks: readonly (readonly number[])[],
-    past: { readonly source: KvSource; readonly length: number } | undefined,
-    longest: number,
-  ): Promise<Record<string, Tensor>> {
-    const feeds = prefillFeeds(chunks, past, this.#geometry);
-    const started = now();
-    const outputs = (await this.#session.run(feeds)) as Record<string, Tensor>;
-    this.stats.prefillRunMs += now() - started;
-    this.stats.prefillCalls += 1;
-    this.stats.prefillTokens += chunks.length * longest;
-    return outputs;
   }
 
   #running(): Sequence[] {
