@@ -63,6 +63,8 @@ export async function serveCommand(flags: ServeFlags, fail: (message: string) =>
         scheduling: flags.scheduling,
         maxBatchSize: flags.maxBatchSize,
         maxSequences: flags.maxSequences,
+        maxStepTokens: flags.maxStepTokens,
+        prefixCacheMb: flags.prefixCacheMb,
         batchWaitTimeoutMs: flags.batchWaitMs,
         maxLatencyMs: flags.maxLatencyMs,
         maxQueueSize: flags.maxQueueSize,
@@ -88,6 +90,8 @@ export async function serveCommand(flags: ServeFlags, fail: (message: string) =>
           readiness: flags.readiness,
           ...dropUndefined({
             maxSequences: flags.maxSequences,
+            maxStepTokens: flags.maxStepTokens,
+            prefixCacheMb: flags.prefixCacheMb,
             threads: flags.threads,
             executionProvider: flags.executionProvider,
           }),
