@@ -15,6 +15,8 @@ export interface QueueKeys {
   readonly workerSettings: string;
   /** A sorted set: each web replica's reply stream, scored with the time its heartbeat expires. */
   readonly replicas: string;
+  /** A hash: each live web replica's items in flight per fairness key, as JSON (for fair admission). */
+  readonly replicaLoads: string;
   reply(replicaId: string): string;
 }
 
@@ -26,6 +28,7 @@ export function queueKeys(prefix: string, queue: string): QueueKeys {
     workers: `${base}:workers`,
     workerSettings: `${base}:workers:settings`,
     replicas: `${base}:replicas`,
+    replicaLoads: `${base}:replicas:load`,
     reply: (replicaId) => `${base}:replies:${replicaId}`,
   };
 }

@@ -1,13 +1,14 @@
 import { randomBytes } from 'node:crypto';
 import { BatchError, ErrorCode } from '@microbatch/core';
-import type { Batcher, CallOptions, CloseOptions, DispatchInfo, StreamingBatcher } from '@microbatch/core';
+import type { Batcher, CallOptions, CloseOptions, DispatchInfo, FleetLoad, StreamingBatcher } from '@microbatch/core';
 import { type Connection, closeConnection, openConnection } from './connection.js';
 import { type QueueKeys, queueKeys } from './keys.js';
 import { type RedisQueueOptions, resolveQueueOptions } from './options.js';
 import { type QueueBackend, QueueBatcher, type QueueBatcherStats, type Submission } from './queue-batcher.js';
 import type { ReplyChannel } from './reply-channel.js';
 import { ENQUEUE, PROBE, REQUEST_FIELD_COUNT, runScript, scriptSha } from './scripts.js';
-import { EMPTY_SNAPSHOT, type QueueSnapshot, type WorkerSettings } from './batch-tally.js';
+import { EMPTY_SNAPSHOT, type QueueSnapshot } from './batch-tally.js';
+import { FleetView, fleetKey, mergeLoads, parseWorkerSettings } from './fleet-load.js';
 import { StateReporter, emitStatus } from './status.js';
 import {
   type ReplyEntry,
@@ -48,8 +49,14 @@ export interface RedisQueue {
   isConnected(): boolean;
   /** How many workers heartbeated recently; 0 if Redis cannot be asked. */
   workersAlive(): Promise<number>;
-  /** The whole queue as last sampled (every third of `heartbeatTtlMs`): waiting, running, live workers. */
+  /** The whole queue as last sampled (every 50 ms at most): waiting, running, live workers. */
   snapshot(): QueueSnapshot;
+  /**
+   * The fleet's load now, for latency-aware and fair admission across replicas (serving's `ReplicaAdmission`):
+   * the queue's waiting items, each live worker's latency fit and running batches, and the items in flight of each
+   * fairness key across every replica (from the last sample, plus what this replica did since).
+   */
+  load(): FleetLoad;
   /** The longest deadline an item can have here (`timeoutMs`): an HTTP server's timeouts must be longer. */
   readonly timeoutMs: number;
   /** Connected and at least one worker alive: for readiness probes. */
@@ -79,12 +86,19 @@ interface Waiter {
   readonly onDispatch: ((info: DispatchInfo) => void) | undefined;
   dispatched: boolean;
   readonly channel: ReplyChannel<unknown> | undefined;
+  /** The call's fairness key, as it travels (see `fleetKey`). */
+  readonly fairnessKey: string | undefined;
   /** Settles once; `batch` is the answer's batch (its execution time), if a worker answered. */
   settle(error: unknown, value?: unknown, batch?: WireBatch): void;
 }
 
 const MAX_REPLIES_PER_READ = 1_000;
 const REPLY_BLOCK_MS = 1_000;
+/**
+ * The most ms between two samples of the queue: admission across replicas reads the other replicas' work from
+ * them, so a replica sees the others' arrivals this late at most (its own, at once).
+ */
+const SAMPLE_MS = 50;
 
 /**
  * Connects a web replica to a Redis queue: see {@link RedisQueue}. Returns at once; while Redis is unreachable, or
@@ -110,6 +124,7 @@ export function createRedisQueue(options: RedisQueueOptions): RedisQueue {
     isConnected: () => core.connected,
     workersAlive: () => core.workersAlive(),
     snapshot: () => core.snapshot,
+    load: () => core.load(),
     timeoutMs: settings.timeoutMs,
     isReady: async () => core.connected && (await core.workersAlive()) > 0,
     close: (closeOptions) => core.close(closeOptions),
@@ -138,6 +153,7 @@ class QueueCore implements QueueBackend {
   readonly #probeTimer: NodeJS.Timeout;
   readonly #broker = new StateReporter();
   readonly #workers = new StateReporter();
+  readonly #fleet = new FleetView();
 
   constructor(settings: Settings, keys: QueueKeys, replicaId: string) {
     this.#settings = settings;
@@ -177,12 +193,26 @@ class QueueCore implements QueueBackend {
     });
     this.#readLoop = this.#readReplies();
     // Heartbeats this replica (workers drop the entries of a replica whose heartbeat expired) and samples the queue.
-    this.#probeTimer = setInterval(() => void this.#probe(), Math.max(1, settings.heartbeatTtlMs / 3));
+    this.#probeTimer = setInterval(
+      () => void this.#probe(),
+      Math.max(1, Math.min(SAMPLE_MS, settings.heartbeatTtlMs / 3)),
+    );
     this.#probeTimer.unref();
   }
 
   get snapshot(): QueueSnapshot {
     return this.#snapshot;
+  }
+
+  load(): FleetLoad {
+    return this.#fleet.load(this.#ownWaiting());
+  }
+
+  /** This replica's items not yet started by a worker. */
+  #ownWaiting(): number {
+    let waiting = 0;
+    for (const batcher of this.#batchers.values()) waiting += batcher.tally.waiting;
+    return waiting;
   }
 
   /** Reports Redis lost or back once per change (down as soon as either connection is, up once both are). */
@@ -205,25 +235,43 @@ class QueueCore implements QueueBackend {
   async #probe(): Promise<void> {
     if (this.#stopped || !this.#commandsUp) return;
     let reply: unknown;
+    const ownWaiting = this.#ownWaiting();
+    const before = Date.now();
     try {
-      reply = await runScript(
-        (args) => this.#commands.sendCommand(args),
-        PROBE,
-        PROBE_SHA,
-        [this.#keys.workers, this.#keys.workerSettings, this.#keys.requests, this.#keys.replicas],
-        [String(this.#settings.heartbeatTtlMs), this.#repliesUp ? this.#replyKey : '', this.#keys.group],
-      );
+      reply = await runScript((args) => this.#commands.sendCommand(args), PROBE, PROBE_SHA, this.#probeKeys(), [
+        String(this.#settings.heartbeatTtlMs),
+        this.#repliesUp ? this.#replyKey : '',
+        this.#keys.group,
+        this.#fleet.published(),
+      ]);
     } catch {
       return; // The connection's own events report Redis down.
     }
-    const [alive, length, pending, ...settings] = reply as [number, number, number, ...string[]];
+    const [alive, length, pending, redisNow, loadCount, ...rest] = reply as [
+      number,
+      number,
+      number,
+      number,
+      number,
+      ...string[],
+    ];
+    const loads = rest.slice(0, Number(loadCount)).map(String);
+    const workerSettings = rest.slice(Number(loadCount)).map(String).flatMap(parseWorkerSettings);
+    const queued = Math.max(0, Number(length) - Number(pending));
     this.#snapshot = {
-      waiting: Math.max(0, Number(length) - Number(pending)),
+      waiting: queued,
       running: Number(pending),
       workersAlive: Number(alive),
-      workerSettings: settings.flatMap(parseWorkerSettings),
+      workerSettings,
       sampledAt: Date.now(),
     };
+    this.#fleet.sampled({
+      waiting: queued,
+      ownWaiting,
+      workers: workerSettings,
+      others: mergeLoads(loads),
+      clockOffsetMs: Number(redisNow) - (before + Date.now()) / 2,
+    });
     if (!this.#workers.set(Number(alive) > 0)) return;
     const queue = this.#settings.queue;
     if (Number(alive) > 0) {
@@ -242,6 +290,11 @@ class QueueCore implements QueueBackend {
       );
     }
     emitStatus(this.#settings.onStatus, { event: 'workers-down', queue, failed: waiting.length });
+  }
+
+  #probeKeys(): string[] {
+    const keys = this.#keys;
+    return [keys.workers, keys.workerSettings, keys.requests, keys.replicas, keys.replicaLoads];
   }
 
   get connected(): boolean {
@@ -271,8 +324,8 @@ class QueueCore implements QueueBackend {
         (args) => this.#commands.sendCommand(args),
         PROBE,
         PROBE_SHA,
-        [this.#keys.workers, this.#keys.workerSettings, this.#keys.requests, this.#keys.replicas],
-        [String(this.#settings.heartbeatTtlMs), '', this.#keys.group],
+        this.#probeKeys(),
+        [String(this.#settings.heartbeatTtlMs), '', this.#keys.group, ''],
       )) as [number];
       return Number(alive);
     } catch {
@@ -298,6 +351,12 @@ class QueueCore implements QueueBackend {
     if (call.signal?.aborted) return refuse(call.signal.reason);
     if (!this.connected) return refuse(unavailable('The queue (Redis) is unreachable; retry', retryAfterSeconds));
     if (this.#waiters.size + items.length > maxQueueSize) return refuse(this.#queueFull(undefined, items.length));
+    let fairnessKey: string | undefined;
+    try {
+      fairnessKey = fleetKey(call.fairnessKey);
+    } catch (error) {
+      return refuse(error);
+    }
     const payloads: string[] = [];
     for (const { input } of items) {
       try {
@@ -313,7 +372,7 @@ class QueueCore implements QueueBackend {
       }
     }
     const timeoutMs = Math.min(this.#settings.timeoutMs, call.timeoutMs ?? Number.POSITIVE_INFINITY);
-    const waiters = items.map((item) => this.#register(owner, item, call, timeoutMs));
+    const waiters = items.map((item) => this.#register(owner, item, call, timeoutMs, fairnessKey));
     const fields = waiters.flatMap((waiter, index) =>
       requestFields(
         waiter.itemId,
@@ -352,7 +411,13 @@ class QueueCore implements QueueBackend {
   }
 
   /** Registers one item before its entry exists: a fast worker may answer before the script's own reply arrives. */
-  #register(owner: QueueBatcher, item: Submission, call: CallOptions, timeoutMs: number): Waiter {
+  #register(
+    owner: QueueBatcher,
+    item: Submission,
+    call: CallOptions,
+    timeoutMs: number,
+    fairnessKey: string | undefined,
+  ): Waiter {
     const { signal } = item;
     const itemId = (++this.#sequence).toString(36);
     let timer: NodeJS.Timeout | undefined;
@@ -368,8 +433,10 @@ class QueueCore implements QueueBackend {
       onDispatch: call.onDispatch,
       dispatched: false,
       channel: item.channel,
+      fairnessKey,
       settle: (error, value, batch?: WireBatch) => {
         if (!this.#waiters.delete(itemId)) return;
+        this.#fleet.count(fairnessKey, -1);
         if (timer !== undefined) clearTimeout(timer);
         signal?.removeEventListener('abort', onAbort);
         owner.tally.end(waiter.batch, batch?.executionMs);
@@ -378,6 +445,7 @@ class QueueCore implements QueueBackend {
       },
     };
     this.#waiters.set(itemId, waiter);
+    this.#fleet.count(fairnessKey, 1);
     owner.tally.queued();
     signal?.addEventListener('abort', onAbort, { once: true });
     if (Number.isFinite(timeoutMs)) {
@@ -519,18 +587,6 @@ function started(waiter: Waiter, batch: WireBatch): void {
   waiter.dispatched = true;
   // A global id (`<worker>-<sequence>`): two replicas' items that shared a worker batch show the same one.
   waiter.onDispatch?.({ batchId: batch.id, batchSize: batch.size, queueTimeMs: batch.queueMs, key: undefined });
-}
-
-function parseWorkerSettings(text: string): WorkerSettings[] {
-  try {
-    const { maxBatchSize, batchWaitTimeoutMs, concurrency } = JSON.parse(text) as Partial<WorkerSettings>;
-    const values = [maxBatchSize, batchWaitTimeoutMs, concurrency].map(Number);
-    if (!values.every(Number.isFinite)) return [];
-    const [size, wait, slots] = values as [number, number, number];
-    return [{ maxBatchSize: size, batchWaitTimeoutMs: wait, concurrency: slots }];
-  } catch {
-    return []; // A worker of an older version, or not yet announced.
-  }
 }
 
 function unavailable(message: string, retryAfterSeconds: number, cause?: unknown): BatchError {

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { BatchError, ErrorCode } from '@microbatch/core';
+import { BatchError, ErrorCode, LatencyModel } from '@microbatch/core';
 import type { BatchContext } from '@microbatch/core';
 import { type Connection, closeConnection, isConnectionError, openConnection } from './connection.js';
 import { type QueueKeys, queueKeys } from './keys.js';
@@ -126,6 +126,10 @@ class Worker {
   #closing: Promise<void> | undefined;
   #loop: Promise<void> | undefined;
   readonly #batches = new Set<Promise<void>>();
+  /** Core's latency model, fitted on this worker's batches (items, handler ms): published for replicas' admission. */
+  readonly #model = new LatencyModel();
+  /** The batches running now: their items and start (`performance.now()`), published with the fit. */
+  readonly #runningBatches = new Map<number, { readonly cost: number; readonly startedAt: number }>();
   #stats = { batches: 0, items: 0, expired: 0, orphaned: 0, reclaimed: 0, gaveUp: 0 };
 
   constructor(settings: Settings) {
@@ -221,7 +225,7 @@ class Worker {
   async #heartbeat(): Promise<void> {
     try {
       const before = Date.now();
-      const { maxBatchSize, batchWaitTimeoutMs, concurrency, heartbeatMs } = this.#settings;
+      const { heartbeatMs } = this.#settings;
       const serverNow = Number(
         await this.#commands.sendCommand([
           'EVAL',
@@ -233,13 +237,42 @@ class Worker {
           // The keys outlive a worker's absence (PROBE forgets silent workers): a replica with a long
           // `heartbeatTtlMs` still sees the last heartbeat of a worker being replaced.
           String(Math.max(heartbeatMs * 10, KEYS_TTL_MS)),
-          JSON.stringify({ maxBatchSize, batchWaitTimeoutMs, concurrency }),
+          this.#state(),
         ]),
       );
       this.#clockOffsetMs = serverNow - (before + Date.now()) / 2;
     } catch {
       // Redis is down: the replicas see no heartbeat and report not ready, which is true.
     }
+  }
+
+  /**
+   * What replicas read of this worker (see `WorkerSettings`): its settings, its latency fit, its running batches.
+   */
+  #state(): string {
+    const { maxBatchSize, batchWaitTimeoutMs, concurrency } = this.#settings;
+    const now = performance.now();
+    const running = [...this.#runningBatches.values()].map(({ cost, startedAt }) => ({
+      cost,
+      elapsedMs: round1(now - startedAt),
+    }));
+    const fit = this.#model.fit();
+    return JSON.stringify({
+      maxBatchSize,
+      batchWaitTimeoutMs,
+      concurrency,
+      ...(fit.samples === 0 ? {} : { fit }),
+      running,
+      at: Math.round(this.#now()),
+    });
+  }
+
+  /** Publishes {@link #state} between heartbeats: when a batch starts or ends, replicas' admission sees it. */
+  #publish(): void {
+    if (!this.#commandsUp) return;
+    this.#commands
+      .sendCommand(['HSET', this.#keys.workerSettings, this.workerId, this.#state()])
+      .catch(() => undefined);
   }
 
   /**
@@ -377,6 +410,10 @@ class Worker {
     this.#stats.batches += 1;
     this.#stats.items += entries.length;
     let started = performance.now();
+    // The fit is of the time a batch holds its slot (start notice, handler, answers): what the items behind it wait.
+    const slotStarted = started;
+    this.#runningBatches.set(sequence, { cost: entries.length, startedAt: slotStarted });
+    this.#publish();
     const waits = entries.map((entry) => Math.max(0, now - entryTimeMs(entry.entryId)));
     const batchOf = (index: number, executionMs?: number): WireBatch => ({
       id,
@@ -423,9 +460,12 @@ class Worker {
       // Answers that did not reach Redis are not acknowledged: the entries stay pending and are run again.
       if (outcomes.some((outcome) => outcome.status === 'rejected')) return;
       await this.#answerAndAck(finals, ids).catch(() => undefined);
+      // A batch that failed as a whole says nothing of how long batches take (core's predictor skips them too).
+      if (failure === undefined) this.#model.add(entries.length, performance.now() - slotStarted);
     } finally {
       for (const entryId of ids) this.#held.delete(entryId);
       this.#running -= 1;
+      if (this.#runningBatches.delete(sequence)) this.#publish();
       const replicas = new Set(entries.map((entry) => entry.reply)).size;
       const mean = waits.reduce((sum, wait) => sum + wait, 0) / waits.length;
       const maxWait = Math.max(...waits);
