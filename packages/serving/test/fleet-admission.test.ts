@@ -134,8 +134,8 @@ const round = (value: number): number => Math.round(value * 10) / 10;
 describe('admission across replicas (Redis)', () => {
   it('two replicas, one saturated worker: refuses at once what the fleet would answer late; accepted p99 <= 1.5x the limit', async () => {
     const { replicas, ran, batchMs } = await fleet();
-    // Six full batches' worth: a queue of 24 items fits the limit.
-    const limitMs = 6 * batchMs;
+    // Ten full batches' worth: a queue of 40 items fits the limit.
+    const limitMs = 10 * batchMs;
     const guarded = replicas.map((replica) =>
       new ReplicaAdmission(limitMs, () => replica.load()).guard(replica.batcher<number, number>('slow')),
     );
@@ -188,7 +188,7 @@ describe('admission across replicas (Redis)', () => {
 
   it('a heavy client on replica A does not crowd out a light one on replica B', async () => {
     const { replicas, batchMs } = await fleet();
-    const limitMs = 6 * batchMs;
+    const limitMs = 10 * batchMs;
     const guarded = replicas.map((replica) =>
       new ReplicaAdmission(limitMs, () => replica.load()).guard(replica.batcher<number, number>('slow')),
     );
