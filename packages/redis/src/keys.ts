@@ -18,6 +18,8 @@ export interface QueueKeys {
   /** A hash: each live web replica's items in flight per fairness key, as JSON (for fair admission). */
   readonly replicaLoads: string;
   reply(replicaId: string): string;
+  /** A string: the token ids a stream's chunks carried so far ("1,2,3,"), for a worker that takes it over. */
+  progress(entryId: string): string;
 }
 
 export function queueKeys(prefix: string, queue: string): QueueKeys {
@@ -30,5 +32,6 @@ export function queueKeys(prefix: string, queue: string): QueueKeys {
     replicas: `${base}:replicas`,
     replicaLoads: `${base}:replicas:load`,
     reply: (replicaId) => `${base}:replies:${replicaId}`,
+    progress: (entryId) => `${base}:progress:${entryId}`,
   };
 }

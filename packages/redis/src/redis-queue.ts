@@ -81,8 +81,10 @@ interface Waiter {
   entryId: string | undefined;
   /** The worker batch it started in (announced before the batch runs), if any yet. */
   batch: string | undefined;
-  /** The batch id of the worker that streams it (the first to send a chunk). */
+  /** The batch id of the worker that streams it (the first to send a chunk; the one that resumed it). */
   producer: string | undefined;
+  /** Tokens of a resumable stream sent to the caller so far. */
+  tokensSent: number;
   readonly onDispatch: ((info: DispatchInfo) => void) | undefined;
   dispatched: boolean;
   readonly channel: ReplyChannel<unknown> | undefined;
@@ -430,6 +432,7 @@ class QueueCore implements QueueBackend {
       entryId: undefined,
       batch: undefined,
       producer: undefined,
+      tokensSent: 0,
       onDispatch: call.onDispatch,
       dispatched: false,
       channel: item.channel,
@@ -543,16 +546,40 @@ class QueueCore implements QueueBackend {
       if (entry.kind !== ReplyKind.RESULT) return;
       return waiter.settle(undefined, JSON.parse(entry.data), batch);
     }
+    if (entry.tokens !== undefined && entry.kind === ReplyKind.CHUNK)
+      return this.#onResumableChunk(waiter, entry, batch);
     if (waiter.producer === undefined) {
       waiter.producer = batch.id;
     } else if (waiter.producer !== batch.id) {
-      // A second worker took the item over after the first stopped mid-stream: what was sent cannot be unsent.
+      // A second worker took the item over after the first stopped mid-stream, and cannot resume it (no token ids):
+      // what was sent cannot be unsent.
       return waiter.settle(
         unavailable('The worker streaming this item stopped; retry', this.#settings.retryAfterSeconds),
       );
     }
     if (entry.kind === ReplyKind.CHUNK) waiter.channel.push(JSON.parse(entry.data));
     else if (entry.kind === ReplyKind.END) waiter.settle(undefined, undefined, batch);
+  }
+
+  /**
+   * A chunk of a resumable stream: sent on if it starts where the caller is (the worker that resumed a stream
+   * starts after the tokens its predecessor's chunks carried), dropped if the caller had it already; a chunk that
+   * would leave a gap or overlap part of what was sent fails the stream.
+   */
+  #onResumableChunk(waiter: Waiter, entry: ReplyEntry, batch: WireBatch): void {
+    const { offset, count } = entry.tokens as { offset: number; count: number };
+    if (offset + count <= waiter.tokensSent && count > 0) return; // sent already (a stream started over)
+    if (offset !== waiter.tokensSent) {
+      return waiter.settle(
+        unavailable(
+          'The worker streaming this item stopped and it could not be resumed; retry',
+          this.#settings.retryAfterSeconds,
+        ),
+      );
+    }
+    waiter.producer = batch.id;
+    waiter.tokensSent += count;
+    waiter.channel?.push(JSON.parse(entry.data));
   }
 
   async closeBatcher(batcher: QueueBatcher, options: CloseOptions = {}): Promise<void> {

@@ -4,7 +4,16 @@ import type { BatchContext } from '@microbatch/core';
 import { type Connection, closeConnection, isConnectionError, openConnection } from './connection.js';
 import { type QueueKeys, queueKeys } from './keys.js';
 import { type RedisWorkerOptions, type ResolvedWorkerOptions, resolveWorkerOptions } from './options.js';
-import { ANSWER_AND_ACK, type Answer, HEARTBEAT, SWEEP, answerAndAckArgs, runScript, scriptSha } from './scripts.js';
+import {
+  ANSWER_AND_ACK,
+  type Answer,
+  CHUNK,
+  HEARTBEAT,
+  SWEEP,
+  answerAndAckArgs,
+  runScript,
+  scriptSha,
+} from './scripts.js';
 import { StateReporter, emitStatus } from './status.js';
 import { type Claim, claimIdle, refreshHeld } from './reclaim.js';
 import { type NamedHandler, executeBatch, planBatches } from './worker-batch.js';
@@ -65,6 +74,7 @@ export interface RedisWorker {
 const READ_BLOCK_MS = 500;
 const ANSWER_AND_ACK_SHA = scriptSha(ANSWER_AND_ACK);
 const SWEEP_SHA = scriptSha(SWEEP);
+const CHUNK_SHA = scriptSha(CHUNK);
 /** How long the heartbeat keys of a queue whose every worker stopped stay in Redis. */
 const KEYS_TTL_MS = 600_000;
 /** Entries one sweep looks at: a full 1,024-entry queue is looked through in four heartbeats. */
@@ -113,6 +123,8 @@ class Worker {
   /** Entries this worker holds (running or about to): kept fresh so nobody takes them over. */
   readonly #held = new Set<string>();
   #reclaimed: RequestEntry[] = [];
+  /** Entries taken over from a worker that stopped: a resumable stream of theirs continues from its progress. */
+  readonly #takenOver = new Set<string>();
   #claimCursor = '0-0';
   #sweepCursor = '-';
   readonly #broker = new StateReporter();
@@ -386,6 +398,8 @@ class Worker {
     const now = this.#now();
     const { expired, refusals, batches } = planBatches(entries, now, this.#settings);
     this.#stats.expired += expired.length;
+    for (const entryId of expired) this.#takenOver.delete(entryId);
+    for (const [entry] of refusals) this.#takenOver.delete(entry.entryId);
     if (expired.length > 0) void this.#finish(expired);
     if (refusals.length > 0) void this.#answerErrors(refusals);
     for (const batch of batches) {
@@ -437,12 +451,36 @@ class Worker {
       // Chunks go as they come; final answers go with the acknowledgement, in one script (one round trip).
       const sends: Array<Promise<unknown>> = [];
       const finals: Answer[] = [];
+      const resumable = target.streaming ? this.#settings.resumable : undefined;
+      // A resumable stream's tokens sent so far (by this worker, or one that stopped): each chunk says where it starts.
+      const offsets = resumable === undefined ? undefined : await this.#resume(resumable, entries, inputs);
       const send = (index: number, kind: ReplyKind, data: string): void => {
         const entry = entries[index] as RequestEntry;
-        const fields = replyFields(entry.itemId, kind, data, batchOf(index, performance.now() - started));
+        const batch = batchOf(index, performance.now() - started);
         if (kind === ReplyKind.ERROR) failed += 1;
-        if (kind === ReplyKind.CHUNK) sends.push(this.#commands.sendCommand(['XADD', entry.reply, '*', ...fields]));
-        else finals.push({ reply: entry.reply, fields });
+        if (kind !== ReplyKind.CHUNK) {
+          finals.push({ reply: entry.reply, fields: replyFields(entry.itemId, kind, data, batch) });
+          return;
+        }
+        const tokens = offsets === undefined ? undefined : resumable?.tokensOf(JSON.parse(data));
+        if (offsets === undefined || tokens === undefined) {
+          sends.push(
+            this.#commands.sendCommand(['XADD', entry.reply, '*', ...replyFields(entry.itemId, kind, data, batch)]),
+          );
+          return;
+        }
+        const offset = offsets[index] as number;
+        offsets[index] = offset + tokens.length;
+        const fields = replyFields(entry.itemId, kind, data, batch, { offset, count: tokens.length });
+        sends.push(
+          runScript(
+            (command) => this.#commands.sendCommand(command),
+            CHUNK,
+            CHUNK_SHA,
+            [entry.reply, this.#keys.progress(entry.entryId)],
+            [String(Math.ceil(this.#settings.replyTtlMs)), tokens.map((id) => `${id},`).join(''), ...fields],
+          ),
+        );
       };
       started = performance.now();
       const failure = await executeBatch(target, inputs, context, send);
@@ -460,10 +498,18 @@ class Worker {
       // Answers that did not reach Redis are not acknowledged: the entries stay pending and are run again.
       if (outcomes.some((outcome) => outcome.status === 'rejected')) return;
       await this.#answerAndAck(finals, ids).catch(() => undefined);
+      if (offsets !== undefined) {
+        this.#commands
+          .sendCommand(['DEL', ...ids.map((entryId) => this.#keys.progress(entryId))])
+          .catch(() => undefined);
+      }
       // A batch that failed as a whole says nothing of how long batches take (core's predictor skips them too).
       if (failure === undefined) this.#model.add(entries.length, performance.now() - slotStarted);
     } finally {
-      for (const entryId of ids) this.#held.delete(entryId);
+      for (const entryId of ids) {
+        this.#held.delete(entryId);
+        this.#takenOver.delete(entryId);
+      }
       this.#running -= 1;
       if (this.#runningBatches.delete(sequence)) this.#publish();
       const replicas = new Set(entries.map((entry) => entry.reply)).size;
@@ -491,6 +537,39 @@ class Worker {
       this.#slotFreed = undefined;
       wake?.();
     }
+  }
+
+  /**
+   * Gives each input of a resumable stream the tokens already sent (`withTokens`; `[]` for a fresh one, read from
+   * Redis for one taken over) and returns how many each has.
+   */
+  async #resume(
+    resumable: NonNullable<Settings['resumable']>,
+    entries: readonly RequestEntry[],
+    inputs: unknown[],
+  ): Promise<number[]> {
+    const sent: number[][] = entries.map(() => []);
+    const takenOver = entries.flatMap((entry, index) => (this.#takenOver.delete(entry.entryId) ? [index] : []));
+    if (takenOver.length > 0) {
+      const keys = takenOver.map((index) => this.#keys.progress((entries[index] as RequestEntry).entryId));
+      // Unreadable progress reads as none: the stream starts over, and its replica drops what it already sent.
+      const values = ((await this.#commands.sendCommand(['MGET', ...keys]).catch(() => [])) as unknown[]) ?? [];
+      takenOver.forEach((index, at) => {
+        const text = values[at];
+        if (typeof text === 'string') sent[index] = text.split(',').filter(Boolean).map(Number);
+      });
+      this.#log(
+        'warn',
+        `[worker ${this.workerId}] resuming ${takenOver.length} stream(s) after ` +
+          `${takenOver.map((index) => (sent[index] as number[]).length).join(', ')} token(s) sent`,
+        { streams: takenOver.length },
+        'resuming streams',
+      );
+    }
+    entries.forEach((_, index) => {
+      inputs[index] = resumable.withTokens(inputs[index], sent[index] as number[]);
+    });
+    return sent.map((tokens) => tokens.length);
   }
 
   /** Acknowledges and deletes answered (or skipped) entries. */
@@ -575,7 +654,10 @@ class Worker {
       { entries: claim.entries.length },
       'took over entries',
     );
-    for (const entry of claim.entries) this.#held.add(entry.entryId);
+    for (const entry of claim.entries) {
+      this.#held.add(entry.entryId);
+      this.#takenOver.add(entry.entryId);
+    }
     this.#reclaimed.push(...claim.entries);
   }
 

@@ -144,6 +144,19 @@ end
 return count
 `;
 
+/**
+ * KEYS: the reply stream, the entry's progress key. ARGV: ttl ms, the token ids as text ("1,2,3,"), then the
+ * reply's field values. Adds a resumable stream's chunk and records its tokens in one step, so a worker that takes
+ * the stream over resumes after exactly the chunks its replica will have read.
+ */
+export const CHUNK = `
+redis.call('XADD', KEYS[1], '*', unpack(ARGV, 3))
+redis.call('APPEND', KEYS[2], ARGV[2])
+redis.call('PEXPIRE', KEYS[2], ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+return 1
+`;
+
 /** One answer for {@link ANSWER_AND_ACK}: its reply stream and its 8 field values. */
 export interface Answer {
   readonly reply: string;
