@@ -1,5 +1,16 @@
 import { BatchError, ErrorCode, completionMs, isFitReady, predictBatchMs } from '@microbatch/core';
-import type { BatcherBase, CallOptions, Capacity, FleetLoad, StreamingBatcher } from '@microbatch/core';
+import type {
+  BatcherBase,
+  BatcherEvents,
+  BatcherStats,
+  CallOptions,
+  Capacity,
+  FleetLoad,
+  StreamingBatcher,
+} from '@microbatch/core';
+
+type Cause = 'latency' | 'deadline' | 'fair-share';
+type RejectListener = (payload: BatcherEvents['reject']) => void;
 
 /** The largest number of items {@link ReplicaAdmission} considers the fleet could hold within a limit. */
 const MAX_CAPACITY_ITEMS = 1 << 20;
@@ -129,23 +140,45 @@ export class ReplicaAdmission {
 
   /**
    * `batcher` with this admission in front of `call`, `callAll`, `stream` and `streamAll` (a group is admitted or
-   * refused whole); everything else (stats, events, close) is the batcher's own.
+   * refused whole). Its refusals are the batcher's as far as anyone can see: `stats()` counts them (`rejected`,
+   * `overloaded`) and reports this admission's limit, prediction and fit; `on('reject')` hears them. Everything
+   * else (close, the other events) is the batcher's own.
    */
   guard<B extends BatcherBase>(guarded: B): B {
     // Only the methods both kinds share are called on a plain batcher; `stream` is reached on streaming ones only.
     const batcher = guarded as unknown as StreamingBatcher<unknown, unknown>;
+    const overloads: Record<Cause, number> = { latency: 0, deadline: 0, 'fair-share': 0 };
+    const listeners = new Set<RejectListener>();
+    const admit = (count: number, options: CallOptions | undefined): void => {
+      try {
+        this.admit(count, options);
+      } catch (error) {
+        const cause = ((error as BatchError).details as { cause: Cause }).cause;
+        overloads[cause] += count;
+        for (let item = 0; item < count; item += 1) {
+          for (const listener of listeners) {
+            try {
+              listener({ reason: ErrorCode.OVERLOADED, error, cause });
+            } catch {
+              // A listener's failure must not change the refusal.
+            }
+          }
+        }
+        throw error;
+      }
+    };
     // Refusals come as a rejected promise, or at a stream's first `next()`, as core's batchers give them.
     const call = async (input: unknown, options?: CallOptions): Promise<unknown> => {
-      this.admit(1, options);
+      admit(1, options);
       return batcher.call(input, options);
     };
     const callAll = async (inputs: readonly unknown[], options?: CallOptions): Promise<unknown[]> => {
-      this.admit(inputs.length, options);
+      admit(inputs.length, options);
       return batcher.callAll(inputs, options);
     };
     const stream = (input: unknown, options?: CallOptions): AsyncIterableIterator<unknown> => {
       try {
-        this.admit(1, options);
+        admit(1, options);
       } catch (error) {
         return refused(error);
       }
@@ -153,13 +186,50 @@ export class ReplicaAdmission {
     };
     const streamAll = (inputs: readonly unknown[], options?: CallOptions): Array<AsyncIterableIterator<unknown>> => {
       try {
-        this.admit(inputs.length, options);
+        admit(inputs.length, options);
       } catch (error) {
         return inputs.map(() => refused(error));
       }
       return batcher.streamAll(inputs, options);
     };
-    const own: Record<PropertyKey, unknown> = { call, callAll, stream, streamAll };
+    const stats = (): BatcherStats => {
+      const base = batcher.stats();
+      const refusedHere = overloads.latency + overloads.deadline + overloads['fair-share'];
+      const load = this.#load();
+      const fleet = this.#fleet(load);
+      const fit = load.workers.find((worker) => worker.fit !== undefined && isFitReady(worker.fit))?.fit;
+      const items = (fleet?.waiting ?? 0) + 1;
+      return {
+        ...base,
+        rejected: { ...base.rejected, OVERLOADED: base.rejected.OVERLOADED + refusedHere },
+        overloaded: {
+          latency: base.overloaded.latency + overloads.latency,
+          deadline: base.overloaded.deadline + overloads.deadline,
+          'fair-share': base.overloaded['fair-share'] + overloads['fair-share'],
+        },
+        estimate:
+          fit === undefined
+            ? base.estimate
+            : { ready: true, samples: fit.samples, msPerCost: fit.msPerCost, msPerBatch: fit.msPerBatch },
+        maxLatencyMs: this.#maxLatencyMs,
+        predictedLatencyMs:
+          fleet === undefined
+            ? Number.NaN
+            : fleet.idle
+              ? 0
+              : completionMs(fleet.capacity, items, items) * (1 + fleet.spread),
+      };
+    };
+    const on = <E extends keyof BatcherEvents>(event: E, listener: (payload: BatcherEvents[E]) => void) => {
+      const off = batcher.on(event, listener);
+      if (event !== 'reject') return off;
+      listeners.add(listener as RejectListener);
+      return () => {
+        off();
+        listeners.delete(listener as RejectListener);
+      };
+    };
+    const own: Record<PropertyKey, unknown> = { call, callAll, stream, streamAll, stats, on };
     return new Proxy(guarded, {
       apply: (_target, _this, args: [unknown, CallOptions?]) => call(...args),
       get: (target, key) => (Object.hasOwn(own, key) ? own[key] : Reflect.get(target, key)),
@@ -186,12 +256,7 @@ function itemsWithin(fleet: Fleet, limitMs: number): number {
 }
 
 /** `OVERLOADED` as core words it: what was predicted against which limit, and when a retry would fit. */
-function overloaded(
-  cause: 'latency' | 'deadline' | 'fair-share',
-  predicted: number,
-  limit: number,
-  excessMs: number,
-): BatchError {
+function overloaded(cause: Cause, predicted: number, limit: number, excessMs: number): BatchError {
   const what =
     cause === 'fair-share'
       ? `this client's share of the fleet is used up (${Math.ceil(predicted)} requests in flight for it, share ${limit})`

@@ -110,6 +110,30 @@ describe('ReplicaAdmission', () => {
     expect(await open(21)).toBe(42);
     // Everything else is the batcher's own.
     expect(guarded.name).toBe(batcher.name);
-    expect(guarded.stats()).toEqual(batcher.stats());
+    expect(guarded.stats().batchesProcessed).toBe(batcher.stats().batchesProcessed);
+  });
+
+  it('reports its refusals as the batcher’s: stats, the reject event, the limit and the prediction', async () => {
+    const load: FleetLoad = { waiting: 100, workers: [worker()], keys: new Map() };
+    const admission = new ReplicaAdmission(150, () => load);
+    const batcher = createBatcher(async (inputs: number[]) => inputs);
+    const guarded = admission.guard(batcher);
+    const heard: unknown[] = [];
+    const off = guarded.on('reject', (payload) => heard.push(payload));
+    await expect(guarded.callAll([1, 2])).rejects.toMatchObject({ code: 'OVERLOADED' });
+    expect(heard).toEqual([
+      expect.objectContaining({ reason: 'OVERLOADED', cause: 'latency' }),
+      expect.objectContaining({ reason: 'OVERLOADED', cause: 'latency' }),
+    ]);
+    off();
+    await expect(guarded(3)).rejects.toMatchObject({ code: 'OVERLOADED' });
+    expect(heard).toHaveLength(2);
+    const stats = guarded.stats();
+    expect(stats.rejected.OVERLOADED).toBe(3);
+    expect(stats.overloaded).toEqual({ latency: 3, deadline: 0, 'fair-share': 0 });
+    expect(stats.maxLatencyMs).toBe(150);
+    expect(stats.estimate).toEqual({ ready: true, samples: 10, msPerCost: 5, msPerBatch: 40 });
+    expect(stats.predictedLatencyMs).toBe(admission.predictMs());
+    expect(batcher.stats().rejected.OVERLOADED).toBe(0);
   });
 });
