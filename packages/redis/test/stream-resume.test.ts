@@ -23,12 +23,12 @@ afterAll(async () => {
   await redis.stop();
 });
 
-async function startModelWorker(): Promise<ChildHandle> {
+async function startModelWorker(queue = QUEUE): Promise<ChildHandle> {
   const script = fileURLToPath(new URL('./fixtures/model-worker.ts', import.meta.url));
   const child = startProcess({
     args: ['--import', 'tsx', script],
     cwd: root,
-    env: { ...process.env, REDIS_URL: redis.url, QUEUE, MODEL, STEP_DELAY_MS: '20', CLAIM_IDLE_MS: '300' },
+    env: { ...process.env, REDIS_URL: redis.url, QUEUE: queue, MODEL, STEP_DELAY_MS: '20', CLAIM_IDLE_MS: '300' },
   });
   children.push(child);
   await child.nextJson((line) => typeof (line as { ready?: unknown }).ready === 'string', 120_000);
@@ -77,7 +77,7 @@ describe('a stream whose worker dies (Redis, the bundled model)', () => {
       .find((line) => line.includes('resuming'));
     const tokens = chunks.flatMap((chunk) => chunk.tokens ?? []);
     console.log(
-      `[stream resume] reference ${referenceTokens.length} tokens; killed after ${chunks.length > 6 ? 6 : chunks.length} chunks ` +
+      `[stream resume] reference ${referenceTokens.length} tokens; killed after 6 chunks ` +
         `(${tokensBeforeKill} tokens received); rescuer: ${resumed}`,
     );
     expect(killed?.exitInfo()?.signal).toBe('SIGKILL');
@@ -88,6 +88,36 @@ describe('a stream whose worker dies (Redis, the bundled model)', () => {
     expect(chunks.map((chunk) => chunk.text).join('')).toBe(referenceText);
     expect(chunks.at(-1)?.finish_reason).toBe(reference.at(-1)?.finish_reason);
     expect(chunks.at(-1)?.usage).toEqual(reference.at(-1)?.usage);
+    await replica.close();
+  }, 180_000);
+
+  it('fails a stream that cannot resume within its deadline (no other worker): 504 after what was sent', async () => {
+    const queue = 'resume-deadline';
+    const lone = await startModelWorker(queue);
+    const replica: RedisQueue = createRedisQueue({ url: redis.url, queue, heartbeatTtlMs: 60_000 });
+    await replica.ready;
+    await until('the worker alive', async () => (await replica.workersAlive()) === 1);
+    const streamer = replica.streamingBatcher<TextGenerationInput, TextGenerationChunk>('stream');
+    const chunks: TextGenerationChunk[] = [];
+    // Long enough for the first chunks on a slow machine; nobody is left to resume it after the kill.
+    const timeoutMs = 3_000;
+    let failure: unknown;
+    try {
+      for await (const chunk of streamer.stream(
+        { prompt: 'Once upon a time', max_new_tokens: 48, temperature: 0 },
+        { timeoutMs },
+      )) {
+        chunks.push(chunk);
+        if (chunks.length === 6) {
+          lone.child.kill('SIGKILL');
+          await lone.exited;
+        }
+      }
+    } catch (error) {
+      failure = error;
+    }
+    expect(chunks).toHaveLength(6);
+    expect(failure).toMatchObject({ code: 'DEADLINE_EXCEEDED' });
     await replica.close();
   }, 180_000);
 });
