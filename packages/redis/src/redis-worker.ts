@@ -138,7 +138,7 @@ class Worker {
   #closing: Promise<void> | undefined;
   #loop: Promise<void> | undefined;
   readonly #batches = new Set<Promise<void>>();
-  /** Core's latency model, fitted on this worker's batches (items, handler ms): published for replicas' admission. */
+  /** Core's latency model, fitted on this worker's batches (items, ms holding the slot): published for admission. */
   readonly #model = new LatencyModel();
   /** The batches running now: their items and start (`performance.now()`), published with the fit. */
   readonly #runningBatches = new Map<number, { readonly cost: number; readonly startedAt: number }>();
