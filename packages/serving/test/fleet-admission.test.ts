@@ -194,6 +194,11 @@ describe('admission across replicas (Redis)', () => {
     );
     const capacity = (1_000 * MAX_BATCH_SIZE) / batchMs; // items a second
     const durationMs = Math.max(4_000, 30 * batchMs);
+    // Replica B sees the heavy client's requests in flight on replica A (published with A's samples).
+    let heavySeenOnB = 0;
+    const watch = setInterval(() => {
+      heavySeenOnB = Math.max(heavySeenOnB, replicas[1]!.load().keys.get('heavy') ?? 0);
+    }, 10);
     // The heavy client alone sends three times what the worker can do; the light one a tenth of it.
     const [heavy, light] = await Promise.all([
       openLoop(guarded[0]!, 100_000, 3 * capacity, durationMs, { fairnessKey: 'heavy' }),
@@ -201,6 +206,7 @@ describe('admission across replicas (Redis)', () => {
         fairnessKey: 'light',
       }),
     ]);
+    clearInterval(watch);
     const answered = (outcomes: readonly Outcome[]) => outcomes.filter((outcome) => outcome.status === 200);
     const figures = {
       batchMs: round(batchMs),
@@ -221,10 +227,12 @@ describe('admission across replicas (Redis)', () => {
           0.9,
         ),
       ),
+      heavySeenOnB,
     };
     console.log(`[fleet admission, fairness] ${JSON.stringify(figures)}`);
     // The heavy client was refused much of what it sent (the fleet was saturated by it).
     expect(answered(heavy).length).toBeLessThan(heavy.length * 0.75);
+    expect(heavySeenOnB).toBeGreaterThan(0);
     expect(light.length).toBeGreaterThanOrEqual(10);
     expect(answered(light).length).toBeGreaterThanOrEqual(0.9 * light.length);
     expect(figures.lightP90Ms).toBeLessThanOrEqual(limitMs);
