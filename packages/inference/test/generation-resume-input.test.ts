@@ -5,7 +5,7 @@ import { InputError } from '../src/pool/protocol.js';
 import { checkGenerationInput } from '../src/runners/generation-request.js';
 import { TEXT_GENERATION_DEFAULTS, textGenerationResume } from '../src/spec/runner-spec.js';
 
-const encode = (text: string): number[] => [...text].map((char) => char.charCodeAt(0));
+const encode = (text: string): number[] => Array.from({ length: text.length }, (_, index) => text.charCodeAt(index));
 const check = (input: unknown) => checkGenerationInput(input, TEXT_GENERATION_DEFAULTS, encode, 512);
 
 describe('resume_tokens', () => {
