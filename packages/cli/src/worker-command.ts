@@ -1,7 +1,7 @@
 import { DEFAULTS } from '@microbatch/core';
 import { otelTracer } from '@microbatch/core/otel';
 import { dropUndefined } from '@microbatch/core/util';
-import { createWorkerPool, textGenerationBatchKey } from '@microbatch/inference';
+import { createWorkerPool, textGenerationBatchKey, textGenerationResume } from '@microbatch/inference';
 import { createRedisWorker } from '@microbatch/redis';
 import { TEXT_COMPLETION_HANDLERS } from '@microbatch/serving';
 import { exitOnSignals } from './lifecycle.js';
@@ -76,6 +76,8 @@ export async function workerCommand(flags: WorkerFlags, fail: (message: string) 
     streamingHandlers: { [TEXT_COMPLETION_HANDLERS.stream]: pool.streamingHandler },
     // Request scheduling splits batches by sampling settings; a continuous decode loop takes any mix.
     batchKey: scheduling === 'request' ? textGenerationBatchKey : undefined,
+    // Continuous: a stream whose worker dies continues on another from the token ids it sent.
+    resumable: pool.scheduling === 'continuous' ? textGenerationResume : undefined,
     maxBatchSize,
     // Continuous: a second pull waits beside each worker's running loop, ready to join it at the next step.
     concurrency: scheduling === 'continuous' ? 2 * pool.size : pool.size,

@@ -3,14 +3,14 @@
 // worker whose batches wait for the test to release them.
 import type { TextGenerationInput, TextGenerationOutput } from '@microbatch/inference';
 import { createRedisQueue, createRedisWorker } from '@microbatch/redis';
-import type { RedisWorker } from '@microbatch/redis';
+import type { RedisQueue, RedisWorker } from '@microbatch/redis';
 import { TEXT_COMPLETION_HANDLERS, createQueuedTextCompletionService } from '@microbatch/serving';
 import type { TextCompletionService } from '@microbatch/serving';
 import { type TestRedis, pollUntil, startRedisServer, waitFor } from '@microbatch/test-kit';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 
 const usage = { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 };
-/** How long the test holds each warm-up batch: the estimate learns at least this per request. */
+/** How long the test holds each warm-up batch: the worker's fit learns at least this per batch. */
 const HOLD_MS = 40;
 const MAX_LATENCY_MS = 100;
 const FLOOD = 10;
@@ -48,8 +48,12 @@ async function heldWorker(queue: string): Promise<{ worker: RedisWorker; gates: 
   return { worker, gates };
 }
 
-async function replica(queue: string, maxLatencyMs?: number): Promise<TextCompletionService> {
-  const service = createQueuedTextCompletionService(createRedisQueue({ url: redis.url, queue }), {
+async function replica(
+  queue: string,
+  maxLatencyMs?: number,
+): Promise<TextCompletionService & { readonly queue: RedisQueue }> {
+  const redisQueue = createRedisQueue({ url: redis.url, queue });
+  const service = createQueuedTextCompletionService(redisQueue, {
     id: queue,
     maxLatencyMs,
   });
@@ -61,7 +65,7 @@ async function replica(queue: string, maxLatencyMs?: number): Promise<TextComple
     10_000,
   );
   expect(ok).toBe(true);
-  return service;
+  return Object.assign(service, { queue: redisQueue });
 }
 
 /** Five requests, one at a time, each held {@link HOLD_MS}: what the replica's estimate learns from. */
@@ -96,6 +100,11 @@ describe('a web replica with maxLatencyMs (--max-latency-ms)', () => {
     const { gates } = await heldWorker('latency');
     const service = await replica('latency', MAX_LATENCY_MS);
     await warmUp(service, gates);
+    // The worker publishes core's latency fit over its batches; the replica predicts with it once it has sampled it.
+    await waitFor(
+      "the worker's fit, as the replica samples it",
+      () => (service.queue.load().workers[0]?.fit?.samples ?? 0) >= 5,
+    );
     const { calls, refused, retryAfter } = flood(service);
     // The refusals come while the worker still holds its first batch: nothing was answered, nothing queued for them.
     await waitFor('a refusal', () => refused.length > 0);

@@ -14,6 +14,52 @@ const DECAY = 0.85;
 const RECENT = 10;
 
 /**
+ * A latency model's fit, as plain numbers: what {@link predictBatchMs} reads, and what a process can publish so
+ * that another (a web replica in front of a shared queue) predicts with the same rule.
+ *
+ * @example
+ * ```ts
+ * const fit: LatencyFit = model.fit(); // { samples: 12, msPerCost: 1.5, msPerBatch: 40, flatCost: undefined, minMs: 41, spread: 0.1 }
+ * predictBatchMs(fit, 8); // 52
+ * ```
+ */
+export interface LatencyFit {
+  /** Batches in the window; predictions are trusted from 5. */
+  readonly samples: number;
+  readonly msPerCost: number;
+  readonly msPerBatch: number;
+  /** The one cost every batch of the window had, if so (then no slope can be fitted). */
+  readonly flatCost: number | undefined;
+  /** The quickest of the newest batches: no prediction is below it. */
+  readonly minMs: number;
+  /** How much slower or faster than predicted a batch may turn out (see `LatencyModel.spread`). */
+  readonly spread: number;
+}
+
+/**
+ * Predicted handler milliseconds of one batch of this total cost under `fit`: the rule {@link LatencyModel.predict}
+ * applies, for a fit that came from elsewhere.
+ *
+ * @example
+ * ```ts
+ * predictBatchMs({ samples: 5, msPerCost: 2, msPerBatch: 10, flatCost: undefined, minMs: 0, spread: 0 }, 4); // 18
+ * ```
+ */
+export function predictBatchMs(fit: Omit<LatencyFit, 'samples' | 'spread'>, cost: number): number {
+  const linear = fit.msPerCost * cost + fit.msPerBatch;
+  if (fit.flatCost !== undefined && cost < fit.flatCost) return fit.msPerCost * fit.flatCost;
+  // Never below the quickest of the last few batches: a batch at least as costly takes at least as long, and a
+  // model whose time is mostly per call (per decode step) takes about as long for a small batch as for a large one,
+  // whatever a noisy slope says. Cautious for a small batch after large ones only: its own time soon lowers it.
+  return Math.max(linear, fit.minMs);
+}
+
+/** Whether a fit has seen enough batches for admission to trust it. */
+export function isFitReady(fit: Pick<LatencyFit, 'samples'>): boolean {
+  return fit.samples >= MIN_SAMPLES;
+}
+
+/**
  * Handler time as a function of batch cost, `msPerCost · cost + msPerBatch`, fitted by least squares over the last
  * {@link WINDOW} batches (BentoML's adaptive batching fits its last 50 too), recent batches weighing more
  * ({@link DECAY}), so the estimate follows a model that slows down or speeds up. A ring buffer, refitted lazily when
@@ -81,13 +127,24 @@ export class LatencyModel {
 
   /** Predicted handler milliseconds for one batch of this total cost. */
   predict(cost: number): number {
-    const linear = this.msPerCost * cost + this.msPerBatch;
-    const flat = this.#flatCost;
-    if (flat !== undefined && cost < flat) return this.msPerCost * flat;
-    // Never below the quickest of the last few batches: a batch at least as costly takes at least as long, and a
-    // model whose time is mostly per call (per decode step) takes about as long for a small batch as for a large one,
-    // whatever a noisy slope says. Cautious for a small batch after large ones only: its own time soon lowers it.
-    return Math.max(linear, this.#minMs);
+    if (this.#stale) this.#fit();
+    return predictBatchMs(
+      { msPerCost: this.#msPerCost, msPerBatch: this.#msPerBatch, flatCost: this.#flatCost, minMs: this.#minMs },
+      cost,
+    );
+  }
+
+  /** The fit as plain numbers, for {@link predictBatchMs} in another process. */
+  fit(): LatencyFit {
+    const spread = this.spread; // refits if stale
+    return {
+      samples: this.#count,
+      msPerCost: this.#msPerCost,
+      msPerBatch: this.#msPerBatch,
+      flatCost: this.#flatCost,
+      minMs: this.#minMs,
+      spread,
+    };
   }
 
   snapshot(): LatencyEstimate {

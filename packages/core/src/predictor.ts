@@ -158,18 +158,64 @@ export class Predictor {
   /** Milliseconds until `items` queued items of total `cost`, at the head of the queue, are done. */
   completionMs(cost: number, items: number, now: number): number {
     const model = this.#model;
-    const { maxBatchSize, maxConcurrentBatches: slots } = this.#settings;
-    const { maxBatchCost } = this.#options;
-    let batches = Math.ceil(items / maxBatchSize);
-    if (maxBatchCost !== Number.POSITIVE_INFINITY) batches = Math.max(batches, Math.ceil(cost / maxBatchCost));
-    // Each other batch key waiting forms batches of its own.
-    batches += Math.max(0, this.#queues.keys - 1);
-    const workMs = batches * model.predict(cost / batches);
     let busyMs = 0;
     for (const batch of this.#running) busyMs += Math.max(0, model.predict(batch.cost) - (now - batch.startedAt));
-    if (slots === 1) return busyMs + workMs;
-    // Work spread over the slots, its last batch on one slot: exact for one slot, cautious for several.
-    const batchMs = workMs / batches;
-    return Math.max(batchMs, (busyMs + workMs) / slots + (batchMs * (slots - 1)) / slots);
+    return completionMs(
+      {
+        batchMs: (batchCost) => model.predict(batchCost),
+        maxBatchSize: this.#settings.maxBatchSize,
+        maxBatchCost: this.#options.maxBatchCost,
+        slots: this.#settings.maxConcurrentBatches,
+        otherKeys: Math.max(0, this.#queues.keys - 1),
+        busyMs,
+      },
+      cost,
+      items,
+    );
   }
+}
+
+/**
+ * What {@link completionMs} reads: how long a batch takes, how batches are formed and run, and the work running now.
+ *
+ * @example
+ * ```ts
+ * const capacity: Capacity = { batchMs: (cost) => 40 + 5 * cost, maxBatchSize: 8, slots: 1, busyMs: 20 };
+ * ```
+ */
+export interface Capacity {
+  /** Predicted handler ms of one batch of this total cost (a latency model's `predict`, or `predictBatchMs`). */
+  readonly batchMs: (cost: number) => number;
+  readonly maxBatchSize: number;
+  /** @default Infinity */
+  readonly maxBatchCost?: number;
+  /** Batches that run at once. */
+  readonly slots: number;
+  /** Other batch keys waiting: each forms batches of its own. @default 0 */
+  readonly otherKeys?: number;
+  /** What the running batches still need, summed over them (ms). */
+  readonly busyMs: number;
+}
+
+/**
+ * The one completion rule: milliseconds until `items` queued items of total `cost`, at the head of the queue, are
+ * done, cut into batches of at most `maxBatchSize` (and `maxBatchCost`) run after the running work on `slots` slots.
+ * A batcher's predictor applies it to its own queue; a web replica in front of a shared queue applies it to the
+ * fleet (the workers' published fits, slots and running batches).
+ *
+ * @example
+ * ```ts
+ * completionMs({ batchMs: (cost) => 40 + 5 * cost, maxBatchSize: 8, slots: 1, busyMs: 0 }, 16, 16); // 160
+ * ```
+ */
+export function completionMs(capacity: Capacity, cost: number, items: number): number {
+  const { batchMs: predict, maxBatchSize, maxBatchCost = Number.POSITIVE_INFINITY, slots, busyMs } = capacity;
+  let batches = Math.ceil(items / maxBatchSize);
+  if (maxBatchCost !== Number.POSITIVE_INFINITY) batches = Math.max(batches, Math.ceil(cost / maxBatchCost));
+  batches += capacity.otherKeys ?? 0;
+  const workMs = batches * predict(cost / batches);
+  if (slots === 1) return busyMs + workMs;
+  // Work spread over the slots, its last batch on one slot: exact for one slot, cautious for several.
+  const batchMs = workMs / batches;
+  return Math.max(batchMs, (busyMs + workMs) / slots + (batchMs * (slots - 1)) / slots);
 }

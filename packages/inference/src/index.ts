@@ -11,6 +11,7 @@ export {
   TEXT_GENERATION_DEFAULTS,
   defaultMaxStepTokens,
   textGenerationBatchKey,
+  textGenerationResume,
 } from './spec/runner-spec.js';
 export type {
   ChunkOf,

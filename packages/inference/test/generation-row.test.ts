@@ -128,4 +128,37 @@ describe('GenerationRow with a piece table', () => {
     expect(calls).toEqual([[1], [2], [2, 100], [2], [2, 100, 101]]);
     expect(generation.output().text).toBe('Once upon 🙂a ');
   });
+
+  it('resumes from the token ids its chunks carried: the same text and ids, none sent twice', () => {
+    // Chunks carry every id generated since the previous chunk, also ids whose text is held back.
+    const taken = (generation: GenerationRow, ids: readonly number[]) =>
+      ids.flatMap((id) => {
+        generation.push(id);
+        const chunk = generation.takeChunk();
+        return chunk === null ? [] : [{ text: chunk.text, tokens: chunk.tokens }];
+      });
+    for (const ids of [
+      [1, 2, 5, 6, 9, 3],
+      [1, 100, 101, 2, 9],
+    ]) {
+      const uninterrupted = row({ tokenChunks: true });
+      const whole = taken(uninterrupted, ids);
+      // The worker died after its chunk `cut`: its successor knows only the ids those chunks carried.
+      for (let cut = 1; cut < whole.length; cut += 1) {
+        const sent = whole.slice(0, cut);
+        const resumed = row({ tokenChunks: true });
+        const known = sent.flatMap((chunk) => chunk.tokens ?? []);
+        resumed.replay(known);
+        expect(resumed.takeChunk()).toBeNull(); // nothing it had sent goes out again
+        const all = [...sent, ...taken(resumed, ids.slice(known.length))];
+        expect(all.map((chunk) => chunk.text).join('')).toBe(whole.map((chunk) => chunk.text).join(''));
+        expect(all.flatMap((chunk) => chunk.tokens)).toEqual(ids);
+        expect(resumed.output()).toEqual(uninterrupted.output());
+      }
+    }
+    // Without `tokenChunks`, chunks carry no ids (in-process streams are unchanged).
+    const plain = row();
+    plain.push(1);
+    expect(plain.takeChunk()).toEqual({ text: 'Once ', finish_reason: null, usage: null });
+  });
 });

@@ -1,11 +1,20 @@
-import type { BatcherEvents, BatcherStats, Summary } from '@microbatch/core';
+import type { BatcherEvents, BatcherStats, LatencyFit, Summary } from '@microbatch/core';
 import type { WireBatch } from './wire.js';
 
-/** What a live worker announces in its heartbeat: the settings it forms batches with. */
+/**
+ * What a live worker announces in its heartbeat (and at each batch's start and end): the settings it forms batches
+ * with, the latency model fitted on its batches, and the batches it runs (their size, and ms since they started).
+ */
 export interface WorkerSettings {
   readonly maxBatchSize: number;
   readonly batchWaitTimeoutMs: number;
   readonly concurrency: number;
+  /** Core's latency fit over this worker's batches (cost: items per batch); absent before its first batch. */
+  readonly fit?: LatencyFit;
+  /** The batches running on it when it published: items, and how long they had run (ms). */
+  readonly running?: ReadonlyArray<{ readonly cost: number; readonly elapsedMs: number }>;
+  /** When it published, on Redis's clock (ms). */
+  readonly at?: number;
 }
 
 /**

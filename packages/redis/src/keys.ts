@@ -15,7 +15,11 @@ export interface QueueKeys {
   readonly workerSettings: string;
   /** A sorted set: each web replica's reply stream, scored with the time its heartbeat expires. */
   readonly replicas: string;
+  /** A hash: each live web replica's items in flight per fairness key, as JSON (for fair admission). */
+  readonly replicaLoads: string;
   reply(replicaId: string): string;
+  /** A string: the token ids a stream's chunks carried so far ("1,2,3,"), for a worker that takes it over. */
+  progress(entryId: string): string;
 }
 
 export function queueKeys(prefix: string, queue: string): QueueKeys {
@@ -26,6 +30,8 @@ export function queueKeys(prefix: string, queue: string): QueueKeys {
     workers: `${base}:workers`,
     workerSettings: `${base}:workers:settings`,
     replicas: `${base}:replicas`,
+    replicaLoads: `${base}:replicas:load`,
     reply: (replicaId) => `${base}:replies:${replicaId}`,
+    progress: (entryId) => `${base}:progress:${entryId}`,
   };
 }

@@ -92,6 +92,14 @@ export interface RedisWorkerOptions<I = unknown, O = unknown, C = unknown> exten
   /** The streaming batch handlers by name: a replica's `queue.streamingBatcher(name)` reaches them. */
   readonly streamingHandlers?: Readonly<Record<string, StreamingBatchHandler<I, C>>>;
   /**
+   * Makes streams survive their worker: each chunk's token ids (`tokensOf`) are recorded in Redis with the chunk,
+   * and a worker that takes a stream over from one that died runs `withTokens(input, ids sent)`, which must continue
+   * the generation after those tokens (as `@microbatch/inference`'s `textGenerationResume` does). The replica sends
+   * each token once. Without it, a stream whose worker died is answered 503 after what was sent.
+   * @default undefined (streams are not resumed)
+   */
+  readonly resumable?: StreamResume<I, C>;
+  /**
    * Partitions a pulled batch: only inputs with equal keys share a handler call.
    * @default () => undefined
    */
@@ -155,6 +163,24 @@ export interface RedisWorkerOptions<I = unknown, O = unknown, C = unknown> exten
    * context each entry carried from its replica, the child of it for a batch of one); the handler runs in it.
    */
   readonly tracer?: BatchTracer;
+}
+
+/**
+ * How a streaming handler's items resume on another worker (see `RedisWorkerOptions.resumable`).
+ *
+ * @example
+ * ```ts
+ * const resumable: StreamResume<TextGenerationInput, TextGenerationChunk> = {
+ *   withTokens: (input, tokens) => ({ ...input, resume_tokens: tokens }),
+ *   tokensOf: (chunk) => chunk.tokens,
+ * };
+ * ```
+ */
+export interface StreamResume<I, C> {
+  /** The input that continues after `tokens` (every item of a streaming handler gets it; `[]` when fresh). */
+  withTokens(input: I, tokens: readonly number[]): I;
+  /** The token ids a chunk carries; `undefined` for a chunk that carries none. */
+  tokensOf(chunk: C): readonly number[] | undefined;
 }
 
 /** A pino-compatible logger: what `RedisWorkerOptions.log` may be besides a line printer. */
@@ -232,6 +258,7 @@ export interface ResolvedWorkerOptions {
   readonly handlers: Readonly<Record<string, BatchHandler<unknown, unknown>>>;
   readonly streamingHandlers: Readonly<Record<string, StreamingBatchHandler<unknown, unknown>>>;
   readonly batchKey: ((input: unknown) => unknown) | undefined;
+  readonly resumable: StreamResume<unknown, unknown> | undefined;
   readonly workerId: string | undefined;
   readonly log: ((line: string) => void) | WorkerLogger | false;
   readonly onStatus: StatusListener | undefined;
@@ -273,6 +300,12 @@ export function resolveWorkerOptions<I, O, C>(options: RedisWorkerOptions<I, O, 
     );
   if (resolved.batchKey !== undefined && typeof resolved.batchKey !== 'function')
     fail('batchKey', 'a function', resolved.batchKey);
+  const { resumable } = resolved;
+  if (
+    resumable !== undefined &&
+    (!isObjectLike(resumable) || typeof resumable.withTokens !== 'function' || typeof resumable.tokensOf !== 'function')
+  )
+    fail('resumable', 'an object with `withTokens` and `tokensOf` functions', resumable);
   if (resolved.workerId !== undefined) checkString('workerId', resolved.workerId);
   if (resolved.onStatus !== undefined && typeof resolved.onStatus !== 'function')
     fail('onStatus', 'a function', resolved.onStatus);

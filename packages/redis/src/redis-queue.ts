@@ -1,13 +1,14 @@
 import { randomBytes } from 'node:crypto';
 import { BatchError, ErrorCode } from '@microbatch/core';
-import type { Batcher, CallOptions, CloseOptions, DispatchInfo, StreamingBatcher } from '@microbatch/core';
+import type { Batcher, CallOptions, CloseOptions, DispatchInfo, FleetLoad, StreamingBatcher } from '@microbatch/core';
 import { type Connection, closeConnection, openConnection } from './connection.js';
 import { type QueueKeys, queueKeys } from './keys.js';
 import { type RedisQueueOptions, resolveQueueOptions } from './options.js';
 import { type QueueBackend, QueueBatcher, type QueueBatcherStats, type Submission } from './queue-batcher.js';
 import type { ReplyChannel } from './reply-channel.js';
 import { ENQUEUE, PROBE, REQUEST_FIELD_COUNT, runScript, scriptSha } from './scripts.js';
-import { EMPTY_SNAPSHOT, type QueueSnapshot, type WorkerSettings } from './batch-tally.js';
+import { EMPTY_SNAPSHOT, type QueueSnapshot } from './batch-tally.js';
+import { FleetView, fleetKey, mergeLoads, parseWorkerSettings } from './fleet-load.js';
 import { StateReporter, emitStatus } from './status.js';
 import { type ItemTrace, remoteBatch, traceItem } from './entry-trace.js';
 import {
@@ -49,8 +50,14 @@ export interface RedisQueue {
   isConnected(): boolean;
   /** How many workers heartbeated recently; 0 if Redis cannot be asked. */
   workersAlive(): Promise<number>;
-  /** The whole queue as last sampled (every third of `heartbeatTtlMs`): waiting, running, live workers. */
+  /** The whole queue as last sampled (every 50 ms at most): waiting, running, live workers. */
   snapshot(): QueueSnapshot;
+  /**
+   * The fleet's load now, for latency-aware and fair admission across replicas (serving's `ReplicaAdmission`):
+   * the queue's waiting items, each live worker's latency fit and running batches, and the items in flight of each
+   * fairness key across every replica (from the last sample, plus what this replica did since).
+   */
+  load(): FleetLoad;
   /** The longest deadline an item can have here (`timeoutMs`): an HTTP server's timeouts must be longer. */
   readonly timeoutMs: number;
   /** Connected and at least one worker alive: for readiness probes. */
@@ -75,19 +82,28 @@ interface Waiter {
   entryId: string | undefined;
   /** The worker batch it started in (announced before the batch runs), if any yet. */
   batch: string | undefined;
-  /** The batch id of the worker that streams it (the first to send a chunk). */
+  /** The batch id of the worker that streams it (the first to send a chunk; the one that resumed it). */
   producer: string | undefined;
+  /** Tokens of a resumable stream sent to the caller so far. */
+  tokensSent: number;
   readonly onDispatch: ((info: DispatchInfo) => void) | undefined;
   dispatched: boolean;
   readonly channel: ReplyChannel<unknown> | undefined;
   /** Its trace: the context its entry carries, and the tracer's span for its time on the queue. */
   readonly trace: ItemTrace;
+  /** The call's fairness key, as it travels (see `fleetKey`). */
+  readonly fairnessKey: string | undefined;
   /** Settles once; `batch` is the answer's batch (its execution time), if a worker answered. */
   settle(error: unknown, value?: unknown, batch?: WireBatch): void;
 }
 
 const MAX_REPLIES_PER_READ = 1_000;
 const REPLY_BLOCK_MS = 1_000;
+/**
+ * The most ms between two samples of the queue: admission across replicas reads the other replicas' work from
+ * them, so a replica sees the others' arrivals this late at most (its own, at once).
+ */
+const SAMPLE_MS = 50;
 
 /**
  * Connects a web replica to a Redis queue: see {@link RedisQueue}. Returns at once; while Redis is unreachable, or
@@ -113,6 +129,7 @@ export function createRedisQueue(options: RedisQueueOptions): RedisQueue {
     isConnected: () => core.connected,
     workersAlive: () => core.workersAlive(),
     snapshot: () => core.snapshot,
+    load: () => core.load(),
     timeoutMs: settings.timeoutMs,
     isReady: async () => core.connected && (await core.workersAlive()) > 0,
     close: (closeOptions) => core.close(closeOptions),
@@ -141,6 +158,7 @@ class QueueCore implements QueueBackend {
   readonly #probeTimer: NodeJS.Timeout;
   readonly #broker = new StateReporter();
   readonly #workers = new StateReporter();
+  readonly #fleet = new FleetView();
 
   constructor(settings: Settings, keys: QueueKeys, replicaId: string) {
     this.#settings = settings;
@@ -180,12 +198,26 @@ class QueueCore implements QueueBackend {
     });
     this.#readLoop = this.#readReplies();
     // Heartbeats this replica (workers drop the entries of a replica whose heartbeat expired) and samples the queue.
-    this.#probeTimer = setInterval(() => void this.#probe(), Math.max(1, settings.heartbeatTtlMs / 3));
+    this.#probeTimer = setInterval(
+      () => void this.#probe(),
+      Math.max(1, Math.min(SAMPLE_MS, settings.heartbeatTtlMs / 3)),
+    );
     this.#probeTimer.unref();
   }
 
   get snapshot(): QueueSnapshot {
     return this.#snapshot;
+  }
+
+  load(): FleetLoad {
+    return this.#fleet.load(this.#ownWaiting());
+  }
+
+  /** This replica's items not yet started by a worker. */
+  #ownWaiting(): number {
+    let waiting = 0;
+    for (const batcher of this.#batchers.values()) waiting += batcher.tally.waiting;
+    return waiting;
   }
 
   /** Reports Redis lost or back once per change (down as soon as either connection is, up once both are). */
@@ -208,25 +240,43 @@ class QueueCore implements QueueBackend {
   async #probe(): Promise<void> {
     if (this.#stopped || !this.#commandsUp) return;
     let reply: unknown;
+    const ownWaiting = this.#ownWaiting();
+    const before = Date.now();
     try {
-      reply = await runScript(
-        (args) => this.#commands.sendCommand(args),
-        PROBE,
-        PROBE_SHA,
-        [this.#keys.workers, this.#keys.workerSettings, this.#keys.requests, this.#keys.replicas],
-        [String(this.#settings.heartbeatTtlMs), this.#repliesUp ? this.#replyKey : '', this.#keys.group],
-      );
+      reply = await runScript((args) => this.#commands.sendCommand(args), PROBE, PROBE_SHA, this.#probeKeys(), [
+        String(this.#settings.heartbeatTtlMs),
+        this.#repliesUp ? this.#replyKey : '',
+        this.#keys.group,
+        this.#fleet.published(),
+      ]);
     } catch {
       return; // The connection's own events report Redis down.
     }
-    const [alive, length, pending, ...settings] = reply as [number, number, number, ...string[]];
+    const [alive, length, pending, redisNow, loadCount, ...rest] = reply as [
+      number,
+      number,
+      number,
+      number,
+      number,
+      ...string[],
+    ];
+    const loads = rest.slice(0, Number(loadCount)).map(String);
+    const workerSettings = rest.slice(Number(loadCount)).map(String).flatMap(parseWorkerSettings);
+    const queued = Math.max(0, Number(length) - Number(pending));
     this.#snapshot = {
-      waiting: Math.max(0, Number(length) - Number(pending)),
+      waiting: queued,
       running: Number(pending),
       workersAlive: Number(alive),
-      workerSettings: settings.flatMap(parseWorkerSettings),
+      workerSettings,
       sampledAt: Date.now(),
     };
+    this.#fleet.sampled({
+      waiting: queued,
+      ownWaiting,
+      workers: workerSettings,
+      others: mergeLoads(loads),
+      clockOffsetMs: Number(redisNow) - (before + Date.now()) / 2,
+    });
     if (!this.#workers.set(Number(alive) > 0)) return;
     const queue = this.#settings.queue;
     if (Number(alive) > 0) {
@@ -245,6 +295,11 @@ class QueueCore implements QueueBackend {
       );
     }
     emitStatus(this.#settings.onStatus, { event: 'workers-down', queue, failed: waiting.length });
+  }
+
+  #probeKeys(): string[] {
+    const keys = this.#keys;
+    return [keys.workers, keys.workerSettings, keys.requests, keys.replicas, keys.replicaLoads];
   }
 
   get connected(): boolean {
@@ -274,8 +329,8 @@ class QueueCore implements QueueBackend {
         (args) => this.#commands.sendCommand(args),
         PROBE,
         PROBE_SHA,
-        [this.#keys.workers, this.#keys.workerSettings, this.#keys.requests, this.#keys.replicas],
-        [String(this.#settings.heartbeatTtlMs), '', this.#keys.group],
+        this.#probeKeys(),
+        [String(this.#settings.heartbeatTtlMs), '', this.#keys.group, ''],
       )) as [number];
       return Number(alive);
     } catch {
@@ -301,6 +356,12 @@ class QueueCore implements QueueBackend {
     if (call.signal?.aborted) return refuse(call.signal.reason);
     if (!this.connected) return refuse(unavailable('The queue (Redis) is unreachable; retry', retryAfterSeconds));
     if (this.#waiters.size + items.length > maxQueueSize) return refuse(this.#queueFull(undefined, items.length));
+    let fairnessKey: string | undefined;
+    try {
+      fairnessKey = fleetKey(call.fairnessKey);
+    } catch (error) {
+      return refuse(error);
+    }
     const payloads: string[] = [];
     for (const { input } of items) {
       try {
@@ -317,7 +378,7 @@ class QueueCore implements QueueBackend {
     }
     const timeoutMs = Math.min(this.#settings.timeoutMs, call.timeoutMs ?? Number.POSITIVE_INFINITY);
     const waiters = items.map((item) =>
-      this.#register(owner, item, call, timeoutMs, traceItem(this.#settings.tracer, owner.name)),
+      this.#register(owner, item, call, timeoutMs, fairnessKey, traceItem(this.#settings.tracer, owner.name)),
     );
     const fields = waiters.flatMap((waiter, index) =>
       requestFields(
@@ -358,7 +419,14 @@ class QueueCore implements QueueBackend {
   }
 
   /** Registers one item before its entry exists: a fast worker may answer before the script's own reply arrives. */
-  #register(owner: QueueBatcher, item: Submission, call: CallOptions, timeoutMs: number, trace: ItemTrace): Waiter {
+  #register(
+    owner: QueueBatcher,
+    item: Submission,
+    call: CallOptions,
+    timeoutMs: number,
+    fairnessKey: string | undefined,
+    trace: ItemTrace,
+  ): Waiter {
     const { signal } = item;
     const itemId = (++this.#sequence).toString(36);
     let timer: NodeJS.Timeout | undefined;
@@ -371,13 +439,16 @@ class QueueCore implements QueueBackend {
       entryId: undefined,
       batch: undefined,
       producer: undefined,
+      tokensSent: 0,
       onDispatch: call.onDispatch,
       dispatched: false,
       channel: item.channel,
       trace,
+      fairnessKey,
       settle: (error, value, batch?: WireBatch) => {
         if (!this.#waiters.delete(itemId)) return;
         trace.sent?.end(error);
+        this.#fleet.count(fairnessKey, -1);
         if (timer !== undefined) clearTimeout(timer);
         signal?.removeEventListener('abort', onAbort);
         owner.tally.end(waiter.batch, batch?.executionMs, error !== undefined);
@@ -386,6 +457,7 @@ class QueueCore implements QueueBackend {
       },
     };
     this.#waiters.set(itemId, waiter);
+    this.#fleet.count(fairnessKey, 1);
     owner.tally.queued();
     signal?.addEventListener('abort', onAbort, { once: true });
     if (Number.isFinite(timeoutMs)) {
@@ -483,16 +555,40 @@ class QueueCore implements QueueBackend {
       if (entry.kind !== ReplyKind.RESULT) return;
       return waiter.settle(undefined, JSON.parse(entry.data), batch);
     }
+    if (entry.tokens !== undefined && entry.kind === ReplyKind.CHUNK)
+      return this.#onResumableChunk(waiter, entry, batch);
     if (waiter.producer === undefined) {
       waiter.producer = batch.id;
     } else if (waiter.producer !== batch.id) {
-      // A second worker took the item over after the first stopped mid-stream: what was sent cannot be unsent.
+      // A second worker took the item over after the first stopped mid-stream, and cannot resume it (no token ids):
+      // what was sent cannot be unsent.
       return waiter.settle(
         unavailable('The worker streaming this item stopped; retry', this.#settings.retryAfterSeconds),
       );
     }
     if (entry.kind === ReplyKind.CHUNK) waiter.channel.push(JSON.parse(entry.data));
     else if (entry.kind === ReplyKind.END) waiter.settle(undefined, undefined, batch);
+  }
+
+  /**
+   * A chunk of a resumable stream: sent on if it starts where the caller is (the worker that resumed a stream
+   * starts after the tokens its predecessor's chunks carried), dropped if the caller had it already; a chunk that
+   * would leave a gap or overlap part of what was sent fails the stream.
+   */
+  #onResumableChunk(waiter: Waiter, entry: ReplyEntry, batch: WireBatch): void {
+    const { offset, count } = entry.tokens as { offset: number; count: number };
+    if (offset + count <= waiter.tokensSent && count > 0) return; // sent already (a stream started over)
+    if (offset !== waiter.tokensSent) {
+      return waiter.settle(
+        unavailable(
+          'The worker streaming this item stopped and it could not be resumed; retry',
+          this.#settings.retryAfterSeconds,
+        ),
+      );
+    }
+    waiter.producer = batch.id;
+    waiter.tokensSent += count;
+    waiter.channel?.push(JSON.parse(entry.data));
   }
 
   async closeBatcher(batcher: QueueBatcher, options: CloseOptions = {}): Promise<void> {
@@ -528,18 +624,6 @@ function started(waiter: Waiter, batch: WireBatch): void {
   waiter.trace.sent?.started(remoteBatch(batch.id, batch.size, batch.queueMs));
   // A global id (`<worker>-<sequence>`): two replicas' items that shared a worker batch show the same one.
   waiter.onDispatch?.({ batchId: batch.id, batchSize: batch.size, queueTimeMs: batch.queueMs, key: undefined });
-}
-
-function parseWorkerSettings(text: string): WorkerSettings[] {
-  try {
-    const { maxBatchSize, batchWaitTimeoutMs, concurrency } = JSON.parse(text) as Partial<WorkerSettings>;
-    const values = [maxBatchSize, batchWaitTimeoutMs, concurrency].map(Number);
-    if (!values.every(Number.isFinite)) return [];
-    const [size, wait, slots] = values as [number, number, number];
-    return [{ maxBatchSize: size, batchWaitTimeoutMs: wait, concurrency: slots }];
-  } catch {
-    return []; // A worker of an older version, or not yet announced.
-  }
 }
 
 function unavailable(message: string, retryAfterSeconds: number, cause?: unknown): BatchError {

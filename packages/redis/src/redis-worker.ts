@@ -1,10 +1,19 @@
 import { randomBytes } from 'node:crypto';
-import { BatchError, ErrorCode } from '@microbatch/core';
+import { BatchError, ErrorCode, LatencyModel } from '@microbatch/core';
 import type { BatchContext } from '@microbatch/core';
 import { type Connection, closeConnection, isConnectionError, openConnection } from './connection.js';
 import { type QueueKeys, queueKeys } from './keys.js';
 import { type RedisWorkerOptions, type ResolvedWorkerOptions, resolveWorkerOptions } from './options.js';
-import { ANSWER_AND_ACK, type Answer, HEARTBEAT, SWEEP, answerAndAckArgs, runScript, scriptSha } from './scripts.js';
+import {
+  ANSWER_AND_ACK,
+  type Answer,
+  CHUNK,
+  HEARTBEAT,
+  SWEEP,
+  answerAndAckArgs,
+  runScript,
+  scriptSha,
+} from './scripts.js';
 import { StateReporter, emitStatus } from './status.js';
 import { type Claim, claimIdle, refreshHeld } from './reclaim.js';
 import { type NamedHandler, executeBatch, planBatches } from './worker-batch.js';
@@ -66,6 +75,7 @@ export interface RedisWorker {
 const READ_BLOCK_MS = 500;
 const ANSWER_AND_ACK_SHA = scriptSha(ANSWER_AND_ACK);
 const SWEEP_SHA = scriptSha(SWEEP);
+const CHUNK_SHA = scriptSha(CHUNK);
 /** How long the heartbeat keys of a queue whose every worker stopped stay in Redis. */
 const KEYS_TTL_MS = 600_000;
 /** Entries one sweep looks at: a full 1,024-entry queue is looked through in four heartbeats. */
@@ -114,6 +124,8 @@ class Worker {
   /** Entries this worker holds (running or about to): kept fresh so nobody takes them over. */
   readonly #held = new Set<string>();
   #reclaimed: RequestEntry[] = [];
+  /** Entries taken over from a worker that stopped: a resumable stream of theirs continues from its progress. */
+  readonly #takenOver = new Set<string>();
   #claimCursor = '0-0';
   #sweepCursor = '-';
   readonly #broker = new StateReporter();
@@ -127,6 +139,10 @@ class Worker {
   #closing: Promise<void> | undefined;
   #loop: Promise<void> | undefined;
   readonly #batches = new Set<Promise<void>>();
+  /** Core's latency model, fitted on this worker's batches (items, ms holding the slot): published for admission. */
+  readonly #model = new LatencyModel();
+  /** The batches running now: their items and start (`performance.now()`), published with the fit. */
+  readonly #runningBatches = new Map<number, { readonly cost: number; readonly startedAt: number }>();
   #stats = { batches: 0, items: 0, expired: 0, orphaned: 0, reclaimed: 0, gaveUp: 0 };
 
   constructor(settings: Settings) {
@@ -222,7 +238,7 @@ class Worker {
   async #heartbeat(): Promise<void> {
     try {
       const before = Date.now();
-      const { maxBatchSize, batchWaitTimeoutMs, concurrency, heartbeatMs } = this.#settings;
+      const { heartbeatMs } = this.#settings;
       const serverNow = Number(
         await this.#commands.sendCommand([
           'EVAL',
@@ -234,13 +250,42 @@ class Worker {
           // The keys outlive a worker's absence (PROBE forgets silent workers): a replica with a long
           // `heartbeatTtlMs` still sees the last heartbeat of a worker being replaced.
           String(Math.max(heartbeatMs * 10, KEYS_TTL_MS)),
-          JSON.stringify({ maxBatchSize, batchWaitTimeoutMs, concurrency }),
+          this.#state(),
         ]),
       );
       this.#clockOffsetMs = serverNow - (before + Date.now()) / 2;
     } catch {
       // Redis is down: the replicas see no heartbeat and report not ready, which is true.
     }
+  }
+
+  /**
+   * What replicas read of this worker (see `WorkerSettings`): its settings, its latency fit, its running batches.
+   */
+  #state(): string {
+    const { maxBatchSize, batchWaitTimeoutMs, concurrency } = this.#settings;
+    const now = performance.now();
+    const running = [...this.#runningBatches.values()].map(({ cost, startedAt }) => ({
+      cost,
+      elapsedMs: round1(now - startedAt),
+    }));
+    const fit = this.#model.fit();
+    return JSON.stringify({
+      maxBatchSize,
+      batchWaitTimeoutMs,
+      concurrency,
+      ...(fit.samples === 0 ? {} : { fit }),
+      running,
+      at: Math.round(this.#now()),
+    });
+  }
+
+  /** Publishes {@link #state} between heartbeats: when a batch starts or ends, replicas' admission sees it. */
+  #publish(): void {
+    if (!this.#commandsUp) return;
+    this.#commands
+      .sendCommand(['HSET', this.#keys.workerSettings, this.workerId, this.#state()])
+      .catch(() => undefined);
   }
 
   /**
@@ -354,6 +399,8 @@ class Worker {
     const now = this.#now();
     const { expired, refusals, batches } = planBatches(entries, now, this.#settings);
     this.#stats.expired += expired.length;
+    for (const entryId of expired) this.#takenOver.delete(entryId);
+    for (const [entry] of refusals) this.#takenOver.delete(entry.entryId);
     if (expired.length > 0) void this.#finish(expired);
     if (refusals.length > 0) void this.#answerErrors(refusals);
     for (const batch of batches) {
@@ -378,6 +425,10 @@ class Worker {
     this.#stats.batches += 1;
     this.#stats.items += entries.length;
     let started = performance.now();
+    // The fit is of the time a batch holds its slot (start notice, handler, answers): what the items behind it wait.
+    const slotStarted = started;
+    this.#runningBatches.set(sequence, { cost: entries.length, startedAt: slotStarted });
+    this.#publish();
     const waits = entries.map((entry) => Math.max(0, now - entryTimeMs(entry.entryId)));
     const batchOf = (index: number, executionMs?: number): WireBatch => ({
       id,
@@ -409,12 +460,36 @@ class Worker {
       // Chunks go as they come; final answers go with the acknowledgement, in one script (one round trip).
       const sends: Array<Promise<unknown>> = [];
       const finals: Answer[] = [];
+      const resumable = target.streaming ? this.#settings.resumable : undefined;
+      // A resumable stream's tokens sent so far (by this worker, or one that stopped): each chunk says where it starts.
+      const offsets = resumable === undefined ? undefined : await this.#resume(resumable, entries, inputs);
       const send = (index: number, kind: ReplyKind, data: string): void => {
         const entry = entries[index] as RequestEntry;
-        const fields = replyFields(entry.itemId, kind, data, batchOf(index, performance.now() - started));
+        const batch = batchOf(index, performance.now() - started);
         if (kind === ReplyKind.ERROR) failed += 1;
-        if (kind === ReplyKind.CHUNK) sends.push(this.#commands.sendCommand(['XADD', entry.reply, '*', ...fields]));
-        else finals.push({ reply: entry.reply, fields });
+        if (kind !== ReplyKind.CHUNK) {
+          finals.push({ reply: entry.reply, fields: replyFields(entry.itemId, kind, data, batch) });
+          return;
+        }
+        const tokens = offsets === undefined ? undefined : resumable?.tokensOf(JSON.parse(data));
+        if (offsets === undefined || tokens === undefined) {
+          sends.push(
+            this.#commands.sendCommand(['XADD', entry.reply, '*', ...replyFields(entry.itemId, kind, data, batch)]),
+          );
+          return;
+        }
+        const offset = offsets[index] as number;
+        offsets[index] = offset + tokens.length;
+        const fields = replyFields(entry.itemId, kind, data, batch, { offset, count: tokens.length });
+        sends.push(
+          runScript(
+            (command) => this.#commands.sendCommand(command),
+            CHUNK,
+            CHUNK_SHA,
+            [entry.reply, this.#keys.progress(entry.entryId)],
+            [String(Math.ceil(this.#settings.replyTtlMs)), tokens.map((id) => `${id},`).join(''), ...fields],
+          ),
+        );
       };
       started = performance.now();
       failure = await trace.run(() => executeBatch(target, inputs, context, send));
@@ -432,9 +507,20 @@ class Worker {
       // Answers that did not reach Redis are not acknowledged: the entries stay pending and are run again.
       if (outcomes.some((outcome) => outcome.status === 'rejected')) return;
       await this.#answerAndAck(finals, ids).catch(() => undefined);
+      if (offsets !== undefined) {
+        this.#commands
+          .sendCommand(['DEL', ...ids.map((entryId) => this.#keys.progress(entryId))])
+          .catch(() => undefined);
+      }
+      // A batch that failed as a whole says nothing of how long batches take (core's predictor skips them too).
+      if (failure === undefined) this.#model.add(entries.length, performance.now() - slotStarted);
     } finally {
-      for (const entryId of ids) this.#held.delete(entryId);
+      for (const entryId of ids) {
+        this.#held.delete(entryId);
+        this.#takenOver.delete(entryId);
+      }
       this.#running -= 1;
+      if (this.#runningBatches.delete(sequence)) this.#publish();
       const replicas = new Set(entries.map((entry) => entry.reply)).size;
       const mean = waits.reduce((sum, wait) => sum + wait, 0) / waits.length;
       const maxWait = Math.max(...waits);
@@ -461,6 +547,39 @@ class Worker {
       this.#slotFreed = undefined;
       wake?.();
     }
+  }
+
+  /**
+   * Gives each input of a resumable stream the tokens already sent (`withTokens`; `[]` for a fresh one, read from
+   * Redis for one taken over) and returns how many each has.
+   */
+  async #resume(
+    resumable: NonNullable<Settings['resumable']>,
+    entries: readonly RequestEntry[],
+    inputs: unknown[],
+  ): Promise<number[]> {
+    const sent: number[][] = entries.map(() => []);
+    const takenOver = entries.flatMap((entry, index) => (this.#takenOver.delete(entry.entryId) ? [index] : []));
+    if (takenOver.length > 0) {
+      const keys = takenOver.map((index) => this.#keys.progress((entries[index] as RequestEntry).entryId));
+      // Unreadable progress reads as none: the stream starts over, and its replica drops what it already sent.
+      const values = ((await this.#commands.sendCommand(['MGET', ...keys]).catch(() => [])) as unknown[]) ?? [];
+      takenOver.forEach((index, at) => {
+        const text = values[at];
+        if (typeof text === 'string') sent[index] = text.split(',').filter(Boolean).map(Number);
+      });
+      this.#log(
+        'warn',
+        `[worker ${this.workerId}] resuming ${takenOver.length} stream(s) after ` +
+          `${takenOver.map((index) => (sent[index] as number[]).length).join(', ')} token(s) sent`,
+        { streams: takenOver.length },
+        'resuming streams',
+      );
+    }
+    entries.forEach((_, index) => {
+      inputs[index] = resumable.withTokens(inputs[index], sent[index] as number[]);
+    });
+    return sent.map((tokens) => tokens.length);
   }
 
   /** Acknowledges and deletes answered (or skipped) entries. */
@@ -545,7 +664,10 @@ class Worker {
       { entries: claim.entries.length },
       'took over entries',
     );
-    for (const entry of claim.entries) this.#held.add(entry.entryId);
+    for (const entry of claim.entries) {
+      this.#held.add(entry.entryId);
+      this.#takenOver.add(entry.entryId);
+    }
     this.#reclaimed.push(...claim.entries);
   }
 

@@ -46,9 +46,11 @@ return now
 `;
 
 /**
- * KEYS: workers, worker settings, requests, replicas. ARGV: heartbeat ttl ms, this replica's reply stream (or ''),
- * group. Forgets workers silent for longer than the ttl, records the replica's heartbeat (its expiry), and returns
- * `{alive, entries in the stream, entries delivered and not yet answered, settings JSON of each live worker...}`.
+ * KEYS: workers, worker settings, requests, replicas, replica loads. ARGV: heartbeat ttl ms, this replica's reply
+ * stream (or ''), group, this replica's load (items in flight per fairness key, JSON). Forgets workers silent for
+ * longer than the ttl and the loads of replicas whose heartbeat expired, records the replica's heartbeat (its
+ * expiry) and load, and returns `{alive, entries in the stream, entries delivered and not yet answered, Redis's time
+ * (ms), n, the other live replicas' n loads..., settings JSON of each live worker...}`.
  */
 export const PROBE = `${NOW}
 local ttl = tonumber(ARGV[1])
@@ -60,12 +62,25 @@ end
 if ARGV[2] ~= '' then
   redis.call('ZADD', KEYS[4], now + ttl, ARGV[2])
   redis.call('PEXPIRE', KEYS[4], ttl * 10)
+  redis.call('HSET', KEYS[5], ARGV[2], ARGV[4])
+  redis.call('PEXPIRE', KEYS[5], ttl * 10)
 end
 local alive = redis.call('ZRANGE', KEYS[1], 0, -1)
 local pending = 0
 local summary = redis.pcall('XPENDING', KEYS[3], ARGV[3])
 if type(summary) == 'table' and summary[1] then pending = summary[1] end
-local reply = {#alive, redis.call('XLEN', KEYS[3]), pending}
+local loads = {}
+local all = redis.call('HGETALL', KEYS[5])
+for k = 1, #all, 2 do
+  local expires = redis.call('ZSCORE', KEYS[4], all[k])
+  if not expires or tonumber(expires) < now then
+    redis.call('HDEL', KEYS[5], all[k])
+  elseif all[k] ~= ARGV[2] and all[k + 1] ~= '{}' then
+    loads[#loads + 1] = all[k + 1]
+  end
+end
+local reply = {#alive, redis.call('XLEN', KEYS[3]), pending, now, #loads}
+for k = 1, #loads do reply[#reply + 1] = loads[k] end
 if #alive > 0 then
   local settings = redis.call('HMGET', KEYS[2], unpack(alive))
   for k = 1, #settings do reply[#reply + 1] = settings[k] or '' end
@@ -127,6 +142,19 @@ if at <= #ARGV then
   redis.call('XDEL', KEYS[1], unpack(ARGV, at))
 end
 return count
+`;
+
+/**
+ * KEYS: the reply stream, the entry's progress key. ARGV: ttl ms, the token ids as text ("1,2,3,"), then the
+ * reply's field values. Adds a resumable stream's chunk and records its tokens in one step, so a worker that takes
+ * the stream over resumes after exactly the chunks its replica will have read.
+ */
+export const CHUNK = `
+redis.call('XADD', KEYS[1], '*', unpack(ARGV, 3))
+redis.call('APPEND', KEYS[2], ARGV[2])
+redis.call('PEXPIRE', KEYS[2], ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+return 1
 `;
 
 /** One answer for {@link ANSWER_AND_ACK}: its reply stream and its 8 field values. */

@@ -55,6 +55,8 @@ export interface ReplyEntry {
   readonly data: string;
   /** The batch, as JSON: the producer of a stream is its batch id. */
   readonly batch: string;
+  /** A resumable stream's chunk: the tokens sent before it, and how many it carries. */
+  readonly tokens?: { readonly offset: number; readonly count: number };
 }
 
 /** The fields of a request entry. */
@@ -86,8 +88,15 @@ export function requestFields(
 }
 
 /** The fields of a reply entry. */
-export function replyFields(itemId: string, kind: ReplyKind, data: string, batch: WireBatch): string[] {
-  return ['i', itemId, 'k', kind, 'd', data, 'b', JSON.stringify(batch)];
+export function replyFields(
+  itemId: string,
+  kind: ReplyKind,
+  data: string,
+  batch: WireBatch,
+  tokens?: { readonly offset: number; readonly count: number },
+): string[] {
+  const fields = ['i', itemId, 'k', kind, 'd', data, 'b', JSON.stringify(batch)];
+  return tokens === undefined ? fields : [...fields, 'o', `${tokens.offset}:${tokens.count}`];
 }
 
 /** The batch of a reply entry; a malformed one reads as an anonymous batch of 0. */
@@ -167,7 +176,17 @@ export function toReplyEntry(entryId: string, fields: Map<string, string> | unde
     !Object.values(ReplyKind).includes(kind as ReplyKind)
   )
     return undefined;
-  return { entryId, itemId, kind: kind as ReplyKind, data: fields.get('d') ?? 'null', batch: fields.get('b') ?? '{}' };
+  const [offset, count] = (fields.get('o') ?? '').split(':').map(Number);
+  return {
+    entryId,
+    itemId,
+    kind: kind as ReplyKind,
+    data: fields.get('d') ?? 'null',
+    batch: fields.get('b') ?? '{}',
+    ...(Number.isSafeInteger(offset) && Number.isSafeInteger(count)
+      ? { tokens: { offset: offset as number, count: count as number } }
+      : {}),
+  };
 }
 
 /** The time part of a stream entry id: when Redis added it, in ms since the epoch (Redis's clock). */

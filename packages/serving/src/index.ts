@@ -3,6 +3,7 @@ export type { DecodeLoopSource, LogLine, LogTarget, Logger } from './batch-log.j
 export type { TextCompletionAppOptions } from './app-options.js';
 export { clientAddress, clientKeyFromHeader, fairnessKeyOf } from './client-key.js';
 export type { ClientKey } from './client-key.js';
+export { ReplicaAdmission } from './replica-admission.js';
 export {
   IGNORED_COMPLETION_FIELDS,
   MIN_TEMPERATURE,

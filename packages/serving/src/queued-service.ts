@@ -1,4 +1,4 @@
-import type { Batcher, StreamingBatcher } from '@microbatch/core';
+import type { Batcher, FleetLoad, StreamingBatcher } from '@microbatch/core';
 import { createTextGenerationParser } from '@microbatch/inference';
 import type {
   TextGenerationChunk,
@@ -33,6 +33,8 @@ export interface TextCompletionQueue {
   streamingBatcher<I, O>(name: string): StreamingBatcher<I, O>;
   /** Connected, with at least one worker alive. */
   isReady(): boolean | PromiseLike<boolean>;
+  /** The fleet's load (workers' latency fits, waiting items, fairness keys in flight): needed for `maxLatencyMs`. */
+  load?(): FleetLoad;
   close(): Promise<void>;
 }
 
@@ -50,9 +52,10 @@ export interface QueuedTextCompletionServiceOptions {
   /** Bounds on prompts and `max_tokens`, checked here before anything is queued; workers count tokens. */
   readonly limits?: TextGenerationLimits;
   /**
-   * Refuse at once (503 `OVERLOADED` + `Retry-After`) a request predicted to be answered later than this many ms:
-   * predicted from this replica's requests waiting in the queue and what each answered request took per request
-   * waiting ahead of it (see `ReplicaAdmission`). The queue's own bound (`maxQueueSize`) applies as well.
+   * Refuse at once (503 `OVERLOADED` + `Retry-After`) a request the fleet is predicted to answer later than this
+   * many ms, by core's rule over the workers' published latency fits and the shared queue's load, and a client
+   * (fairness key) holding its share of the fleet (see `ReplicaAdmission`; the queue must have `load()`). The
+   * queue's own bound (`maxQueueSize`) applies as well.
    * @default Infinity (no prediction)
    */
   readonly maxLatencyMs?: number;
@@ -84,8 +87,13 @@ export function createQueuedTextCompletionService(
   let streamer = queue.streamingBatcher<TextGenerationInput, TextGenerationChunk>(TEXT_COMPLETION_HANDLERS.stream);
   const { maxLatencyMs } = options;
   if (maxLatencyMs !== undefined && maxLatencyMs !== Number.POSITIVE_INFINITY) {
-    // One estimate for both: they share the replica's place in the queue (`queueLength` counts both).
-    const admission = new ReplicaAdmission(maxLatencyMs, () => generate.queueLength);
+    if (typeof queue.load !== 'function') {
+      throw new TypeError(
+        "`maxLatencyMs` needs a queue with `load()` (the fleet's latency fits), such as `createRedisQueue()`",
+      );
+    }
+    // One rule for both: they share the queue and its workers.
+    const admission = new ReplicaAdmission(maxLatencyMs, () => queue.load!());
     generate = admission.guard(generate);
     streamer = admission.guard(streamer);
   }

@@ -232,6 +232,7 @@ class ContinuousGenerationRunner implements Runner {
         : this.#spec.seed >= 0
           ? (Math.imul(this.#spec.seed + 1, 0x9e3779b1) ^ arrival) >>> 0
           : (Math.random() * 2 ** 32) >>> 0;
+    const { resume } = request;
     const output = new GenerationRow({
       promptTokens: request.ids.length,
       maxNewTokens: request.maxNewTokens,
@@ -239,9 +240,12 @@ class ContinuousGenerationRunner implements Runner {
       eosTokenIds: this.#facts.eosTokenIds,
       decode: this.#decode,
       ...(this.#pieceOf === undefined ? {} : { pieceOf: this.#pieceOf }),
+      tokenChunks: resume !== undefined,
     });
+    // A resumed stream: its sent tokens are prefilled after the prompt, as ids, and their text is not sent again.
+    if (resume !== undefined) output.replay(resume);
     return new Sequence(
-      request.ids,
+      resume === undefined || resume.length === 0 ? request.ids : [...request.ids, ...resume],
       output,
       {
         temperature: request.temperature,

@@ -17,6 +17,8 @@ export interface GenerationRequest {
   readonly seed: number | undefined;
   /** How many alternatives to report per token, if it asked for log-probabilities. */
   readonly logprobs: number | undefined;
+  /** Generated ids already sent (`resume_tokens`): generation continues after them; absent for a fresh request. */
+  readonly resume: readonly number[] | undefined;
 }
 
 /** Checks one input against the spec's defaults and the model's context; throws `InputError` naming the field. */
@@ -37,6 +39,10 @@ export function checkGenerationInput(
   const ids = encode(fields.prompt);
   const overflow = contextLimitError(ids.length, maxNewTokens, contextLength, 'max_new_tokens');
   if (overflow !== undefined) throw new InputError(overflow.field, overflow.message);
+  const resume = checkResume((input as { resume_tokens?: unknown }).resume_tokens, maxNewTokens);
+  if (resume !== undefined && fields.logprobs !== undefined) {
+    throw new InputError('resume_tokens', '`resume_tokens` cannot be combined with `logprobs`');
+  }
   return {
     ids,
     maxNewTokens,
@@ -45,5 +51,26 @@ export function checkGenerationInput(
     stop: [...spec.stop, ...(fields.stop ?? [])],
     seed: fields.seed,
     logprobs: fields.logprobs,
+    resume,
   };
+}
+
+/** `resume_tokens`: token ids (integers >= 0), fewer than `max_new_tokens` (else the generation had ended). */
+function checkResume(value: unknown, maxNewTokens: number): readonly number[] | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (
+    !Array.isArray(value) ||
+    value.length >= maxNewTokens ||
+    value.some((id) => typeof id !== 'number' || !Number.isSafeInteger(id) || id < 0)
+  ) {
+    throw new InputError(
+      'resume_tokens',
+      `\`resume_tokens\` must be an array of fewer than ${maxNewTokens} (\`max_new_tokens\`) token ids, got ${describe(value)}`,
+    );
+  }
+  return [...(value as number[])];
+}
+
+function describe(value: unknown): string {
+  return Array.isArray(value) ? `an array of ${value.length}` : typeof value;
 }

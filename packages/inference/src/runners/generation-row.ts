@@ -21,6 +21,8 @@ export interface GenerationRowOptions {
    * where it returns `undefined`.
    */
   readonly pieceOf?: (id: number) => string | undefined;
+  /** Each chunk carries the ids generated since the previous one (`tokens`), so another worker can resume it. */
+  readonly tokenChunks?: boolean;
 }
 
 /**
@@ -49,6 +51,8 @@ export class GenerationRow {
   /** Each generated token's log-probability, when the request asked for them; `#logprobsSent` went out in chunks. */
   #logprobs: TokenLogprob[] | undefined;
   #logprobsSent = 0;
+  /** Ids that went out in chunks (`tokenChunks`). */
+  #tokensSent = 0;
 
   constructor(options: GenerationRowOptions) {
     this.#options = options;
@@ -99,6 +103,17 @@ export class GenerationRow {
     if (this.#ids.length >= this.#options.maxNewTokens) this.#end('length');
   }
 
+  /**
+   * Takes `ids` as already generated and sent (a resumed stream): pushed as if generated, and what their text
+   * settled to counts as sent, as it had when their last chunk went out.
+   */
+  replay(ids: readonly number[]): void {
+    for (const id of ids) this.push(id);
+    if (this.#finish !== null) return;
+    this.#emitted = this.#settledEnd();
+    this.#tokensSent = this.#ids.length;
+  }
+
   /** Ends a row the model stopped early for a reason of its own (a global length limit). */
   forceFinish(): void {
     if (this.#finish === null) this.#end('length');
@@ -116,9 +131,17 @@ export class GenerationRow {
     this.#emitted = Math.max(this.#emitted, end);
     if (this.#finish !== null) {
       this.#reported = true;
-      return { text: piece, finish_reason: this.#finish, usage: this.#usage(), ...this.#newLogprobs() };
+      return {
+        text: piece,
+        finish_reason: this.#finish,
+        usage: this.#usage(),
+        ...this.#newLogprobs(),
+        ...this.#newTokens(),
+      };
     }
-    return piece.length > 0 ? { text: piece, finish_reason: null, usage: null, ...this.#newLogprobs() } : null;
+    return piece.length > 0
+      ? { text: piece, finish_reason: null, usage: null, ...this.#newLogprobs(), ...this.#newTokens() }
+      : null;
   }
 
   /** The row's final result. */
@@ -133,6 +156,14 @@ export class GenerationRow {
     const logprobs = this.#logprobs.slice(this.#logprobsSent);
     this.#logprobsSent = this.#logprobs.length;
     return { logprobs };
+  }
+
+  /** The ids not yet sent in a chunk, when chunks carry them. */
+  #newTokens(): { tokens?: readonly number[] } {
+    if (this.#options.tokenChunks !== true) return {};
+    const tokens = this.#ids.slice(this.#tokensSent);
+    this.#tokensSent = this.#ids.length;
+    return { tokens };
   }
 
   #tokenLogprob(id: number, { logprob, top }: RawLogprob): TokenLogprob {

@@ -10,6 +10,7 @@ import {
 } from '@microbatch/core/util';
 import type {
   FeatureExtractionRunnerSpec,
+  TextGenerationChunk,
   TextGenerationInput,
   OnnxRunnerSpec,
   RunnerSpec,
@@ -241,3 +242,21 @@ export function samplingKey(temperature: number | undefined, topP: number | unde
   if (temperature === 0) return 'greedy';
   return `sample:t=${temperature ?? 'default'}:p=${topP ?? 'default'}`;
 }
+
+/**
+ * How a streamed text generation resumes on another worker (continuous scheduling): the input continues after the
+ * token ids already sent (`resume_tokens`), and each chunk carries its ids (`tokens`). `@microbatch/redis`'s worker
+ * takes it as `resumable`, so a stream whose worker died finishes on another, each token sent once.
+ *
+ * @example
+ * ```ts
+ * createRedisWorker({ ..., streamingHandlers: { stream: pool.streamingHandler }, resumable: textGenerationResume });
+ * ```
+ */
+export const textGenerationResume = {
+  withTokens: (input: TextGenerationInput, tokens: readonly number[]): TextGenerationInput => ({
+    ...input,
+    resume_tokens: tokens,
+  }),
+  tokensOf: (chunk: TextGenerationChunk): readonly number[] | undefined => chunk.tokens,
+};

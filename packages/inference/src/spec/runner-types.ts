@@ -205,6 +205,13 @@ export interface TextGenerationInput {
    * decode loop's own logits (continuous scheduling only). Absent: no log-probabilities.
    */
   readonly logprobs?: number;
+  /**
+   * The token ids this generation already produced and sent (a stream that another worker started, then died):
+   * generation continues after them, from the prompt plus these ids (never re-tokenized text), and no text of
+   * theirs is sent again. When present (even empty), each chunk carries its `tokens`. Continuous scheduling only;
+   * not with `logprobs`.
+   */
+  readonly resume_tokens?: readonly number[];
 }
 
 /**
@@ -316,6 +323,11 @@ export interface TextGenerationChunk {
   readonly batch?: DecodeBatch;
   /** The log-probabilities of the tokens generated since the previous chunk, when the input asked for them. */
   readonly logprobs?: readonly TokenLogprob[];
+  /**
+   * The ids of the tokens generated since the previous chunk (some may have no text yet), when the input had
+   * `resume_tokens`: what a worker that takes the stream over resumes from.
+   */
+  readonly tokens?: readonly number[];
 }
 
 /**

@@ -1,0 +1,123 @@
+import { isFitReady } from '@microbatch/core';
+import type { FleetLoad, FleetWorker, LatencyFit } from '@microbatch/core';
+import type { WorkerSettings } from './batch-tally.js';
+
+/** One sample of the queue (a replica's `PROBE`): what the other replicas and the workers published. */
+interface Sample {
+  readonly waiting: number;
+  /** This replica's own items not yet started when the sample was taken. */
+  readonly ownWaiting: number;
+  readonly workers: readonly WorkerSettings[];
+  /** The other live replicas' items in flight per fairness key. */
+  readonly others: ReadonlyMap<string, number>;
+  /** Redis's clock minus this one's (ms). */
+  readonly clockOffsetMs: number;
+}
+
+/**
+ * A replica's view of the fleet's load: the last sample of the queue, corrected by what this replica itself did
+ * since (its own items are counted exactly: waiting, and in flight per fairness key). Other replicas' arrivals
+ * since the sample are not seen: samples are taken often (see `createRedisQueue`) so that stays small.
+ */
+export class FleetView {
+  #sample: Sample = { waiting: 0, ownWaiting: 0, workers: [], others: new Map(), clockOffsetMs: 0 };
+  /** This replica's items in flight per fairness key (bounded by its waiters, so by `maxQueueSize`). */
+  readonly #own = new Map<string, number>();
+
+  /** Records an item of this replica entering (`+1`) or leaving (`-1`) the queue under `key`. */
+  count(key: string | undefined, delta: 1 | -1): void {
+    if (key === undefined) return;
+    const next = (this.#own.get(key) ?? 0) + delta;
+    if (next <= 0) this.#own.delete(key);
+    else this.#own.set(key, next);
+  }
+
+  /** This replica's items in flight per fairness key, as JSON: what it publishes for the others. */
+  published(): string {
+    return JSON.stringify(Object.fromEntries(this.#own));
+  }
+
+  sampled(sample: Sample): void {
+    this.#sample = sample;
+  }
+
+  /** The fleet's load now; `ownWaiting`: this replica's items not yet started now. */
+  load(ownWaiting: number): FleetLoad {
+    const sample = this.#sample;
+    const redisNow = Date.now() + sample.clockOffsetMs;
+    const workers = sample.workers.map((settings): FleetWorker => {
+      const since = settings.at === undefined ? 0 : Math.max(0, redisNow - settings.at);
+      return {
+        maxBatchSize: settings.maxBatchSize,
+        concurrency: settings.concurrency,
+        fit: settings.fit,
+        running: (settings.running ?? []).map(({ cost, elapsedMs }) => ({ cost, elapsedMs: elapsedMs + since })),
+      };
+    });
+    const keys = new Map(sample.others);
+    for (const [key, count] of this.#own) keys.set(key, (keys.get(key) ?? 0) + count);
+    return { waiting: Math.max(0, sample.waiting + ownWaiting - sample.ownWaiting), workers, keys };
+  }
+}
+
+/** A fairness key as it travels: strings and numbers as text; other values cannot be shared across processes. */
+export function fleetKey(key: unknown): string | undefined {
+  if (key === undefined) return undefined;
+  if (typeof key === 'string') return key;
+  if (typeof key === 'number' || typeof key === 'bigint' || typeof key === 'boolean') return String(key);
+  throw new TypeError(
+    `Expected \`fairnessKey\` to be a string or a number on a Redis queue (it is shared across processes), got ${typeof key}`,
+  );
+}
+
+/** The other replicas' published loads, summed per key; a malformed one is skipped. */
+export function mergeLoads(texts: readonly string[]): Map<string, number> {
+  const merged = new Map<string, number>();
+  for (const text of texts) {
+    let load: unknown;
+    try {
+      load = JSON.parse(text);
+    } catch {
+      continue;
+    }
+    if (load === null || typeof load !== 'object') continue;
+    for (const [key, count] of Object.entries(load)) {
+      if (typeof count === 'number' && count > 0) merged.set(key, (merged.get(key) ?? 0) + count);
+    }
+  }
+  return merged;
+}
+
+/** A worker's heartbeat JSON; `[]` for one of an older version or not yet announced. */
+export function parseWorkerSettings(text: string): WorkerSettings[] {
+  try {
+    const { maxBatchSize, batchWaitTimeoutMs, concurrency, fit, running, at } = JSON.parse(
+      text,
+    ) as Partial<WorkerSettings>;
+    const values = [maxBatchSize, batchWaitTimeoutMs, concurrency].map(Number);
+    if (!values.every(Number.isFinite)) return [];
+    const [size, wait, slots] = values as [number, number, number];
+    const fitted = isFit(fit) && isFitReady(fit) ? { fit: { ...fit, flatCost: fit.flatCost ?? undefined } } : {};
+    const batches = Array.isArray(running)
+      ? running.filter((batch) => Number.isFinite(batch?.cost) && Number.isFinite(batch?.elapsedMs))
+      : [];
+    return [
+      {
+        maxBatchSize: size,
+        batchWaitTimeoutMs: wait,
+        concurrency: slots,
+        ...fitted,
+        running: batches,
+        ...(Number.isFinite(at) ? { at } : {}),
+      },
+    ];
+  } catch {
+    return [];
+  }
+}
+
+function isFit(value: unknown): value is LatencyFit {
+  if (value === null || typeof value !== 'object') return false;
+  const fit = value as Record<string, unknown>;
+  return ['samples', 'msPerCost', 'msPerBatch', 'minMs', 'spread'].every((name) => Number.isFinite(fit[name]));
+}

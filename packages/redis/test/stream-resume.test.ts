@@ -1,0 +1,123 @@
+// A stream survives its worker: two model worker processes (the bundled model, continuous scheduling) on one queue;
+// the one streaming a greedy generation is SIGKILLed mid-stream, and the other continues it from the prompt plus
+// the token ids already sent. The caller's stream must equal an uninterrupted run, with no token sent twice.
+import { fileURLToPath } from 'node:url';
+import type { TextGenerationChunk, TextGenerationInput } from '@microbatch/inference';
+import { type RedisQueue, createRedisQueue } from '@microbatch/redis';
+import { type ChildHandle, type TestRedis, startProcess, startRedisServer } from '@microbatch/test-kit';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { until } from './helpers.js';
+
+const root = fileURLToPath(new URL('../../../', import.meta.url));
+const MODEL = fileURLToPath(new URL('../../../models/tinystories-656k', import.meta.url));
+const QUEUE = 'resume';
+
+let redis: TestRedis;
+const children: ChildHandle[] = [];
+
+beforeAll(async () => {
+  redis = await startRedisServer();
+});
+afterAll(async () => {
+  await Promise.all(children.map((child) => child.stop(1_000)));
+  await redis.stop();
+});
+
+async function startModelWorker(queue = QUEUE): Promise<ChildHandle> {
+  const script = fileURLToPath(new URL('./fixtures/model-worker.ts', import.meta.url));
+  const child = startProcess({
+    args: ['--import', 'tsx', script],
+    cwd: root,
+    env: { ...process.env, REDIS_URL: redis.url, QUEUE: queue, MODEL, STEP_DELAY_MS: '20', CLAIM_IDLE_MS: '300' },
+  });
+  children.push(child);
+  await child.nextJson((line) => typeof (line as { ready?: unknown }).ready === 'string', 120_000);
+  return child;
+}
+
+const stepsOf = (child: ChildHandle): number =>
+  child.jsonLines().filter((line) => typeof (line as { step?: unknown }).step === 'number').length;
+
+describe('a stream whose worker dies (Redis, the bundled model)', () => {
+  it('finishes on another worker from the token ids sent: equal to an uninterrupted greedy run, no token twice', async () => {
+    const workers = [await startModelWorker(), await startModelWorker()];
+    // Workers are expected back within a minute: the stream waits for the take-over instead of failing with 503.
+    const replica: RedisQueue = createRedisQueue({ url: redis.url, queue: QUEUE, heartbeatTtlMs: 60_000 });
+    await replica.ready;
+    await until('both workers alive', async () => (await replica.workersAlive()) === 2);
+    const streamer = replica.streamingBatcher<TextGenerationInput, TextGenerationChunk>('stream');
+    const input: TextGenerationInput = { prompt: 'Once upon a time', max_new_tokens: 48, temperature: 0 };
+
+    const reference: TextGenerationChunk[] = [];
+    for await (const chunk of streamer.stream(input)) reference.push(chunk);
+    const referenceTokens = reference.flatMap((chunk) => chunk.tokens ?? []);
+    const referenceText = reference.map((chunk) => chunk.text).join('');
+    expect(referenceTokens.length).toBeGreaterThan(20);
+    expect(reference.at(-1)?.usage?.completion_tokens).toBe(referenceTokens.length);
+
+    const before = workers.map(stepsOf);
+    const chunks: TextGenerationChunk[] = [];
+    let killed: ChildHandle | undefined;
+    let tokensBeforeKill = 0;
+    for await (const chunk of streamer.stream(input)) {
+      chunks.push(chunk);
+      if (killed === undefined && chunks.length === 6) {
+        // The worker streaming it: the one whose step count moved.
+        killed = workers.find((child, index) => stepsOf(child) > (before[index] as number));
+        expect(killed).toBeDefined();
+        killed!.child.kill('SIGKILL');
+        await killed!.exited;
+        tokensBeforeKill = chunks.flatMap((sent) => sent.tokens ?? []).length;
+      }
+    }
+    const rescuer = workers.find((child) => child !== killed) as ChildHandle;
+    const resumed = rescuer
+      .jsonLines()
+      .map((line) => (line as { log?: string }).log ?? '')
+      .find((line) => line.includes('resuming'));
+    const tokens = chunks.flatMap((chunk) => chunk.tokens ?? []);
+    console.log(
+      `[stream resume] reference ${referenceTokens.length} tokens; killed after 6 chunks ` +
+        `(${tokensBeforeKill} tokens received); rescuer: ${resumed}`,
+    );
+    expect(killed?.exitInfo()?.signal).toBe('SIGKILL');
+    // The rescuer continued after what the dead worker's chunks carried, not from the start.
+    expect(resumed).toMatch(/resuming 1 stream\(s\) after [1-9]\d* token\(s\) sent/);
+    // Every token once, in order: the same ids and text as the uninterrupted run.
+    expect(tokens).toEqual(referenceTokens);
+    expect(chunks.map((chunk) => chunk.text).join('')).toBe(referenceText);
+    expect(chunks.at(-1)?.finish_reason).toBe(reference.at(-1)?.finish_reason);
+    expect(chunks.at(-1)?.usage).toEqual(reference.at(-1)?.usage);
+    await replica.close();
+  }, 180_000);
+
+  it('fails a stream that cannot resume within its deadline (no other worker): 504 after what was sent', async () => {
+    const queue = 'resume-deadline';
+    const lone = await startModelWorker(queue);
+    const replica: RedisQueue = createRedisQueue({ url: redis.url, queue, heartbeatTtlMs: 60_000 });
+    await replica.ready;
+    await until('the worker alive', async () => (await replica.workersAlive()) === 1);
+    const streamer = replica.streamingBatcher<TextGenerationInput, TextGenerationChunk>('stream');
+    const chunks: TextGenerationChunk[] = [];
+    // Long enough for the first chunks on a slow machine; nobody is left to resume it after the kill.
+    const timeoutMs = 3_000;
+    let failure: unknown;
+    try {
+      for await (const chunk of streamer.stream(
+        { prompt: 'Once upon a time', max_new_tokens: 48, temperature: 0 },
+        { timeoutMs },
+      )) {
+        chunks.push(chunk);
+        if (chunks.length === 6) {
+          lone.child.kill('SIGKILL');
+          await lone.exited;
+        }
+      }
+    } catch (error) {
+      failure = error;
+    }
+    expect(chunks).toHaveLength(6);
+    expect(failure).toMatchObject({ code: 'DEADLINE_EXCEEDED' });
+    await replica.close();
+  }, 180_000);
+});
