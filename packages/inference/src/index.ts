@@ -26,6 +26,7 @@ export type {
   OnnxTensorData,
   OnnxTypedArray,
   OutputOf,
+  PromptTokensDetails,
   RunnerSpec,
   RunnerTypes,
   TextClassificationRunnerSpec,
