@@ -13,8 +13,10 @@ const MODEL = bundledModelDir();
 /** Each well over two 16-token blocks of the bundled model's tokenizer; each test shares a prefix of its own. */
 const LILY =
   'Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her friends and her dog. ';
-const TOM = 'One day, a boy named Tom found a big red box under his bed. He opened it and saw a shiny toy car inside it. ';
-const BEN = 'There was a small bird called Ben who lived in a tall tree by the river. Every morning he sang a happy song. ';
+const TOM =
+  'One day, a boy named Tom found a big red box under his bed. He opened it and saw a shiny toy car inside it. ';
+const BEN =
+  'There was a small bird called Ben who lived in a tall tree by the river. Every morning he sang a happy song. ';
 
 function serve(prefixCacheMb: number): Promise<ServerProcess> {
   const args = [BIN, 'serve', '--model', MODEL, '--port', '0', '--log-format', 'json', '--workers', '1'];
@@ -28,7 +30,10 @@ function client(server: ServerProcess): OpenAI {
 
 /** `microbatch_prefix_cache_tokens_total` now (0 before the loop has reported anything). */
 async function cachedTotal(server: ServerProcess): Promise<number> {
-  const [sample] = samplesOf(await (await fetch(`${server.url}/metrics`)).text(), 'microbatch_prefix_cache_tokens_total');
+  const [sample] = samplesOf(
+    await (await fetch(`${server.url}/metrics`)).text(),
+    'microbatch_prefix_cache_tokens_total',
+  );
   return sample === undefined ? 0 : Number(sample.split(' ').at(-1));
 }
 

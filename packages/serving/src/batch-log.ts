@@ -142,7 +142,10 @@ export function logDecodeLoop(source: DecodeLoopSource, log: LogTarget = console
     const meanRows = steps === 0 ? 0 : rows / steps;
     const tokensPerSecond = Math.round((tokens * 1_000) / windowMs);
     // Only when prompts were looked up in a prefix cache: a loop without one never looks any up.
-    const cache = lookups === 0 ? undefined : { prefixCacheLookups: lookups, prefixCacheHits: hits, prefixCacheTokens: cachedTokens };
+    const cache =
+      lookups === 0
+        ? undefined
+        : { prefixCacheLookups: lookups, prefixCacheHits: hits, prefixCacheTokens: cachedTokens };
     if (isLogger(log)) {
       log.info(
         {

@@ -8,12 +8,7 @@ import { AutoTokenizer } from '@huggingface/transformers';
 import { InferenceSession } from 'onnxruntime-node';
 import type { DecodeActivity } from '../pool/pool-types.js';
 import type { ItemResult, StepSlot, WorkerInit } from '../pool/protocol.js';
-import type {
-  DecodeBatch,
-  TextGenerationOutput,
-  TextGenerationRunnerSpec,
-  TokenUsage,
-} from '../spec/runner-types.js';
+import type { DecodeBatch, TextGenerationOutput, TextGenerationRunnerSpec, TokenUsage } from '../spec/runner-types.js';
 import { calibrateStepCost } from './continuous/calibrate.js';
 import { DecodeLoop } from './continuous/decode-loop.js';
 import { MAX_LENGTH_GROUPS } from './continuous/length-groups.js';
