@@ -119,6 +119,8 @@ export function describeTextCompletionApp(
           prompt_tokens: 6,
           completion_tokens: expect.any(Number),
           total_tokens: expect.any(Number),
+          // The prefix cache is on by default; a prompt shorter than its 16-token blocks reuses none.
+          prompt_tokens_details: { cached_tokens: 0 },
         }),
       );
       expect(body.usage.completion_tokens).toBeLessThanOrEqual(5);
@@ -127,7 +129,7 @@ export function describeTextCompletionApp(
       await vi.waitFor(() => expect(lines.length).toBeGreaterThan(0), { timeout: 10_000 });
       for (const line of lines) {
         expect(line).toMatch(
-          /^\[inference\] decode loop, last [\d.]+ s: \d+ steps, [\d.]+ rows per step \(max \d\), \d+ tokens\/s, \d+ joined, \d+ left$/,
+          /^\[inference\] decode loop, last [\d.]+ s: \d+ steps, [\d.]+ rows per step \(max \d\), \d+ tokens\/s, \d+ joined, \d+ left(, prefix cache \d+\/\d+ hits, \d+ tokens reused)?$/,
         );
       }
     });
@@ -146,6 +148,7 @@ export function describeTextCompletionApp(
         prompt_tokens: sum('prompt_tokens'),
         completion_tokens: sum('completion_tokens'),
         total_tokens: sum('total_tokens'),
+        prompt_tokens_details: { cached_tokens: 0 },
       });
     });
 
@@ -196,6 +199,7 @@ export function describeTextCompletionApp(
           prompt_tokens: expect.any(Number),
           completion_tokens: expect.any(Number),
           total_tokens: expect.any(Number),
+          prompt_tokens_details: { cached_tokens: 0 },
         }),
       );
     });
@@ -443,7 +447,7 @@ export function describeTextCompletionApp(
       }
       // Nothing accepted was dropped: every sequence that joined the decode loop (the story, the stream and the
       // accepted completions) was answered 200; the loop's last line is logged before the process exits.
-      const joins = /^\[inference\] decode loop, .* (\d+) joined, (\d+) left$/gm;
+      const joins = /^\[inference\] decode loop, .* (\d+) joined, (\d+) left(?:, prefix cache .*)?$/gm;
       const lines = [...server.output().matchAll(joins)];
       const joined = lines.reduce((n, m) => n + Number(m[1]), 0);
       expect(joined).toBe(2 + answers.filter((answer) => answer.status === 200).length);

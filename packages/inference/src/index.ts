@@ -27,6 +27,7 @@ export type {
   OnnxTensorData,
   OnnxTypedArray,
   OutputOf,
+  PromptTokensDetails,
   RunnerSpec,
   RunnerTypes,
   TextClassificationRunnerSpec,

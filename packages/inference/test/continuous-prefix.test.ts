@@ -47,11 +47,13 @@ const inputs: TextGenerationInput[] = PROMPTS.map((prompt, index) => ({
   temperature: 0,
 }));
 
+/** Results without what request scheduling does not report: the decode batch and the prompt's cached tokens. */
 function plain(results: readonly unknown[]): unknown[] {
   return results.map((result) => {
     if (typeof result !== 'object' || result === null || result instanceof Error) return result;
-    const { batch: _batch, ...rest } = result as TextGenerationOutput;
-    return rest;
+    const { batch: _batch, usage, ...rest } = result as TextGenerationOutput;
+    const { prompt_tokens_details: _cached, ...counts } = usage;
+    return { ...rest, usage: counts };
   });
 }
 
@@ -98,8 +100,11 @@ describe('the step budget and the prefix cache on the bundled model', () => {
     it(`gives the one-by-one greedy results: ${label}`, async () => {
       const continuous = pool({ maxSequences: 3, ...runner });
       await continuous.ready;
-      expect(plain(await staggered(continuous))).toEqual(expected);
+      const results = (await staggered(continuous)) as TextGenerationOutput[];
+      expect(plain(results)).toEqual(expected);
       const stats = (await continuous.runnerStats())[0] ?? {};
+      // Each result's usage says what its sequence took from the cache: they add up to the runner's counter.
+      const details = results.map((result) => result.usage.prompt_tokens_details);
       const cached = 'prefixCacheMb' in runner && runner.prefixCacheMb === 0 ? 0 : 1;
       const budget = 'prefixCacheMb' in runner ? runner.prefixCacheMb * 2 ** 20 : 64 * 2 ** 20;
       if (runner.maxStepTokens === 12) {
@@ -108,7 +113,16 @@ describe('the step budget and the prefix cache on the bundled model', () => {
       }
       if (cached === 0) {
         expect(stats.prefixCacheLookups).toBe(0);
+        expect(details).toEqual(inputs.map(() => undefined));
       } else {
+        const reused = details.map((detail) => detail?.cached_tokens ?? -1);
+        expect(reused.reduce((sum, tokens) => sum + tokens, 0)).toBe(stats.prefixCacheTokens);
+        expect(reused.filter((tokens) => tokens > 0)).toHaveLength(stats.prefixCacheHits ?? -1);
+        expect(
+          reused.every(
+            (tokens, index) => tokens >= 0 && tokens % 16 === 0 && tokens < results[index]!.usage.prompt_tokens,
+          ),
+        ).toBe(true);
         expect(stats.prefixCacheLookups).toBe(inputs.length);
         // Of the five requests sent after the first three, four start with the preamble's first two blocks or more.
         expect(stats.prefixCacheHits).toBeGreaterThanOrEqual(4);

@@ -17,15 +17,17 @@ const PROMPTS = [
 ];
 
 /**
- * The pool with results (and the handler's) stripped of their decode batch, which only continuous scheduling
- * reports and which differs from run to run: these tests compare tokens across schedulings and runs.
+ * The pool with results (and the handler's) stripped of their decode batch and of what the prefix cache held for
+ * them (`usage.prompt_tokens_details`), which only continuous scheduling reports and which differ from run to run:
+ * these tests compare tokens across schedulings and runs.
  */
 function tokensOnly(real: Pool): Pool {
   const strip = (results: readonly unknown[]) =>
     results.map((result) => {
       if (typeof result !== 'object' || result === null || result instanceof Error) return result;
-      const { batch: _batch, ...rest } = result as TextGenerationOutput;
-      return rest;
+      const { batch: _batch, usage, ...rest } = result as TextGenerationOutput;
+      const { prompt_tokens_details: _cached, ...counts } = usage;
+      return { ...rest, usage: counts };
     }) as Array<TextGenerationOutput | Error>;
   const run: Pool['run'] = async (inputs, options) => strip(await real.run(inputs, options));
   const handler: Pool['handler'] = async (inputs, context) => strip(await real.handler(inputs, context));

@@ -105,15 +105,17 @@ export interface DecodeLoopSource {
 
 /**
  * Logs what the decode loops of continuous scheduling did, at most once per `intervalMs` and only when they did
- * something: steps, rows per step (mean and max: the real batch sizes), tokens/s, and the sequences that joined and
- * left. Under continuous scheduling the batchers hand the loop one request at a time, so their per-batch lines
+ * something: steps, rows per step (mean and max: the real batch sizes), tokens/s, the sequences that joined and
+ * left, and, with a prefix cache (`runner.prefixCacheMb` > 0) and prompts looked up in it, how many reused cached
+ * blocks and the prompt tokens they reused. Under continuous scheduling the batchers hand the loop one request at a time, so their per-batch lines
  * ({@link logBatches}) would only say "size 1"; this is the batching that runs. Returns the function that stops it
  * (and logs what the current window has seen).
  *
  * @example
  * ```ts
  * logDecodeLoop(model.pool);
- * // [inference] decode loop, last 1.0 s: 412 steps, 6.3 rows per step (max 9), 2601 tokens/s, 9 joined, 9 left
+ * // [inference] decode loop, last 1.0 s: 412 steps, 6.3 rows per step (max 9), 2601 tokens/s, 9 joined, 9 left,
+ * //   prefix cache 6/9 hits, 192 tokens reused
  * ```
  */
 export function logDecodeLoop(source: DecodeLoopSource, log: LogTarget = console.log, intervalMs = 1_000): () => void {
@@ -127,6 +129,10 @@ export function logDecodeLoop(source: DecodeLoopSource, log: LogTarget = console
   let tokens = 0;
   let joined = 0;
   let left = 0;
+  // The prefix cache's, for the window (all 0 without a cache: the loop looks every newcomer up when it has one).
+  let lookups = 0;
+  let hits = 0;
+  let cachedTokens = 0;
   let windowStart = 0;
   let timer: NodeJS.Timeout | undefined;
   const flush = (): void => {
@@ -135,6 +141,11 @@ export function logDecodeLoop(source: DecodeLoopSource, log: LogTarget = console
     const windowMs = Math.max(1, performance.now() - windowStart);
     const meanRows = steps === 0 ? 0 : rows / steps;
     const tokensPerSecond = Math.round((tokens * 1_000) / windowMs);
+    // Only when prompts were looked up in a prefix cache: a loop without one never looks any up.
+    const cache =
+      lookups === 0
+        ? undefined
+        : { prefixCacheLookups: lookups, prefixCacheHits: hits, prefixCacheTokens: cachedTokens };
     if (isLogger(log)) {
       log.info(
         {
@@ -146,6 +157,7 @@ export function logDecodeLoop(source: DecodeLoopSource, log: LogTarget = console
           tokensPerSecond,
           joined,
           left,
+          ...cache,
         },
         'decode loop',
       );
@@ -153,10 +165,12 @@ export function logDecodeLoop(source: DecodeLoopSource, log: LogTarget = console
       log(
         `[${source.name}] decode loop, last ${(windowMs / 1_000).toFixed(1)} s: ${steps} steps, ` +
           `${meanRows.toFixed(1)} rows per step (max ${maxRows}), ${tokensPerSecond} tokens/s, ` +
-          `${joined} joined, ${left} left`,
+          `${joined} joined, ${left} left` +
+          (cache === undefined ? '' : `, prefix cache ${hits}/${lookups} hits, ${cachedTokens} tokens reused`),
       );
     }
     steps = rows = maxRows = tokens = joined = left = 0;
+    lookups = hits = cachedTokens = 0;
     // The next window opens now: at most one line per interval.
     windowStart = performance.now();
     timer = setTimeout(flush, intervalMs);
@@ -173,6 +187,9 @@ export function logDecodeLoop(source: DecodeLoopSource, log: LogTarget = console
     tokens += activity.tokens;
     joined += activity.joined;
     left += activity.left;
+    lookups += activity.prefixCacheLookups;
+    hits += activity.prefixCacheHits;
+    cachedTokens += activity.prefixCacheTokens;
     activity.stepsByRows.forEach((count, size) => {
       rows += count * size;
       if (count > 0) maxRows = Math.max(maxRows, size);

@@ -131,10 +131,25 @@ export function toChatUsageChunk(meta: ChatMeta, usages: readonly TokenUsage[]):
   return { ...meta, object: 'chat.completion.chunk', choices: [], usage: sumUsage(usages) };
 }
 
-/** The choices share one prompt: counted once, as OpenAI counts it; their completions add up. */
+/**
+ * The choices share one prompt: counted once, as OpenAI counts it; their completions add up. Its cached tokens
+ * (`prompt_tokens_details`, only when the runner reported them: it has a prefix cache) are counted like it, once:
+ * the most any choice's sequence reused, so they never exceed `prompt_tokens` (vLLM reports one figure for the
+ * prompt of an `n` > 1 request too). `/metrics` counts every sequence's reuse.
+ */
 function sumUsage(usages: readonly TokenUsage[]): TokenUsage {
   const prompt = usages[0]?.prompt_tokens ?? 0;
   let completion = 0;
-  for (const usage of usages) completion += usage.completion_tokens;
-  return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
+  let cached: number | undefined;
+  for (const usage of usages) {
+    completion += usage.completion_tokens;
+    const reused = usage.prompt_tokens_details?.cached_tokens;
+    if (reused !== undefined) cached = Math.max(cached ?? 0, reused);
+  }
+  return {
+    prompt_tokens: prompt,
+    completion_tokens: completion,
+    total_tokens: prompt + completion,
+    ...(cached === undefined ? {} : { prompt_tokens_details: { cached_tokens: cached } }),
+  };
 }

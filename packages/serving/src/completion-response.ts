@@ -147,12 +147,25 @@ export function toUsageChunk(meta: CompletionMeta, usages: readonly TokenUsage[]
   return { ...meta, choices: [], usage: sumUsage(usages) };
 }
 
+/**
+ * Every prompt counts: the prompt tokens add up, and so do the tokens each prompt's sequence reused from the prefix
+ * cache (`prompt_tokens_details.cached_tokens`, only when the runner reported it: a runner without a prefix cache
+ * leaves it out, and so does the answer).
+ */
 function sumUsage(usages: readonly TokenUsage[]): TokenUsage {
   let prompt = 0;
   let completion = 0;
+  let cached: number | undefined;
   for (const usage of usages) {
     prompt += usage.prompt_tokens;
     completion += usage.completion_tokens;
+    const reused = usage.prompt_tokens_details?.cached_tokens;
+    if (reused !== undefined) cached = (cached ?? 0) + reused;
   }
-  return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
+  return {
+    prompt_tokens: prompt,
+    completion_tokens: completion,
+    total_tokens: prompt + completion,
+    ...(cached === undefined ? {} : { prompt_tokens_details: { cached_tokens: cached } }),
+  };
 }

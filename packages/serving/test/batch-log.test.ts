@@ -161,4 +161,24 @@ describe('logDecodeLoop', () => {
     const fields = records[0]?.fields as { tokensPerSecond: number } | undefined;
     expect(fields?.tokensPerSecond).toBeLessThanOrEqual(4);
   });
+
+  it("adds the prefix cache's hits and reused tokens of the interval when prompts were looked up in it", async () => {
+    const lines: string[] = [];
+    const { logger, records } = recordingLogger();
+    const loop = fakeLoop();
+    const stops = [logDecodeLoop(loop, (line) => lines.push(line), 10), logDecodeLoop(loop, logger, 10)];
+    // Two workers' windows: 3 newcomers looked up, 2 hits reusing 32 and 16 tokens.
+    loop.report({ worker: 0, steps: 2, stepsByRows: [0, 2], tokens: 2, joined: 2 });
+    loop.report({ worker: 0, prefixCacheLookups: 2, prefixCacheHits: 1, prefixCacheTokens: 32 });
+    loop.report({ worker: 1, steps: 1, stepsByRows: [0, 1], tokens: 2, joined: 1, prefixCacheLookups: 1 });
+    loop.report({ worker: 1, prefixCacheHits: 1, prefixCacheTokens: 16, prefixCacheEvictions: 4 });
+    await waitFor('the loop lines', () => lines.length > 0 && records.length > 0);
+    expect(lines[0]).toMatch(/, 3 joined, 0 left, prefix cache 2\/3 hits, 48 tokens reused$/);
+    expect(records[0]?.fields).toMatchObject({ prefixCacheLookups: 3, prefixCacheHits: 2, prefixCacheTokens: 48 });
+    // A window without lookups (a loop without a cache never has any) says nothing of a cache.
+    loop.report({ steps: 1, stepsByRows: [0, 1], tokens: 1, left: 3 });
+    for (const stop of stops) stop();
+    expect(lines[1]).toMatch(/, 0 joined, 3 left$/);
+    expect(records[1]?.fields).not.toHaveProperty('prefixCacheHits');
+  });
 });

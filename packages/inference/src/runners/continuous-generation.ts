@@ -8,7 +8,7 @@ import { AutoTokenizer } from '@huggingface/transformers';
 import { InferenceSession } from 'onnxruntime-node';
 import type { DecodeActivity } from '../pool/pool-types.js';
 import type { ItemResult, StepSlot, WorkerInit } from '../pool/protocol.js';
-import type { DecodeBatch, TextGenerationRunnerSpec } from '../spec/runner-types.js';
+import type { DecodeBatch, TextGenerationOutput, TextGenerationRunnerSpec, TokenUsage } from '../spec/runner-types.js';
 import { calibrateStepCost } from './continuous/calibrate.js';
 import { DecodeLoop } from './continuous/decode-loop.js';
 import { MAX_LENGTH_GROUPS } from './continuous/length-groups.js';
@@ -269,7 +269,8 @@ class ContinuousGenerationRunner implements Runner {
           const chunk = sequence.output.takeChunk();
           if (chunk !== null) {
             // The first chunk says which step batched the sequence so far (a server sends it as headers).
-            slots[index] = { chunk: item.streamed ? chunk : { ...chunk, batch: this.#batchOf(sequence) } };
+            const last = chunk.usage === null ? chunk : { ...chunk, usage: this.#usageOf(sequence, chunk.usage) };
+            slots[index] = { chunk: item.streamed ? last : { ...last, batch: this.#batchOf(sequence) } };
             item.streamed = true;
             any = true;
           }
@@ -280,12 +281,27 @@ class ContinuousGenerationRunner implements Runner {
         for (const { index, sequence } of task.items) {
           task.results[index] = sequence.cancelled
             ? { ok: false, error: { code: 'HANDLER_ERROR', message: 'Generation cancelled' } }
-            : { ok: true, value: { ...sequence.output.output(), batch: this.#batchOf(sequence) } };
+            : { ok: true, value: this.#outputOf(sequence) };
         }
         this.#tasks.delete(task);
         task.resolve(task.results);
       }
     }
+  }
+
+  /** A finished sequence's result: its output, with what it reused of the prefix cache, and its batch. */
+  #outputOf(sequence: Sequence): TextGenerationOutput {
+    const output = sequence.output.output();
+    return { ...output, usage: this.#usageOf(sequence, output.usage), batch: this.#batchOf(sequence) };
+  }
+
+  /**
+   * A sequence's usage with `prompt_tokens_details.cached_tokens` (what the loop took from the prefix cache for it)
+   * when this runner has a prefix cache; as it is without one, so a server leaves the field out.
+   */
+  #usageOf(sequence: Sequence, usage: TokenUsage): TokenUsage {
+    if (this.#spec.prefixCacheMb <= 0) return usage;
+    return { ...usage, prompt_tokens_details: { cached_tokens: sequence.cachedTokens } };
   }
 
   /** The most sequences that shared a step with this one, and the id of the first step with that many. */

@@ -266,6 +266,25 @@ export interface TokenUsage {
   /** Tokens generated, including the ones that formed a stop string or the end-of-sequence token. */
   readonly completion_tokens: number;
   readonly total_tokens: number;
+  /**
+   * Continuous scheduling with a prefix cache (`runner.prefixCacheMb` > 0) only: `cached_tokens`, the prompt tokens
+   * whose KV this generation's sequence reused from the cache instead of prefilling them (0 on a miss). Absent when
+   * the runner has no prefix cache, as OpenAI-compatible servers leave it out when they do not cache prompts.
+   */
+  readonly prompt_tokens_details?: PromptTokensDetails;
+}
+
+/**
+ * What a generation's prompt reused (OpenAI's `usage.prompt_tokens_details`).
+ *
+ * @example
+ * ```ts
+ * const cached = output.usage.prompt_tokens_details?.cached_tokens ?? 0;
+ * ```
+ */
+export interface PromptTokensDetails {
+  /** Prompt tokens whose KV came from the prefix cache: the loop prefilled only the rest. */
+  readonly cached_tokens: number;
 }
 
 /**
