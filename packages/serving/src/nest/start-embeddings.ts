@@ -1,5 +1,6 @@
 import type { RequestListener, Server } from 'node:http';
 import { NestFactory } from '@nestjs/core';
+import type { EmbeddingsAppOptions } from '../app-options.js';
 import type { EmbeddingService } from '../embedding-model.js';
 import { shutdownServer } from '../graceful-shutdown.js';
 import { type ListenOptions, type RunningServer, listen, serverUrl } from '../serve.js';
@@ -14,8 +15,12 @@ import { EmbeddingsModule } from './embeddings.module.js';
  * const running = await startEmbeddingsApp(model, { port: 0, host: '127.0.0.1' });
  * ```
  */
-export async function startEmbeddingsApp(service: EmbeddingService, where: ListenOptions): Promise<RunningServer> {
-  const app = await NestFactory.create(EmbeddingsModule.forRoot(service), {
+export async function startEmbeddingsApp(
+  service: EmbeddingService,
+  where: ListenOptions,
+  options: EmbeddingsAppOptions = {},
+): Promise<RunningServer> {
+  const app = await NestFactory.create(EmbeddingsModule.forRoot(service, options), {
     logger: ['error', 'warn'],
     bodyParser: false,
   });
