@@ -3,7 +3,6 @@
 // table, and every framework serves it, with the same 405 (`Allow`) / 404 for what it does not answer.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { BatchError } from '@microbatch/core';
-import { writeJson } from '@microbatch/core/http';
 import type { NodeHandler } from '@microbatch/prometheus';
 
 /** An endpoint that answers a parsed JSON body on the Node response itself (the OpenAI endpoints). */
@@ -27,6 +26,15 @@ export interface JsonRoute {
   readonly handler: NodeJsonEndpoint;
 }
 
+/**
+ * A `GET` route answering a fixed JSON value (the model list), sent the framework's own way, so that it needs no
+ * Node response (Hono's `app.request()` reaches it too).
+ */
+export interface JsonValueRoute {
+  readonly kind: 'value';
+  readonly body: unknown;
+}
+
 /** The `GET /?text=` handler. */
 export interface TextQueryRoute {
   readonly kind: 'text-query';
@@ -34,7 +42,7 @@ export interface TextQueryRoute {
 }
 
 /** A handler, tagged with how a framework mounts it. */
-export type RouteHandler = NodeRoute | JsonRoute | TextQueryRoute;
+export type RouteHandler = NodeRoute | JsonRoute | JsonValueRoute | TextQueryRoute;
 
 /**
  * One row of an app's route table: `GET` routes answer `HEAD` too (without a body); `POST` routes take a JSON body
@@ -58,6 +66,8 @@ export interface RouteMounts {
   readonly node: (path: string, handler: NodeHandler) => void;
   /** `POST path` with a JSON body answered on the Node response. */
   readonly json: (path: string, handler: NodeJsonEndpoint) => void;
+  /** `GET path` (and `HEAD`) answered with `body` as JSON. */
+  readonly value: (path: string, body: unknown) => void;
   /** `GET path` (and `HEAD`) with the `text` query parameter as the framework reads it. */
   readonly textQuery: (path: string, handler: TextQueryHandler) => void;
 }
@@ -69,22 +79,10 @@ export const jsonRoute = (handler: NodeJsonEndpoint): JsonRoute => ({ kind: 'jso
 /** Tags the `GET /?text=` handler. */
 export const textQueryRoute = (handler: TextQueryHandler): TextQueryRoute => ({ kind: 'text-query', handler });
 
-/**
- * `GET` answered with `body` as JSON (the model list): the same bytes and headers on every framework.
- *
- * @example
- * ```ts
- * jsonValueHandler(modelList(model.id, new Date()));
- * ```
- */
-export function jsonValueHandler(body: unknown): NodeHandler {
-  return (_req, res) => {
-    writeJson(res, 200, body);
-    return Promise.resolve();
-  };
-}
+/** Tags a fixed JSON answer (the model list). */
+export const jsonValueRoute = (body: unknown): JsonValueRoute => ({ kind: 'value', body });
 
-const METHOD_OF_KIND = { node: 'GET', json: 'POST', 'text-query': 'GET' } as const;
+const METHOD_OF_KIND = { node: 'GET', json: 'POST', value: 'GET', 'text-query': 'GET' } as const;
 
 /**
  * The table's rows with their handlers, in the table's order. A row whose method is not its handler's (a `POST`
@@ -120,6 +118,7 @@ export function mountRoutes(routes: readonly AppRoute[], mounts: RouteMounts): v
   for (const route of routes) {
     if (route.kind === 'node') mounts.node(route.path, route.handler);
     else if (route.kind === 'json') mounts.json(route.path, route.handler);
+    else if (route.kind === 'value') mounts.value(route.path, route.body);
     else mounts.textQuery(route.path, route.handler);
   }
 }

@@ -10,7 +10,7 @@ import {
   type RouteRow,
   allowedMethods,
   jsonRoute,
-  jsonValueHandler,
+  jsonValueRoute,
   nodeRoute,
   resolveRoutes,
 } from './app-routes.js';
@@ -60,7 +60,7 @@ export function embeddingsHandlers(service: EmbeddingService, options: Embedding
   for (const batcher of service.batchers) instrumentBatcher(batcher, { registry });
   return {
     embeddings: jsonRoute(createEmbeddingsEndpoint(service, options.limits, errors)),
-    models: nodeRoute(jsonValueHandler(modelList(service.id, new Date()))),
+    models: jsonValueRoute(modelList(service.id, new Date())),
     liveness: nodeRoute(toNodeHandler(() => health.liveness())),
     readiness: nodeRoute(toNodeHandler(() => health.readiness())),
     metrics: nodeRoute(metricsHandler(registry)),

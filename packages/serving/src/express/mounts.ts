@@ -1,5 +1,5 @@
 // How the Express serving apps mount the shared route tables (`../routes.ts`, `../embeddings-routes.ts`).
-import { writeHttpError } from '@microbatch/core/http';
+import { writeHttpError, writeJson } from '@microbatch/core/http';
 import { batchErrorHandler, jsonBody } from '@microbatch/express';
 import express from 'express';
 import { type AppRoute, type NoRoute, mountRoutes } from '../app-routes.js';
@@ -17,6 +17,7 @@ export function expressApp(
   mountRoutes(routes, {
     node: (path, handler) => app.get(path, handler),
     json: (path, handler) => app.post(path, jsonBody(), (req, res) => handler(req.body, res)),
+    value: (path, body) => app.get(path, (_req, res) => writeJson(res, 200, body)),
     textQuery: (path, handler) => app.get(path, (req, res) => handler(req.query.text, req, res)),
   });
   app.use((req, res) => writeHttpError(res, noRoute(req.method, req.path)));

@@ -28,6 +28,7 @@ export function createFastifyApp(
     mountRoutes(routes, {
       node: (path, handler) => getNode(scope, path, handler),
       json: (path, handler) => postJson(scope, path, handler),
+      value: (path, body) => scope.get(path, (_request, reply) => reply.send(body)),
       textQuery: (path, handler) => getTextQuery(scope, path, handler),
     });
   });

@@ -47,6 +47,7 @@ export function honoApp(routes: readonly AppRoute[], noRoute: NoRoute): Hono {
   mountRoutes(routes, {
     node: (path, handler) => getNode(app, path, handler),
     json: (path, handler) => postJson(app, path, handler),
+    value: (path, body) => app.get(path, (c) => c.json(body)),
     textQuery: (path, handler) => getTextQuery(app, path, handler),
   });
   app.notFound((c) => errorResponse(c, noRoute(c.req.method, c.req.path)));
@@ -60,9 +61,14 @@ function textParameter(c: Context): unknown {
   return values === undefined ? undefined : values.length === 1 ? values[0] : values;
 }
 
-/** `GET path`: the `text` query parameter (as Express and Koa read it) answered on the Node response. */
+/**
+ * `GET path`: the `text` query parameter (as Express and Koa read it) answered on the Node response. `HEAD` is
+ * answered here, the Hono way: Hono answers it with a copy of the GET route's response, which must not have been
+ * written to the Node response already.
+ */
 function getTextQuery(app: Hono, path: string, handler: TextQueryHandler): void {
   app.get(path, async (c) => {
+    if (c.req.method === 'HEAD') return c.body(null, 200, { 'Content-Type': 'text/plain; charset=utf-8' });
     await handler(textParameter(c), node(c).incoming, node(c).outgoing);
     return RESPONSE_ALREADY_SENT;
   });

@@ -30,6 +30,10 @@ export function koaApp(routes: readonly AppRoute[], noRoute: NoRoute): Koa {
         ctx.respond = false;
         await handler((ctx.request as { body?: unknown }).body, ctx.res);
       }),
+    value: (path, body) =>
+      router.get(path, (ctx) => {
+        ctx.body = body;
+      }),
     textQuery: (path, handler) =>
       router.get(path, async (ctx) => {
         ctx.respond = false;

@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { writeHttpError } from '@microbatch/core/http';
+import { writeHttpError, writeJson } from '@microbatch/core/http';
 import { jsonBody } from '@microbatch/nest';
 import {
   type ArgumentsHost,
@@ -52,8 +52,8 @@ export class EmbeddingsController {
   }
 
   @Get('v1/models')
-  models(@Req() req: IncomingMessage, @Res() res: ServerResponse): Promise<void> {
-    return this.#routes.models.handler(req, res);
+  models(@Res() res: ServerResponse): void {
+    writeJson(res, 200, this.#routes.models.body);
   }
 
   @Get('healthz')

@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { writeJson } from '@microbatch/core/http';
 import { Body, Controller, Get, Inject, Optional, Post, Query, Req, Res } from '@nestjs/common';
 import type { TextCompletionAppOptions } from '../app-options.js';
 import { textCompletionHandlers } from '../routes.js';
@@ -50,8 +51,8 @@ export class TextCompletionController {
 
   /** What `client.models.list()` of the official OpenAI clients reads. */
   @Get('v1/models')
-  models(@Req() req: IncomingMessage, @Res() res: ServerResponse): Promise<void> {
-    return this.#routes.models.handler(req, res);
+  models(@Res() res: ServerResponse): void {
+    writeJson(res, 200, this.#routes.models.body);
   }
 
   @Get('healthz')
