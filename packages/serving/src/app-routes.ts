@@ -98,11 +98,11 @@ export function resolveRoutes<Name extends string>(
   handlers: Readonly<Record<Name, RouteHandler>>,
 ): AppRoute[] {
   return table.map((row) => {
-    const handler = handlers[row.handler];
+    const handler: RouteHandler = handlers[row.handler];
     if (METHOD_OF_KIND[handler.kind] !== row.method) {
       throw new Error(`Route ${row.method} ${row.path}: its handler \`${row.handler}\` answers ${handler.kind}`);
     }
-    return { method: row.method, path: row.path, ...handler } as AppRoute;
+    return { method: row.method, path: row.path, ...handler };
   });
 }
 

@@ -86,9 +86,7 @@ export function textCompletionHandlers(service: TextCompletionService, options: 
   instrumentTextCompletionService(service, registry);
   return {
     textQuery: textQueryRoute(createTextQueryHandler(service, options.clientKey, errors)),
-    completions: jsonRoute(
-      createCompletionsEndpoint(service, options.limits, options.clientKey, generation, errors),
-    ),
+    completions: jsonRoute(createCompletionsEndpoint(service, options.limits, options.clientKey, generation, errors)),
     chatCompletions: jsonRoute(createChatCompletionsEndpoint(service, undefined, options.clientKey, errors)),
     models: jsonValueRoute(modelList(service.id, new Date())),
     liveness: nodeRoute(toNodeHandler(() => health.liveness())),
@@ -106,7 +104,10 @@ export function textCompletionHandlers(service: TextCompletionService, options: 
  * mountRoutes(textCompletionRoutes(model, options), expressMounts(app));
  * ```
  */
-export function textCompletionRoutes(service: TextCompletionService, options: TextCompletionAppOptions = {}): AppRoute[] {
+export function textCompletionRoutes(
+  service: TextCompletionService,
+  options: TextCompletionAppOptions = {},
+): AppRoute[] {
   return resolveRoutes(TEXT_COMPLETION_TABLE, textCompletionHandlers(service, options));
 }
 

@@ -8,10 +8,7 @@ import { type AppRoute, type NoRoute, mountRoutes } from '../app-routes.js';
  * An Express app serving `routes`, `noRoute`'s 404 / 405 for anything else, and body problems (400, 413, 415) as
  * JSON errors with fixed messages; no `X-Powered-By` (nothing to tell a client about the stack).
  */
-export function expressApp(
-  routes: readonly AppRoute[],
-  noRoute: NoRoute,
-): express.Express {
+export function expressApp(routes: readonly AppRoute[], noRoute: NoRoute): express.Express {
   const app = express();
   app.disable('x-powered-by');
   mountRoutes(routes, {

@@ -8,7 +8,13 @@ import { lingerAfterRefusal } from '@microbatch/core/http';
 import { batchErrorHandler, errorResponse, jsonBody } from '@microbatch/hono';
 import type { NodeHandler } from '@microbatch/prometheus';
 import { type Context, Hono, type MiddlewareHandler } from 'hono';
-import { type AppRoute, type NoRoute, type NodeJsonEndpoint, type TextQueryHandler, mountRoutes } from '../app-routes.js';
+import {
+  type AppRoute,
+  type NoRoute,
+  type NodeJsonEndpoint,
+  type TextQueryHandler,
+  mountRoutes,
+} from '../app-routes.js';
 import { requestPath } from '../routes.js';
 
 /** What `@hono/node-server` puts in `c.env`: the Node request and response. */

@@ -9,5 +9,10 @@ export { TextCompletionController } from './text-completion.controller.js';
 export { TextCompletionModule } from './text-completion.module.js';
 export { TextQueryPipe } from './text-query.pipe.js';
 export type { EmbeddingsAppOptions, TextCompletionAppOptions } from '../app-options.js';
-export { EMBEDDINGS_APP_OPTIONS, EMBEDDING_SERVICE, EmbeddingsController, EmbeddingsModule } from './embeddings.module.js';
+export {
+  EMBEDDINGS_APP_OPTIONS,
+  EMBEDDING_SERVICE,
+  EmbeddingsController,
+  EmbeddingsModule,
+} from './embeddings.module.js';
 export { startEmbeddingsApp } from './start-embeddings.js';
