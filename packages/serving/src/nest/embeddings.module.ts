@@ -1,25 +1,20 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { writeHttpError, writeJson } from '@microbatch/core/http';
+import { writeHttpError } from '@microbatch/core/http';
 import { jsonBody } from '@microbatch/nest';
 import {
   type ArgumentsHost,
-  type BeforeApplicationShutdown,
   Body,
   Catch,
   Controller,
   type DynamicModule,
   type ExceptionFilter,
-  Get,
   HttpException,
   Inject,
-  Injectable,
   type MiddlewareConsumer,
   Module,
   type NestModule,
-  type OnApplicationShutdown,
   Optional,
   Post,
-  Req,
   RequestMethod,
   Res,
 } from '@nestjs/common';
@@ -27,6 +22,8 @@ import { APP_FILTER } from '@nestjs/core';
 import { type EmbeddingsAppOptions, httpErrorOptions } from '../app-options.js';
 import type { EmbeddingService } from '../embedding-model.js';
 import { embeddingsHandlers, noEmbeddingsRoute } from '../embeddings-routes.js';
+import { ServingController } from './serving.controller.js';
+import { serviceLifecycle } from './service-lifecycle.js';
 
 /** The injection token of the app's `EmbeddingService`. */
 export const EMBEDDING_SERVICE = Symbol.for('microbatch.serving.embeddingService');
@@ -36,39 +33,20 @@ export const EMBEDDINGS_APP_OPTIONS = Symbol.for('microbatch.serving.embeddingsA
 
 /** The embeddings routes on NestJS: the shared table's handlers (`embeddingsHandlers`), as on the other frameworks. */
 @Controller()
-export class EmbeddingsController {
-  readonly #routes: ReturnType<typeof embeddingsHandlers>;
+export class EmbeddingsController extends ServingController {
+  protected readonly routes: ReturnType<typeof embeddingsHandlers>;
 
   constructor(
     @Inject(EMBEDDING_SERVICE) service: EmbeddingService,
     @Optional() @Inject(EMBEDDINGS_APP_OPTIONS) options: EmbeddingsAppOptions = {},
   ) {
-    this.#routes = embeddingsHandlers(service, options);
+    super();
+    this.routes = embeddingsHandlers(service, options);
   }
 
   @Post('v1/embeddings')
   embeddings(@Body() body: unknown, @Res() res: ServerResponse): Promise<void> {
-    return this.#routes.embeddings.handler(body, res);
-  }
-
-  @Get('v1/models')
-  models(@Res() res: ServerResponse): void {
-    writeJson(res, 200, this.#routes.models.body);
-  }
-
-  @Get('healthz')
-  healthz(@Req() req: IncomingMessage, @Res() res: ServerResponse): Promise<void> {
-    return this.#routes.liveness.handler(req, res);
-  }
-
-  @Get('readyz')
-  readyz(@Req() req: IncomingMessage, @Res() res: ServerResponse): Promise<void> {
-    return this.#routes.readiness.handler(req, res);
-  }
-
-  @Get('metrics')
-  metrics(@Req() req: IncomingMessage, @Res() res: ServerResponse): Promise<void> {
-    return this.#routes.metrics.handler(req, res);
+    return this.routes.embeddings.handler(body, res);
   }
 }
 
@@ -84,20 +62,6 @@ class EmbeddingsErrorFilter implements ExceptionFilter {
     } else {
       writeHttpError(res, exception);
     }
-  }
-}
-
-/** Drains the batcher with `app.close()`, then releases the model. */
-@Injectable()
-class EmbeddingLifecycle implements BeforeApplicationShutdown, OnApplicationShutdown {
-  constructor(@Inject(EMBEDDING_SERVICE) private readonly service: EmbeddingService) {}
-
-  beforeApplicationShutdown(): Promise<void> {
-    return this.service.drain();
-  }
-
-  onApplicationShutdown(): Promise<void> {
-    return this.service.close();
   }
 }
 
@@ -120,7 +84,7 @@ export class EmbeddingsModule implements NestModule {
         { provide: EMBEDDING_SERVICE, useValue: service },
         { provide: EMBEDDINGS_APP_OPTIONS, useValue: options },
         { provide: APP_FILTER, useClass: EmbeddingsErrorFilter },
-        EmbeddingLifecycle,
+        serviceLifecycle(EMBEDDING_SERVICE),
       ],
     };
   }

@@ -1,14 +1,15 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { writeJson } from '@microbatch/core/http';
 import { Body, Controller, Get, Inject, Optional, Post, Query, Req, Res } from '@nestjs/common';
 import type { TextCompletionAppOptions } from '../app-options.js';
 import { textCompletionHandlers } from '../routes.js';
 import type { TextCompletionService } from '../text-completion-model.js';
+import { ServingController } from './serving.controller.js';
 import { TEXT_COMPLETION_APP_OPTIONS, TEXT_COMPLETION_SERVICE } from './text-completion.constants.js';
 
 /**
  * The text-completion routes on NestJS: the shared table's handlers (`textCompletionHandlers`, the same as the other
- * frameworks' apps), each under its Nest decorator. Every constructor parameter names its token with `@Inject()`:
+ * frameworks' apps), each under its Nest decorator; the model list, probes and metrics inherited from
+ * `ServingController`. Every constructor parameter names its token with `@Inject()`:
  * apps run under tsx, which emits no decorator metadata for Nest to read the parameter types from.
  *
  * @example
@@ -17,14 +18,15 @@ import { TEXT_COMPLETION_APP_OPTIONS, TEXT_COMPLETION_SERVICE } from './text-com
  * ```
  */
 @Controller()
-export class TextCompletionController {
-  readonly #routes: ReturnType<typeof textCompletionHandlers>;
+export class TextCompletionController extends ServingController {
+  protected readonly routes: ReturnType<typeof textCompletionHandlers>;
 
   constructor(
     @Inject(TEXT_COMPLETION_SERVICE) service: TextCompletionService,
     @Optional() @Inject(TEXT_COMPLETION_APP_OPTIONS) options: TextCompletionAppOptions = {},
   ) {
-    this.#routes = textCompletionHandlers(service, options);
+    super();
+    this.routes = textCompletionHandlers(service, options);
   }
 
   /**
@@ -34,45 +36,24 @@ export class TextCompletionController {
    */
   @Get()
   complete(@Query('text') text: unknown, @Req() req: IncomingMessage, @Res() res: ServerResponse): Promise<void> {
-    return this.#routes.textQuery.handler(text, req, res);
+    return this.routes.textQuery.handler(text, req, res);
   }
 
   /** OpenAI's completions API (JSON or `stream: true`); the shared endpoint writes the response itself. */
   @Post('v1/completions')
   completions(@Body() body: unknown, @Res() res: ServerResponse): Promise<void> {
-    return this.#routes.completions.handler(body, res);
+    return this.routes.completions.handler(body, res);
   }
 
   /** OpenAI's chat completions API (JSON or `stream: true`), through the same batchers. */
   @Post('v1/chat/completions')
   chatCompletions(@Body() body: unknown, @Res() res: ServerResponse): Promise<void> {
-    return this.#routes.chatCompletions.handler(body, res);
-  }
-
-  /** What `client.models.list()` of the official OpenAI clients reads. */
-  @Get('v1/models')
-  models(@Res() res: ServerResponse): void {
-    writeJson(res, 200, this.#routes.models.body);
-  }
-
-  @Get('healthz')
-  healthz(@Req() req: IncomingMessage, @Res() res: ServerResponse): Promise<void> {
-    return this.#routes.liveness.handler(req, res);
-  }
-
-  @Get('readyz')
-  readyz(@Req() req: IncomingMessage, @Res() res: ServerResponse): Promise<void> {
-    return this.#routes.readiness.handler(req, res);
+    return this.routes.chatCompletions.handler(body, res);
   }
 
   /** A live page of the metrics: batch sizes, queue, throughput, latency percentiles, refusals. */
   @Get('dashboard')
   dashboard(@Req() req: IncomingMessage, @Res() res: ServerResponse): Promise<void> {
-    return this.#routes.dashboard.handler(req, res);
-  }
-
-  @Get('metrics')
-  metrics(@Req() req: IncomingMessage, @Res() res: ServerResponse): Promise<void> {
-    return this.#routes.metrics.handler(req, res);
+    return this.routes.dashboard.handler(req, res);
   }
 }

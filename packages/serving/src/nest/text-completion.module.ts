@@ -1,36 +1,21 @@
 import { jsonBody } from '@microbatch/nest';
 import {
-  type BeforeApplicationShutdown,
   type DynamicModule,
   Inject,
   Injectable,
   type MiddlewareConsumer,
   Module,
   type NestModule,
-  type OnApplicationShutdown,
   type OnModuleInit,
   RequestMethod,
 } from '@nestjs/common';
 import { APP_FILTER, HttpAdapterHost } from '@nestjs/core';
 import { JsonErrorFilter } from './json-error.filter.js';
+import { serviceLifecycle } from './service-lifecycle.js';
 import { type TextCompletionAppOptions, httpErrorOptions } from '../app-options.js';
 import type { TextCompletionService } from '../text-completion-model.js';
 import { TEXT_COMPLETION_APP_OPTIONS, TEXT_COMPLETION_SERVICE } from './text-completion.constants.js';
 import { TextCompletionController } from './text-completion.controller.js';
-
-/** Drains the service's batchers with the app's own (`app.close()`), then releases the service. */
-@Injectable()
-class ServiceLifecycle implements BeforeApplicationShutdown, OnApplicationShutdown {
-  constructor(@Inject(TEXT_COMPLETION_SERVICE) private readonly service: TextCompletionService) {}
-
-  beforeApplicationShutdown(): Promise<void> {
-    return this.service.drain();
-  }
-
-  onApplicationShutdown(): Promise<void> {
-    return this.service.close();
-  }
-}
 
 /** No `X-Powered-By` on any answer, 404s included (Express sets it before any route or middleware of the module runs). */
 @Injectable()
@@ -67,7 +52,7 @@ export class TextCompletionModule implements NestModule {
         { provide: TEXT_COMPLETION_SERVICE, useValue: service },
         { provide: TEXT_COMPLETION_APP_OPTIONS, useValue: options },
         { provide: APP_FILTER, useClass: JsonErrorFilter },
-        ServiceLifecycle,
+        serviceLifecycle(TEXT_COMPLETION_SERVICE),
         HideServerStack,
       ],
     };
