@@ -37,7 +37,8 @@ describe('Fastify example: the routes beyond the shared contract', () => {
   it('answers HEAD / without running the model', async () => {
     const before = model.generate.stats().itemsProcessed;
     const head = await fetch(`${url}/?text=Once`, { method: 'HEAD' });
-    expect([head.status, head.headers.get('content-type')]).toEqual([200, 'text/plain']);
+    // The same Content-Type as the GET's answer (on every framework), with no body.
+    expect([head.status, head.headers.get('content-type')]).toEqual([200, 'text/plain; charset=utf-8']);
     expect(model.generate.stats().itemsProcessed).toBe(before);
   });
 

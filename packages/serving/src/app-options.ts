@@ -1,9 +1,13 @@
+import type { HttpErrorOptions } from '@microbatch/core/http';
+import { describeValue } from '@microbatch/core/util';
 import type { ClientKey } from './client-key.js';
 import type { CompletionRequestLimits } from './completion-request.js';
+import type { EmbeddingsRequestLimits } from './embeddings-request.js';
 
 /**
- * Options of the ready-made text-completion apps (`@microbatch/serving/express`, `/koa`, `/nest`). Every route of
- * these apps goes through the service's own batchers, which log where the service says (its `log` / `logger`).
+ * Options of the ready-made text-completion apps (`@microbatch/serving/express`, `/koa`, `/fastify`, `/hono`,
+ * `/nest`). Every route of these apps goes through the service's own batchers, which log where the service says
+ * (its `log` / `logger`).
  *
  * @example
  * ```ts
@@ -26,4 +30,46 @@ export interface TextCompletionAppOptions {
    * @default 'instance'
    */
   readonly readiness?: 'instance' | 'fleet';
+  /**
+   * Whether a refusal (503) says what the engine said: the batcher's own message and its figures (`details`:
+   * `predictedMs`, `limitMs`, queue sizes), for development or an internal service. Off, a 503 says only what a
+   * client can act on: its `code`, a fixed message and `retryAfterSeconds`. A 500 never shows its internals.
+   * @default false
+   */
+  readonly exposeDetails?: boolean;
+}
+
+/**
+ * Options of the ready-made embeddings apps.
+ *
+ * @example
+ * ```ts
+ * createEmbeddingsApp(model, { exposeDetails: process.env.NODE_ENV === 'development' });
+ * ```
+ */
+export interface EmbeddingsAppOptions {
+  /** Bounds of `POST /v1/embeddings` requests beyond the model's own. */
+  readonly limits?: EmbeddingsRequestLimits;
+  /**
+   * Whether a refusal (503) shows the engine's own message and `details` (see {@link TextCompletionAppOptions}).
+   * @default false
+   */
+  readonly exposeDetails?: boolean;
+}
+
+/**
+ * The error mapping an app's options ask for (`toHttpError`'s options), `exposeDetails` checked: a value other than
+ * a boolean is refused with a `TypeError` naming it, rather than read as off.
+ *
+ * @example
+ * ```ts
+ * httpErrorOptions({ exposeDetails: true }); // { exposeDetails: true }
+ * ```
+ */
+export function httpErrorOptions(options: { readonly exposeDetails?: unknown }): HttpErrorOptions {
+  const { exposeDetails = false } = options;
+  if (typeof exposeDetails !== 'boolean') {
+    throw new TypeError(`Expected \`exposeDetails\` to be a boolean, got ${describeValue(exposeDetails)}`);
+  }
+  return { exposeDetails };
 }

@@ -1,6 +1,6 @@
 import { setMaxListeners } from 'node:events';
 import type { ServerResponse } from 'node:http';
-import { serveBatched, writeJson } from '@microbatch/core/http';
+import { type HttpErrorOptions, serveBatched, writeJson } from '@microbatch/core/http';
 import type { Batcher, CallOptions } from '@microbatch/core';
 import type { TextGenerationOutput, TokenUsage } from '@microbatch/inference';
 import { type ChatRequest, type ChatRequestLimits, parseChatRequest } from './chat-request.js';
@@ -44,8 +44,8 @@ type Answer = ChatCompletion | ChatCompletionChunk;
  * model's chat template (`model.chatTemplate`, else the plain role-prefixed fallback) and each of its `n` choices
  * is one batched item. With `stream: true` the answer is `chat.completion.chunk` events: a first delta with
  * `role: 'assistant'` per choice, content deltas as they are decoded, a chunk with `finish_reason`, the usage chunk
- * when `stream_options.include_usage` asks for it, then `data: [DONE]`. Invalid requests get 400 naming the field.
- * Never rejects.
+ * when `stream_options.include_usage` asks for it, then `data: [DONE]`. Invalid requests get 400 naming the field;
+ * errors are mapped by `toHttpError` with `errors` (`exposeDetails`). Never rejects.
  *
  * @example
  * ```ts
@@ -60,6 +60,7 @@ export function createChatCompletionsEndpoint(
   model: ChatCompletionsModel,
   limits: ChatRequestLimits = {},
   clientKey?: ClientKey,
+  errors: HttpErrorOptions = {},
 ): ChatCompletionsEndpoint {
   if (typeof model !== 'object' || model === null || typeof model.validate !== 'function') {
     throw new TypeError('Expected `model` to be a text-completion model from `createTextCompletionModel()`');
@@ -97,7 +98,7 @@ export function createChatCompletionsEndpoint(
         for (const [name, value] of Object.entries(headers)) res.setHeader(name, value);
       },
       send: (completion) => writeJson(res, 200, completion),
-      sendError: (error) => writeOpenAiError(res, error),
+      sendError: (error) => writeOpenAiError(res, error, errors),
     });
   };
 }

@@ -1,6 +1,6 @@
 import { setMaxListeners } from 'node:events';
 import type { ServerResponse } from 'node:http';
-import { serveBatched, writeHttpError, writeJson } from '@microbatch/core/http';
+import { type HttpErrorOptions, serveBatched, writeHttpError, writeJson } from '@microbatch/core/http';
 import type { Batcher, CallOptions, StreamingBatcher } from '@microbatch/core';
 import type { TextGenerationOutput, TokenUsage } from '@microbatch/inference';
 import type { GenerationMetrics, SequenceTimer } from '@microbatch/prometheus';
@@ -44,7 +44,8 @@ type StreamingRequestBatcher = Pick<StreamingBatcher<CompletionRequest, Completi
  * item, so the prompts of an array (and of concurrent requests) share model calls; the outputs come back as one
  * `text_completion` with indexed choices. With `stream: true`, each decoded piece is sent as an OpenAI chunk
  * (`data: {...}`) as soon as it exists, then `data: [DONE]`. Invalid requests get 400 naming the field and never
- * reach the model; a client that disconnects cancels its items. Never rejects.
+ * reach the model; a client that disconnects cancels its items. Errors are mapped by `toHttpError` with `errors`
+ * (`exposeDetails`). Never rejects.
  *
  * @example
  * ```ts
@@ -60,6 +61,7 @@ export function createCompletionsEndpoint(
   limits: CompletionRequestLimits = {},
   clientKey?: ClientKey,
   generation?: Pick<GenerationMetrics, 'start'>,
+  errors: HttpErrorOptions = {},
 ): CompletionsEndpoint {
   if (clientKey !== undefined && typeof clientKey !== 'function') {
     throw new TypeError(`Expected \`clientKey\` to be a function, got ${typeof clientKey}`);
@@ -101,7 +103,7 @@ export function createCompletionsEndpoint(
         for (const [name, value] of Object.entries(headers)) res.setHeader(name, value);
       },
       send: (completion) => writeJson(res, 200, completion),
-      sendError: (error) => writeHttpError(res, error),
+      sendError: (error) => writeHttpError(res, error, errors),
     });
   };
 }

@@ -1,6 +1,6 @@
 import type { ServerResponse } from 'node:http';
 import type { Batcher, CallOptions } from '@microbatch/core';
-import { serveBatched, writeJson } from '@microbatch/core/http';
+import { type HttpErrorOptions, serveBatched, writeJson } from '@microbatch/core/http';
 import type { EmbeddingService } from './embedding-model.js';
 import { normalized } from './embedding-pooling.js';
 import { type EmbeddingsRequest, type EmbeddingsRequestLimits, parseEmbeddingsRequest } from './embeddings-request.js';
@@ -48,7 +48,7 @@ function toBase64(vector: Float32Array): string {
  * item costing its token count, so inputs of one request and of concurrent requests share padded model calls
  * (at most the model's `maxBatchCost` tokens each). `dimensions` below the model's keeps the leading ones and
  * normalises again (models that allow it); usage counts the inputs' tokens. Invalid requests get a 400 naming the
- * field, in OpenAI's error shape. Never rejects.
+ * field, in OpenAI's error shape; errors are mapped by `toHttpError` with `errors` (`exposeDetails`). Never rejects.
  *
  * @example
  * ```ts
@@ -59,6 +59,7 @@ function toBase64(vector: Float32Array): string {
 export function createEmbeddingsEndpoint(
   model: EmbeddingService,
   limits: EmbeddingsRequestLimits = {},
+  errors: HttpErrorOptions = {},
 ): EmbeddingsEndpoint {
   const embedAll = async (request: EmbeddingsRequest, call: CallOptions): Promise<EmbeddingList> => {
     const vectors = await model.embedAll(request.ids, call);
@@ -109,7 +110,7 @@ export function createEmbeddingsEndpoint(
           for (const [name, value] of Object.entries(headers)) res.setHeader(name, value);
         },
         send: (answer) => writeJson(res, 200, answer),
-        sendError: (error) => writeOpenAiError(res, error),
+        sendError: (error) => writeOpenAiError(res, error, errors),
       },
     );
   };

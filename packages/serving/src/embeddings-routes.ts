@@ -1,6 +1,38 @@
-// The embeddings app's routes, the same on Express, Koa and Nest (one table: the same 405 / 404 on all three).
+// The embeddings app's routes, the same on Express, Koa, Fastify, Hono and Nest: one table (method, path, handler),
+// so a route added here is served by every framework, with the same 405 / 404 for what none answers.
 import { unmatchedRoute } from '@microbatch/core/http';
 import type { BatchError } from '@microbatch/core';
+import { createHealth, instrumentBatcher, metricsHandler, toNodeHandler } from '@microbatch/prometheus';
+import { Registry } from 'prom-client';
+import { type EmbeddingsAppOptions, httpErrorOptions } from './app-options.js';
+import {
+  type AppRoute,
+  type RouteRow,
+  allowedMethods,
+  jsonRoute,
+  jsonValueRoute,
+  nodeRoute,
+  resolveRoutes,
+} from './app-routes.js';
+import type { EmbeddingService } from './embedding-model.js';
+import { createEmbeddingsEndpoint } from './embeddings-endpoint.js';
+import { modelList } from './models-endpoint.js';
+
+/**
+ * The embeddings app's route table: method, path and the handler that answers. `GET` routes answer `HEAD` too.
+ *
+ * @example
+ * ```ts
+ * EMBEDDINGS_TABLE[0]; // { method: 'POST', path: '/v1/embeddings', handler: 'embeddings' }
+ * ```
+ */
+export const EMBEDDINGS_TABLE = [
+  { method: 'POST', path: '/v1/embeddings', handler: 'embeddings' },
+  { method: 'GET', path: '/v1/models', handler: 'models' },
+  { method: 'GET', path: '/healthz', handler: 'liveness' },
+  { method: 'GET', path: '/readyz', handler: 'readiness' },
+  { method: 'GET', path: '/metrics', handler: 'metrics' },
+] as const satisfies readonly RouteRow[];
 
 /**
  * Path → the methods the embeddings app answers there (HEAD as GET).
@@ -10,13 +42,42 @@ import type { BatchError } from '@microbatch/core';
  * EMBEDDINGS_ROUTES['/v1/embeddings']; // ['POST']
  * ```
  */
-export const EMBEDDINGS_ROUTES: Readonly<Record<string, readonly string[]>> = {
-  '/v1/embeddings': ['POST'],
-  '/v1/models': ['GET', 'HEAD'],
-  '/healthz': ['GET', 'HEAD'],
-  '/readyz': ['GET', 'HEAD'],
-  '/metrics': ['GET', 'HEAD'],
-};
+export const EMBEDDINGS_ROUTES: Readonly<Record<string, readonly string[]>> = allowedMethods(EMBEDDINGS_TABLE);
+
+/**
+ * The handlers of {@link EMBEDDINGS_TABLE} over one model: every input of every request is one batched item costing
+ * its tokens; errors mapped with the options' `exposeDetails`.
+ *
+ * @example
+ * ```ts
+ * const { embeddings } = embeddingsHandlers(model);
+ * ```
+ */
+export function embeddingsHandlers(service: EmbeddingService, options: EmbeddingsAppOptions = {}) {
+  const errors = httpErrorOptions(options);
+  const health = createHealth({ batchers: service.batchers, ready: () => service.isReady() });
+  const registry = new Registry();
+  for (const batcher of service.batchers) instrumentBatcher(batcher, { registry });
+  return {
+    embeddings: jsonRoute(createEmbeddingsEndpoint(service, options.limits, errors)),
+    models: jsonValueRoute(modelList(service.id, new Date())),
+    liveness: nodeRoute(toNodeHandler(() => health.liveness())),
+    readiness: nodeRoute(toNodeHandler(() => health.readiness())),
+    metrics: nodeRoute(metricsHandler(registry)),
+  };
+}
+
+/**
+ * The embeddings app's routes over one model, in table order, for a framework's `mountRoutes`.
+ *
+ * @example
+ * ```ts
+ * mountRoutes(embeddingsRoutes(model), expressMounts(app));
+ * ```
+ */
+export function embeddingsRoutes(service: EmbeddingService, options: EmbeddingsAppOptions = {}): AppRoute[] {
+  return resolveRoutes(EMBEDDINGS_TABLE, embeddingsHandlers(service, options));
+}
 
 /**
  * The error for a request no route of the embeddings app matched: 405 with `Allow` on a known path, else 404.

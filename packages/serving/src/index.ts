@@ -1,6 +1,6 @@
 export { isLogger, logBatches, logDecodeLoop, logRefusals } from './batch-log.js';
 export type { DecodeLoopSource, LogLine, LogTarget, Logger } from './batch-log.js';
-export type { TextCompletionAppOptions } from './app-options.js';
+export type { EmbeddingsAppOptions, TextCompletionAppOptions } from './app-options.js';
 export { clientAddress, clientKeyFromHeader, fairnessKeyOf } from './client-key.js';
 export type { ClientKey } from './client-key.js';
 export { ReplicaAdmission } from './replica-admission.js';

@@ -1,5 +1,5 @@
 import type { ServerResponse } from 'node:http';
-import { toHttpError, writeJson } from '@microbatch/core/http';
+import { type HttpErrorOptions, toHttpError, writeJson } from '@microbatch/core/http';
 
 /** OpenAI's `error.type` for a status: the client's fault, overload, or the server's. */
 function errorType(status: number): string {
@@ -10,7 +10,8 @@ function errorType(status: number): string {
 /**
  * Writes an error in OpenAI's shape, `{ error: { message, type, param, code } }` (what the official clients read
  * into `APIError`), keeping microbatch's `details` beside them. Status, `Retry-After` and the exposed message come
- * from core's one mapping (`toHttpError`), so nothing internal reaches the client. A response already started is
+ * from core's one mapping (`toHttpError`, with `options`), so nothing internal reaches the client unless
+ * `exposeDetails` asks for a refusal's own message. A response already started is
  * destroyed instead.
  *
  * @example
@@ -19,12 +20,12 @@ function errorType(status: number): string {
  * // 400 {"error":{"message":"`n` must be ...","type":"invalid_request_error","param":"n","code":"INVALID_INPUT",...}}
  * ```
  */
-export function writeOpenAiError(res: ServerResponse, error: unknown): void {
+export function writeOpenAiError(res: ServerResponse, error: unknown, options: HttpErrorOptions = {}): void {
   if (res.headersSent) {
     res.destroy();
     return;
   }
-  const { status, headers, body } = toHttpError(error);
+  const { status, headers, body } = toHttpError(error, options);
   const { code, message, details } = (body as { error: { code: string; message: string; details?: unknown } }).error;
   const field = (details as { field?: unknown } | undefined)?.field;
   writeJson(

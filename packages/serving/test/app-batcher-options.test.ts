@@ -2,57 +2,13 @@
 // (`maxLatencyMs`, `maxQueueSize`) decide on Nest exactly as on Express and Koa, and no second batcher of the app's own
 // queues what the service would refuse. Through real servers, with a fake model whose batches wait for the test and
 // an injected clock, so the latency estimate is exact.
-import { createBatcher, createStreamingBatcher, END } from '@microbatch/core';
-import type { TextGenerationChunk, TextGenerationInput, TextGenerationOutput } from '@microbatch/inference';
-import { createTextGenerationParser } from '@microbatch/inference';
-import { ManualClock, waitFor } from '@microbatch/test-kit';
+import { waitFor } from '@microbatch/test-kit';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { RunningServer, TextCompletionService } from '../src/index.js';
+import type { RunningServer } from '../src/index.js';
 import { startTextCompletionApp as startExpress } from '../src/express/index.js';
 import { startTextCompletionApp as startKoa } from '../src/koa/index.js';
 import { startTextCompletionApp as startNest } from '../src/nest/index.js';
-
-const usage = { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 };
-const BATCH_MS = 100;
-
-/** A service whose batches (one request each) take {@link BATCH_MS} on `clock`, finishing when the test says. */
-function gatedService(options: { readonly maxLatencyMs?: number; readonly maxQueueSize?: number }) {
-  const clock = new ManualClock();
-  const gates: Array<() => void> = [];
-  const generate = createBatcher(
-    async (inputs: TextGenerationInput[]): Promise<TextGenerationOutput[]> => {
-      await new Promise<void>((resolve) => gates.push(resolve));
-      return inputs.map(() => ({ text: 'done', finish_reason: 'length', usage }));
-    },
-    { name: 'generate', maxBatchSize: 1, maxConcurrentBatches: 1, clock, ...options },
-  );
-  const streamer = createStreamingBatcher(async function* (inputs: TextGenerationInput[]) {
-    yield inputs.map((): TextGenerationChunk => ({ text: '', finish_reason: 'length', usage }));
-    yield inputs.map(() => END);
-  });
-  const service: TextCompletionService = {
-    id: 'fake',
-    generate,
-    streamer,
-    batchers: [generate, streamer],
-    ready: Promise.resolve(),
-    isReady: () => true,
-    validate: createTextGenerationParser(),
-    drain: async () => {
-      await Promise.all([generate.close(), streamer.close()]);
-    },
-    close: async () => {
-      await Promise.all([generate.close(), streamer.close()]);
-    },
-  };
-  /** Ends the running batch after {@link BATCH_MS} of the clock. */
-  const finishOne = async (): Promise<void> => {
-    await waitFor('a running batch', () => gates.length > 0);
-    await clock.advance(BATCH_MS);
-    gates.shift()?.();
-  };
-  return { service, generate, finishOne, gates };
-}
+import { BATCH_MS, gatedService } from './gated-service.js';
 
 const APPS = { express: startExpress, koa: startKoa, nest: startNest } as const;
 let running: RunningServer | undefined;

@@ -5,20 +5,19 @@ import { JSON_BODY_LIMIT } from '@microbatch/core/http';
 import { microbatch, sendError } from '@microbatch/fastify';
 import type { NodeHandler } from '@microbatch/prometheus';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import { type AppRoute, type NodeJsonEndpoint, type TextQueryHandler, mountRoutes } from '../app-routes.js';
 import { type ListenOptions, type RunningServer, type ServerLifecycle, startServer } from '../serve.js';
 
-/** An endpoint that answers a parsed JSON body on the Node response itself (the OpenAI endpoints). */
-export type NodeJsonEndpoint = (body: unknown, res: ServerResponse) => Promise<void>;
-
 /** What the other apps log server faults with; Fastify's logger is off here, as the other frameworks log nothing else. */
-export const logFault = (error: unknown): void => console.error(error);
+const logFault = (error: unknown): void => console.error(error);
 
 /**
  * A Fastify app with `@microbatch/fastify`'s plugin (JSON bodies within 64 KiB; body problems (400, 413, 415) and
  * Fastify's own errors as JSON errors with fixed messages), `routes` registered after it, and `noRoute`'s 404/405.
+ * Fastify answers `HEAD` with each `GET` route (`exposeHeadRoutes`).
  */
 export function createFastifyApp(
-  routes: (scope: FastifyInstance) => void,
+  routes: readonly AppRoute[],
   noRoute: (method: string, path: string) => unknown,
   fastifyOptions: FastifyServerOptions = {},
 ): FastifyInstance {
@@ -26,7 +25,12 @@ export function createFastifyApp(
   void app.register(microbatch, { notFound: false, onError: logFault });
   // Registered after the plugin has loaded, so its JSON parser and error handler apply to every route.
   void app.register(async (scope) => {
-    routes(scope);
+    mountRoutes(routes, {
+      node: (path, handler) => getNode(scope, path, handler),
+      json: (path, handler) => postJson(scope, path, handler),
+      value: (path, body) => scope.get(path, (_request, reply) => reply.send(body)),
+      textQuery: (path, handler) => getTextQuery(scope, path, handler),
+    });
   });
   app.setNotFoundHandler((request, reply) => {
     sendError(reply, noRoute(request.method, request.url.split('?', 1)[0] ?? '/'));
@@ -35,10 +39,18 @@ export function createFastifyApp(
 }
 
 /** `POST path`: the parsed JSON body answered by `endpoint` (JSON or Server-Sent Events) on the Node response. */
-export function postJson(app: FastifyInstance, path: string, endpoint: NodeJsonEndpoint): void {
+function postJson(app: FastifyInstance, path: string, endpoint: NodeJsonEndpoint): void {
   app.post(path, (request, reply) => {
     reply.hijack();
     return endpoint(request.body, reply.raw);
+  });
+}
+
+/** `GET path`: the `text` query parameter as Fastify parsed it, answered on the Node response. */
+function getTextQuery(app: FastifyInstance, path: string, handler: TextQueryHandler): void {
+  app.get(path, (request, reply) => {
+    reply.hijack();
+    return handler((request.query as { text?: unknown }).text, request.raw, reply.raw);
   });
 }
 
@@ -46,7 +58,7 @@ export function postJson(app: FastifyInstance, path: string, endpoint: NodeJsonE
  * `GET path` answered by a Node handler of @microbatch/prometheus (probes, metrics, dashboard): the same bytes and
  * headers (`Cache-Control: no-store`) as on Express, Koa and Nest.
  */
-export function getNode(app: FastifyInstance, path: string, handler: NodeHandler): void {
+function getNode(app: FastifyInstance, path: string, handler: NodeHandler): void {
   app.get(path, (request, reply) => {
     reply.hijack();
     return handler(request.raw, reply.raw);

@@ -5,12 +5,17 @@ import { getRequestListener } from '@hono/node-server';
 import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import { BatchError } from '@microbatch/core';
 import { lingerAfterRefusal } from '@microbatch/core/http';
-import { jsonBody } from '@microbatch/hono';
+import { batchErrorHandler, errorResponse, jsonBody } from '@microbatch/hono';
 import type { NodeHandler } from '@microbatch/prometheus';
-import type { Context, Hono, MiddlewareHandler } from 'hono';
-
-/** An endpoint that answers a parsed JSON body on the Node response itself (the OpenAI endpoints). */
-export type NodeJsonEndpoint = (body: unknown, res: ServerResponse) => Promise<void>;
+import { type Context, Hono, type MiddlewareHandler } from 'hono';
+import {
+  type AppRoute,
+  type NoRoute,
+  type NodeJsonEndpoint,
+  type TextQueryHandler,
+  mountRoutes,
+} from '../app-routes.js';
+import { requestPath } from '../routes.js';
 
 /** What `@hono/node-server` puts in `c.env`: the Node request and response. */
 interface NodeBindings {
@@ -31,8 +36,52 @@ const lingerAfter413: MiddlewareHandler = async (c, next) => {
   if (c.res.status === 413) lingerAfterRefusal(node(c).outgoing, new BatchError('ITEM_TOO_LARGE', 'refused'));
 };
 
+/**
+ * A Hono app serving `routes` on `@hono/node-server`, `noRoute`'s 404 / 405 for anything else, errors as JSON.
+ * Hono answers `HEAD` with each `GET` route, without the body.
+ */
+export function honoApp(routes: readonly AppRoute[], noRoute: NoRoute): Hono {
+  const app = new Hono();
+  // Hono routes the URL as `new URL()` resolved it (`/v1/../healthz` is `/healthz` there); the path as sent that
+  // differs matches no route, a 404 as on Express and Koa.
+  // (Only on `@hono/node-server`: `app.request()` and other runtimes have no Node request to read.)
+  app.use(async (c, next) => {
+    const incoming = (c.env as Partial<NodeBindings> | undefined)?.incoming;
+    const sent = incoming === undefined ? c.req.path : requestPath(incoming.url);
+    return sent === c.req.path ? next() : errorResponse(c, noRoute(c.req.method, sent));
+  });
+  mountRoutes(routes, {
+    node: (path, handler) => getNode(app, path, handler),
+    json: (path, handler) => postJson(app, path, handler),
+    value: (path, body) => app.get(path, (c) => c.json(body)),
+    textQuery: (path, handler) => getTextQuery(app, path, handler),
+  });
+  app.notFound((c) => errorResponse(c, noRoute(c.req.method, c.req.path)));
+  app.onError(batchErrorHandler());
+  return app;
+}
+
+/** `text` as Express and Koa read it: one value, the values of a repeated parameter, or none. */
+function textParameter(c: Context): unknown {
+  const values = c.req.queries('text');
+  return values === undefined ? undefined : values.length === 1 ? values[0] : values;
+}
+
+/**
+ * `GET path`: the `text` query parameter (as Express and Koa read it) answered on the Node response. `HEAD` is
+ * answered here, the Hono way: Hono answers it with a copy of the GET route's response, which must not have been
+ * written to the Node response already.
+ */
+function getTextQuery(app: Hono, path: string, handler: TextQueryHandler): void {
+  app.get(path, async (c) => {
+    if (c.req.method === 'HEAD') return c.body(null, 200, { 'Content-Type': 'text/plain; charset=utf-8' });
+    await handler(textParameter(c), node(c).incoming, node(c).outgoing);
+    return RESPONSE_ALREADY_SENT;
+  });
+}
+
 /** `POST path`: the JSON body (64 KiB at most) answered by `endpoint` on the Node response. */
-export function postJson(app: Hono, path: string, endpoint: NodeJsonEndpoint): void {
+function postJson(app: Hono, path: string, endpoint: NodeJsonEndpoint): void {
   app.post(path, lingerAfter413, jsonBody(), async (c) => {
     await endpoint(c.var.jsonBody, node(c).outgoing);
     return RESPONSE_ALREADY_SENT;
@@ -43,7 +92,7 @@ export function postJson(app: Hono, path: string, endpoint: NodeJsonEndpoint): v
  * `GET path` answered by a Node handler of @microbatch/prometheus (probes, metrics, dashboard): the same bytes and
  * headers (`Cache-Control: no-store`) as on Express, Koa and Nest.
  */
-export function getNode(app: Hono, path: string, handler: NodeHandler): void {
+function getNode(app: Hono, path: string, handler: NodeHandler): void {
   app.get(path, async (c) => {
     await handler(node(c).incoming, node(c).outgoing);
     return RESPONSE_ALREADY_SENT;

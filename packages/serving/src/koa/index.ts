@@ -1,3 +1,3 @@
 export { createTextCompletionApp, startTextCompletionApp } from './text-completion-app.js';
-export type { TextCompletionAppOptions } from '../app-options.js';
+export type { EmbeddingsAppOptions, TextCompletionAppOptions } from '../app-options.js';
 export { createEmbeddingsApp, startEmbeddingsApp } from './embeddings-app.js';

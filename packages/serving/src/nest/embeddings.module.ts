@@ -1,80 +1,52 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { writeHttpError, writeJson } from '@microbatch/core/http';
+import { writeHttpError } from '@microbatch/core/http';
 import { jsonBody } from '@microbatch/nest';
-import { type Health, createHealth, instrumentBatcher, scrapeMetrics } from '@microbatch/prometheus';
 import {
   type ArgumentsHost,
-  type BeforeApplicationShutdown,
   Body,
   Catch,
   Controller,
   type DynamicModule,
   type ExceptionFilter,
-  Get,
   HttpException,
   Inject,
-  Injectable,
   type MiddlewareConsumer,
   Module,
   type NestModule,
-  type OnApplicationShutdown,
+  Optional,
   Post,
   RequestMethod,
   Res,
 } from '@nestjs/common';
 import { APP_FILTER } from '@nestjs/core';
-import { Registry } from 'prom-client';
+import { type EmbeddingsAppOptions, httpErrorOptions } from '../app-options.js';
 import type { EmbeddingService } from '../embedding-model.js';
-import { type EmbeddingsEndpoint, createEmbeddingsEndpoint } from '../embeddings-endpoint.js';
-import { noEmbeddingsRoute } from '../embeddings-routes.js';
-import { type ModelList, modelList } from '../models-endpoint.js';
+import { embeddingsHandlers, noEmbeddingsRoute } from '../embeddings-routes.js';
+import { ServingController } from './serving.controller.js';
+import { serviceLifecycle } from './service-lifecycle.js';
 
 /** The injection token of the app's `EmbeddingService`. */
 export const EMBEDDING_SERVICE = Symbol.for('microbatch.serving.embeddingService');
 
-/** The embeddings routes on NestJS (the same as the Express and Koa apps'). */
-@Controller()
-export class EmbeddingsController {
-  readonly #embeddings: EmbeddingsEndpoint;
-  readonly #health: Health;
-  readonly #models: ModelList;
-  readonly #registry = new Registry();
+/** The injection token of the app's `EmbeddingsAppOptions` (optional: absent, the defaults). */
+export const EMBEDDINGS_APP_OPTIONS = Symbol.for('microbatch.serving.embeddingsAppOptions');
 
-  constructor(@Inject(EMBEDDING_SERVICE) service: EmbeddingService) {
-    this.#embeddings = createEmbeddingsEndpoint(service);
-    this.#models = modelList(service.id, new Date());
-    this.#health = createHealth({ batchers: service.batchers, ready: () => service.isReady() });
-    for (const batcher of service.batchers) instrumentBatcher(batcher, { registry: this.#registry });
+/** The embeddings routes on NestJS: the shared table's handlers (`embeddingsHandlers`), as on the other frameworks. */
+@Controller()
+export class EmbeddingsController extends ServingController {
+  protected readonly routes: ReturnType<typeof embeddingsHandlers>;
+
+  constructor(
+    @Inject(EMBEDDING_SERVICE) service: EmbeddingService,
+    @Optional() @Inject(EMBEDDINGS_APP_OPTIONS) options: EmbeddingsAppOptions = {},
+  ) {
+    super();
+    this.routes = embeddingsHandlers(service, options);
   }
 
   @Post('v1/embeddings')
   embeddings(@Body() body: unknown, @Res() res: ServerResponse): Promise<void> {
-    return this.#embeddings(body, res);
-  }
-
-  @Get('v1/models')
-  models(@Res() res: ServerResponse): void {
-    writeJson(res, 200, this.#models);
-  }
-
-  @Get('healthz')
-  healthz(@Res() res: ServerResponse): void {
-    const { status, body } = this.#health.liveness();
-    writeJson(res, status, body);
-  }
-
-  @Get('readyz')
-  async readyz(@Res() res: ServerResponse): Promise<void> {
-    const { status, body } = await this.#health.readiness();
-    writeJson(res, status, body);
-  }
-
-  @Get('metrics')
-  async metrics(@Res() res: ServerResponse): Promise<void> {
-    const { status, contentType, body } = await scrapeMetrics(this.#registry);
-    res.statusCode = status;
-    res.setHeader('Content-Type', contentType);
-    res.end(body);
+    return this.routes.embeddings.handler(body, res);
   }
 }
 
@@ -93,20 +65,6 @@ class EmbeddingsErrorFilter implements ExceptionFilter {
   }
 }
 
-/** Drains the batcher with `app.close()`, then releases the model. */
-@Injectable()
-class EmbeddingLifecycle implements BeforeApplicationShutdown, OnApplicationShutdown {
-  constructor(@Inject(EMBEDDING_SERVICE) private readonly service: EmbeddingService) {}
-
-  beforeApplicationShutdown(): Promise<void> {
-    return this.service.drain();
-  }
-
-  onApplicationShutdown(): Promise<void> {
-    return this.service.close();
-  }
-}
-
 /**
  * The embeddings app as a Nest module; create the app with `bodyParser: false` (`jsonBody()` reads the bodies).
  *
@@ -117,14 +75,16 @@ class EmbeddingLifecycle implements BeforeApplicationShutdown, OnApplicationShut
  */
 @Module({})
 export class EmbeddingsModule implements NestModule {
-  static forRoot(service: EmbeddingService): DynamicModule {
+  static forRoot(service: EmbeddingService, options: EmbeddingsAppOptions = {}): DynamicModule {
+    httpErrorOptions(options); // a bad `exposeDetails` fails here, not when Nest first builds the controller
     return {
       module: EmbeddingsModule,
       controllers: [EmbeddingsController],
       providers: [
         { provide: EMBEDDING_SERVICE, useValue: service },
+        { provide: EMBEDDINGS_APP_OPTIONS, useValue: options },
         { provide: APP_FILTER, useClass: EmbeddingsErrorFilter },
-        EmbeddingLifecycle,
+        serviceLifecycle(EMBEDDING_SERVICE),
       ],
     };
   }

@@ -8,6 +8,11 @@ export { TEXT_COMPLETION_APP_OPTIONS, TEXT_COMPLETION_SERVICE } from './text-com
 export { TextCompletionController } from './text-completion.controller.js';
 export { TextCompletionModule } from './text-completion.module.js';
 export { TextQueryPipe } from './text-query.pipe.js';
-export type { TextCompletionAppOptions } from '../app-options.js';
-export { EMBEDDING_SERVICE, EmbeddingsController, EmbeddingsModule } from './embeddings.module.js';
+export type { EmbeddingsAppOptions, TextCompletionAppOptions } from '../app-options.js';
+export {
+  EMBEDDINGS_APP_OPTIONS,
+  EMBEDDING_SERVICE,
+  EmbeddingsController,
+  EmbeddingsModule,
+} from './embeddings.module.js';
 export { startEmbeddingsApp } from './start-embeddings.js';

@@ -1,4 +1,5 @@
 import type { RequestListener, Server } from 'node:http';
+import type { DynamicModule } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import type { TextCompletionAppOptions } from '../app-options.js';
 import { shutdownServer } from '../graceful-shutdown.js';
@@ -7,24 +8,16 @@ import type { TextCompletionService } from '../text-completion-model.js';
 import { TextCompletionModule } from './text-completion.module.js';
 
 /**
- * Creates the Nest app of {@link TextCompletionModule} and listens at once (readiness says when the service can
- * serve); `shutdown` stops accepting, then `app.close()` drains every batcher and closes the service.
- *
- * @example
- * ```ts
- * const running = await startTextCompletionApp(model, { port: 0, host: '127.0.0.1' });
- * ```
+ * Creates the Nest app of `module` and listens at once (readiness says when `service` can serve); `shutdown` stops
+ * accepting, then `app.close()` drains the module's batchers and closes the service (its lifecycle providers).
  */
-export async function startTextCompletionApp(
-  service: TextCompletionService,
+export async function startNestModule(
+  module: DynamicModule,
   where: ListenOptions,
-  options: TextCompletionAppOptions = {},
+  service: { readonly ready: Promise<void> },
 ): Promise<RunningServer> {
   // The module's `jsonBody()` reads the bodies (Nest's parser would quote them back in its errors).
-  const app = await NestFactory.create(TextCompletionModule.forRoot(service, options), {
-    logger: ['error', 'warn'],
-    bodyParser: false,
-  });
+  const app = await NestFactory.create(module, { logger: ['error', 'warn'], bodyParser: false });
   let server: Server;
   try {
     await app.init();
@@ -42,4 +35,21 @@ export async function startTextCompletionApp(
     ready: service.ready,
     shutdown: shutdownServer(server, { drain: () => app.close() }),
   };
+}
+
+/**
+ * Creates the Nest app of {@link TextCompletionModule} and listens at once (readiness says when the service can
+ * serve); `shutdown` stops accepting, then `app.close()` drains every batcher and closes the service.
+ *
+ * @example
+ * ```ts
+ * const running = await startTextCompletionApp(model, { port: 0, host: '127.0.0.1' });
+ * ```
+ */
+export function startTextCompletionApp(
+  service: TextCompletionService,
+  where: ListenOptions,
+  options: TextCompletionAppOptions = {},
+): Promise<RunningServer> {
+  return startNestModule(TextCompletionModule.forRoot(service, options), where, service);
 }

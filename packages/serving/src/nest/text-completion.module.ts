@@ -1,36 +1,21 @@
 import { jsonBody } from '@microbatch/nest';
 import {
-  type BeforeApplicationShutdown,
   type DynamicModule,
   Inject,
   Injectable,
   type MiddlewareConsumer,
   Module,
   type NestModule,
-  type OnApplicationShutdown,
   type OnModuleInit,
   RequestMethod,
 } from '@nestjs/common';
 import { APP_FILTER, HttpAdapterHost } from '@nestjs/core';
 import { JsonErrorFilter } from './json-error.filter.js';
-import type { TextCompletionAppOptions } from '../app-options.js';
+import { serviceLifecycle } from './service-lifecycle.js';
+import { type TextCompletionAppOptions, httpErrorOptions } from '../app-options.js';
 import type { TextCompletionService } from '../text-completion-model.js';
 import { TEXT_COMPLETION_APP_OPTIONS, TEXT_COMPLETION_SERVICE } from './text-completion.constants.js';
 import { TextCompletionController } from './text-completion.controller.js';
-
-/** Drains the service's batchers with the app's own (`app.close()`), then releases the service. */
-@Injectable()
-class ServiceLifecycle implements BeforeApplicationShutdown, OnApplicationShutdown {
-  constructor(@Inject(TEXT_COMPLETION_SERVICE) private readonly service: TextCompletionService) {}
-
-  beforeApplicationShutdown(): Promise<void> {
-    return this.service.drain();
-  }
-
-  onApplicationShutdown(): Promise<void> {
-    return this.service.close();
-  }
-}
 
 /** No `X-Powered-By` on any answer, 404s included (Express sets it before any route or middleware of the module runs). */
 @Injectable()
@@ -59,6 +44,7 @@ export class TextCompletionModule implements NestModule {
    * with (batch size, wait, `maxLatencyMs`, `maxQueueSize`) hold here exactly as in the Express and Koa apps.
    */
   static forRoot(service: TextCompletionService, options: TextCompletionAppOptions = {}): DynamicModule {
+    httpErrorOptions(options); // a bad `exposeDetails` fails here, not when Nest first builds the controller
     return {
       module: TextCompletionModule,
       controllers: [TextCompletionController],
@@ -66,7 +52,7 @@ export class TextCompletionModule implements NestModule {
         { provide: TEXT_COMPLETION_SERVICE, useValue: service },
         { provide: TEXT_COMPLETION_APP_OPTIONS, useValue: options },
         { provide: APP_FILTER, useClass: JsonErrorFilter },
-        ServiceLifecycle,
+        serviceLifecycle(TEXT_COMPLETION_SERVICE),
         HideServerStack,
       ],
     };
@@ -75,16 +61,10 @@ export class TextCompletionModule implements NestModule {
   /**
    * Bodies are read by `jsonBody()` (415, 413 before reading, fixed messages), as in the Express and Koa apps;
    * create the app with `bodyParser: false` so that Nest's parser, which quotes the body in its errors, does not
-   * read them first. HEAD of the batched route answers at once: it never runs the model for a bodiless answer.
+   * read them first.
    */
   configure(consumer: MiddlewareConsumer): void {
     consumer.apply(jsonBody()).forRoutes({ path: 'v1/completions', method: RequestMethod.POST });
     consumer.apply(jsonBody()).forRoutes({ path: 'v1/chat/completions', method: RequestMethod.POST });
-    consumer
-      .apply((_req: unknown, res: { setHeader(name: string, value: string): void; end(): void }) => {
-        res.setHeader('Content-Type', 'text/plain; charset=utf-8');
-        res.end();
-      })
-      .forRoutes({ path: '/', method: RequestMethod.HEAD });
   }
 }
