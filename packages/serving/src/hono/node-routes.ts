@@ -1,6 +1,6 @@
 // What the Hono serving apps share on `@hono/node-server`: routes that answer on the Node response itself (the
 // OpenAI endpoints, the probes, metrics and dashboard), and the Node listener they are served by.
-import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
+import { type IncomingMessage, type RequestListener, ServerResponse } from 'node:http';
 import { getRequestListener } from '@hono/node-server';
 import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import { BatchError } from '@microbatch/core';
@@ -94,9 +94,28 @@ function postJson(app: Hono, path: string, endpoint: NodeJsonEndpoint): void {
  */
 function getNode(app: Hono, path: string, handler: NodeHandler): void {
   app.get(path, async (c) => {
-    await handler(node(c).incoming, node(c).outgoing);
+    const { incoming, outgoing } = node(c);
+    if (c.req.method === 'HEAD') return await headResponse(handler, incoming);
+    await handler(incoming, outgoing);
     return RESPONSE_ALREADY_SENT;
   });
+}
+
+/**
+ * `HEAD` of a Node handler's route, answered the Hono way: Hono answers `HEAD` with a copy of the `GET` route's
+ * `Response`, and `@hono/node-server` writes that copy's headers even when the route had answered on the Node
+ * response itself (`ERR_HTTP_HEADERS_SENT`). So the handler writes to a response of its own, not sent, and its
+ * status and headers (`Content-Length` included, as `GET` would send) become the `Response`.
+ */
+async function headResponse(handler: NodeHandler, incoming: IncomingMessage): Promise<Response> {
+  const captured = new ServerResponse(incoming);
+  await handler(incoming, captured);
+  const headers = new Headers();
+  for (const [name, value] of Object.entries(captured.getHeaders())) {
+    if (value === undefined) continue;
+    for (const one of Array.isArray(value) ? value : [value]) headers.append(name, String(one));
+  }
+  return new Response(null, { status: captured.statusCode, headers });
 }
 
 /**
