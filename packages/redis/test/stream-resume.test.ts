@@ -98,15 +98,17 @@ describe('a stream whose worker dies (Redis, the bundled model)', () => {
     await replica.ready;
     await until('the worker alive', async () => (await replica.workersAlive()) === 1);
     const streamer = replica.streamingBatcher<TextGenerationInput, TextGenerationChunk>('stream');
+    const input: TextGenerationInput = { prompt: 'Once upon a time', max_new_tokens: 48, temperature: 0 };
+    // The deadline is three whole uninterrupted runs, as long as this machine takes now: the first chunks always
+    // come within it, and after the kill nobody is left to resume the stream.
+    const started = performance.now();
+    let whole = 0;
+    for await (const _chunk of streamer.stream(input)) whole += 1;
+    const timeoutMs = Math.max(3_000, 3 * (performance.now() - started));
     const chunks: TextGenerationChunk[] = [];
-    // Long enough for the first chunks on a slow machine; nobody is left to resume it after the kill.
-    const timeoutMs = 3_000;
     let failure: unknown;
     try {
-      for await (const chunk of streamer.stream(
-        { prompt: 'Once upon a time', max_new_tokens: 48, temperature: 0 },
-        { timeoutMs },
-      )) {
+      for await (const chunk of streamer.stream(input, { timeoutMs })) {
         chunks.push(chunk);
         if (chunks.length === 6) {
           lone.child.kill('SIGKILL');
@@ -116,7 +118,10 @@ describe('a stream whose worker dies (Redis, the bundled model)', () => {
     } catch (error) {
       failure = error;
     }
-    expect(chunks).toHaveLength(6);
+    // Chunks the worker sent before the kill landed may still arrive; the stream never completes.
+    expect(chunks.length).toBeGreaterThanOrEqual(6);
+    expect(chunks.length).toBeLessThan(whole);
+    expect(chunks.at(-1)?.finish_reason ?? null).toBeNull();
     expect(failure).toMatchObject({ code: 'DEADLINE_EXCEEDED' });
     await replica.close();
   }, 180_000);
