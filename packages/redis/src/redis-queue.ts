@@ -1,24 +1,30 @@
 import { randomBytes } from 'node:crypto';
 import { BatchError, ErrorCode } from '@microbatch/core';
-import type { Batcher, CallOptions, CloseOptions, DispatchInfo, StreamingBatcher } from '@microbatch/core';
+import type { Batcher, CallOptions, CloseOptions, StreamingBatcher } from '@microbatch/core';
+import {
+  EMPTY_SNAPSHOT,
+  type QueueBackend,
+  QueueBatcher,
+  type QueueBatcherStats,
+  type QueueSnapshot,
+  type ReplyEntry,
+  StateReporter,
+  type Submission,
+  type WireBatch,
+  type Waiter,
+  describeError as describe,
+  emitStatus,
+  parseWorkerSettings,
+  requestFields,
+  routeReply,
+  toReplyEntry,
+  unavailable,
+} from '@microbatch/transport';
 import { type Connection, closeConnection, openConnection } from './connection.js';
 import { type QueueKeys, queueKeys } from './keys.js';
 import { type RedisQueueOptions, resolveQueueOptions } from './options.js';
-import { type QueueBackend, QueueBatcher, type QueueBatcherStats, type Submission } from './queue-batcher.js';
-import type { ReplyChannel } from './reply-channel.js';
 import { ENQUEUE, PROBE, REQUEST_FIELD_COUNT, runScript, scriptSha } from './scripts.js';
-import { EMPTY_SNAPSHOT, type QueueSnapshot, type WorkerSettings } from './batch-tally.js';
-import { StateReporter, emitStatus } from './status.js';
-import {
-  type ReplyEntry,
-  ReplyKind,
-  type WireBatch,
-  fromWireError,
-  parseBatch,
-  requestFields,
-  streamEntries,
-  toReplyEntry,
-} from './wire.js';
+import { streamEntries } from './stream-entries.js';
 
 const ENQUEUE_SHA = scriptSha(ENQUEUE);
 const PROBE_SHA = scriptSha(PROBE);
@@ -67,22 +73,6 @@ export interface RedisStreamingBatcher<I, O> extends StreamingBatcher<I, O> {
   stats(): QueueBatcherStats;
 }
 
-/** One item waiting for its answer. */
-interface Waiter {
-  readonly itemId: string;
-  readonly owner: QueueBatcher;
-  entryId: string | undefined;
-  /** The worker batch it started in (announced before the batch runs), if any yet. */
-  batch: string | undefined;
-  /** The batch id of the worker that streams it (the first to send a chunk). */
-  producer: string | undefined;
-  readonly onDispatch: ((info: DispatchInfo) => void) | undefined;
-  dispatched: boolean;
-  readonly channel: ReplyChannel<unknown> | undefined;
-  /** Settles once; `batch` is the answer's batch (its execution time), if a worker answered. */
-  settle(error: unknown, value?: unknown, batch?: WireBatch): void;
-}
-
 const MAX_REPLIES_PER_READ = 1_000;
 const REPLY_BLOCK_MS = 1_000;
 
@@ -119,6 +109,8 @@ export function createRedisQueue(options: RedisQueueOptions): RedisQueue {
 type Settings = ReturnType<typeof resolveQueueOptions>;
 
 class QueueCore implements QueueBackend {
+  readonly brokerName = 'Redis';
+  readonly workerFactory = 'createRedisWorker';
   readonly ready: Promise<void>;
   readonly #settings: Settings;
   readonly #keys: QueueKeys;
@@ -466,25 +458,7 @@ class QueueCore implements QueueBackend {
   #onReply(entry: ReplyEntry): void {
     const waiter = this.#waiters.get(entry.itemId);
     // Answered already (first answer wins), cancelled, or expired.
-    if (waiter === undefined) return;
-    const batch = parseBatch(entry.batch);
-    started(waiter, batch);
-    if (entry.kind === ReplyKind.START) return;
-    if (entry.kind === ReplyKind.ERROR) return waiter.settle(fromWireError(entry.data), undefined, batch);
-    if (waiter.channel === undefined) {
-      if (entry.kind !== ReplyKind.RESULT) return;
-      return waiter.settle(undefined, JSON.parse(entry.data), batch);
-    }
-    if (waiter.producer === undefined) {
-      waiter.producer = batch.id;
-    } else if (waiter.producer !== batch.id) {
-      // A second worker took the item over after the first stopped mid-stream: what was sent cannot be unsent.
-      return waiter.settle(
-        unavailable('The worker streaming this item stopped; retry', this.#settings.retryAfterSeconds),
-      );
-    }
-    if (entry.kind === ReplyKind.CHUNK) waiter.channel.push(JSON.parse(entry.data));
-    else if (entry.kind === ReplyKind.END) waiter.settle(undefined, undefined, batch);
+    if (waiter !== undefined) routeReply(waiter, entry, this.#settings.retryAfterSeconds);
   }
 
   async closeBatcher(batcher: QueueBatcher, options: CloseOptions = {}): Promise<void> {
@@ -504,42 +478,4 @@ class QueueCore implements QueueBackend {
     await Promise.all([closeConnection(this.#commands), closeConnection(this.#replies, true)]);
     await this.#readLoop;
   }
-}
-
-/**
- * Records that an item runs in `batch` (the worker's start notice, or its first answer if that notice was lost),
- * or moved to another worker's batch (taken over), and reports its dispatch once.
- */
-function started(waiter: Waiter, batch: WireBatch): void {
-  if (batch.id === '' || waiter.batch === batch.id) return;
-  if (waiter.batch === undefined) waiter.owner.tally.start(batch);
-  else waiter.owner.tally.move(waiter.batch, batch);
-  waiter.batch = batch.id;
-  if (waiter.dispatched) return;
-  waiter.dispatched = true;
-  // A global id (`<worker>-<sequence>`): two replicas' items that shared a worker batch show the same one.
-  waiter.onDispatch?.({ batchId: batch.id, batchSize: batch.size, queueTimeMs: batch.queueMs, key: undefined });
-}
-
-function parseWorkerSettings(text: string): WorkerSettings[] {
-  try {
-    const { maxBatchSize, batchWaitTimeoutMs, concurrency } = JSON.parse(text) as Partial<WorkerSettings>;
-    const values = [maxBatchSize, batchWaitTimeoutMs, concurrency].map(Number);
-    if (!values.every(Number.isFinite)) return [];
-    const [size, wait, slots] = values as [number, number, number];
-    return [{ maxBatchSize: size, batchWaitTimeoutMs: wait, concurrency: slots }];
-  } catch {
-    return []; // A worker of an older version, or not yet announced.
-  }
-}
-
-function unavailable(message: string, retryAfterSeconds: number, cause?: unknown): BatchError {
-  return new BatchError(ErrorCode.UNAVAILABLE, message, {
-    retryAfterSeconds,
-    ...(cause === undefined ? {} : { cause }),
-  });
-}
-
-function describe(error: unknown): string {
-  return error instanceof Error ? error.message : typeof error === 'string' ? error : 'connection lost';
 }
