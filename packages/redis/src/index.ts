@@ -1,6 +1,12 @@
 export { createRedisQueue } from './redis-queue.js';
 export type { RedisBatcher, RedisQueue, RedisStreamingBatcher } from './redis-queue.js';
-export type { QueueBatcherStats, QueueSnapshot, QueueStatus, StatusListener, WorkerSettings } from '@microbatch/transport';
+export type {
+  QueueBatcherStats,
+  QueueSnapshot,
+  QueueStatus,
+  StatusListener,
+  WorkerSettings,
+} from '@microbatch/transport';
 export type { RedisQueueOptions, RedisQueueTarget, RedisWorkerOptions, WorkerLogger } from './options.js';
 export { createRedisWorker } from './redis-worker.js';
 export type { RedisWorker, RedisWorkerStats } from './redis-worker.js';

@@ -143,10 +143,7 @@ export function planBatches(
   return { expired, refusals, batches: [...groups.values()] };
 }
 
-function namedHandler(
-  entry: RequestEntry,
-  settings: Omit<HandlerSettings, 'batchKey'>,
-): NamedHandler | undefined {
+function namedHandler(entry: RequestEntry, settings: Omit<HandlerSettings, 'batchKey'>): NamedHandler | undefined {
   const name = entry.handler;
   if (entry.streaming) {
     const handler = Object.hasOwn(settings.streamingHandlers, name) ? settings.streamingHandlers[name] : undefined;

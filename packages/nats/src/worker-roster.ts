@@ -1,0 +1,69 @@
+// The live workers as a web replica hears them: each announces itself every `heartbeatMs` (and at once when asked),
+// and says goodbye when it stops.
+import type { NatsConnection } from '@nats-io/transport-node';
+import { type WorkerSettings, parseWorkerSettings } from '@microbatch/transport';
+
+/** What a worker announces (JSON on the queue's `workers` subject). */
+export interface Announcement {
+  readonly id: string;
+  readonly settings: WorkerSettings;
+  /** The worker is stopping: forget it now rather than at `heartbeatTtlMs`. */
+  readonly gone?: boolean;
+}
+
+export class WorkerRoster {
+  readonly #ttlMs: number;
+  readonly #seen = new Map<string, { at: number; settings: WorkerSettings[] }>();
+
+  constructor(ttlMs: number) {
+    this.#ttlMs = ttlMs;
+  }
+
+  listen(connection: NatsConnection, subject: string): void {
+    connection.subscribe(subject, {
+      callback: (error, msg) => {
+        if (error === null) this.record(msg.string());
+      },
+    });
+  }
+
+  /** Asks the live workers to announce themselves now; resolves with the first answer, or at once with none. */
+  async ping(connection: NatsConnection, subject: string): Promise<void> {
+    try {
+      const answer = await connection.request(subject, '', { timeout: Math.min(1_000, this.#ttlMs) });
+      this.record(answer.string());
+    } catch {
+      // No responders: no worker is alive. A timeout: the next heartbeat says.
+    }
+  }
+
+  record(text: string): void {
+    let announcement: Partial<Announcement>;
+    try {
+      announcement = JSON.parse(text) as Partial<Announcement>;
+    } catch {
+      return;
+    }
+    if (typeof announcement.id !== 'string') return;
+    if (announcement.gone === true) {
+      this.#seen.delete(announcement.id);
+      return;
+    }
+    this.#seen.set(announcement.id, {
+      at: Date.now(),
+      settings: parseWorkerSettings(JSON.stringify(announcement.settings ?? null)),
+    });
+  }
+
+  /** Workers heard from within the TTL; forgets the others. */
+  alive(): number {
+    const oldest = Date.now() - this.#ttlMs;
+    for (const [id, { at }] of this.#seen) if (at < oldest) this.#seen.delete(id);
+    return this.#seen.size;
+  }
+
+  settings(): WorkerSettings[] {
+    this.alive();
+    return [...this.#seen.values()].flatMap((seen) => seen.settings);
+  }
+}
