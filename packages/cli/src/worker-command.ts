@@ -1,17 +1,17 @@
 import { DEFAULTS } from '@microbatch/core';
 import { dropUndefined } from '@microbatch/core/util';
 import { createWorkerPool, textGenerationBatchKey } from '@microbatch/inference';
-import { createRedisWorker } from '@microbatch/redis';
 import { TEXT_COMPLETION_HANDLERS } from '@microbatch/serving';
 import { exitOnSignals } from './lifecycle.js';
 import { createLogger } from './logger.js';
 import { redact } from './serve-command.js';
 import { queueName, resolveModelDir } from './model-dir.js';
+import { startQueueWorker } from './queue-transport.js';
 import type { WorkerFlags } from './program.js';
 
 /**
  * Runs `microbatch worker`: loads the model in worker threads, then pulls batches of text-completion items from the
- * Redis queue named after the model (every web replica's items) until SIGTERM / SIGINT, which finish and answer the
+ * Redis or NATS queue (`--queue`'s scheme) named after the model (every web replica's items) until SIGTERM / SIGINT, which finish and answer the
  * batches running, then exit 0. A model that fails to load prints why and exits 1.
  *
  * @example
@@ -56,9 +56,7 @@ export async function workerCommand(flags: WorkerFlags, fail: (message: string) 
     await pool.close();
     fail(error instanceof Error ? error.message : String(error));
   }
-  const worker = createRedisWorker({
-    url: flags.queue,
-    queue,
+  const worker = startQueueWorker(flags.queue, queue, {
     handlers: { [TEXT_COMPLETION_HANDLERS.generate]: pool.handler },
     streamingHandlers: { [TEXT_COMPLETION_HANDLERS.stream]: pool.streamingHandler },
     // Request scheduling splits batches by sampling settings; a continuous decode loop takes any mix.

@@ -124,7 +124,8 @@ class ReplicaCore implements QueueBackend {
     this.#settings = settings;
     this.#names = names;
     this.#replySubject = names.reply(replicaId);
-    this.#roster = new WorkerRoster(settings.heartbeatTtlMs);
+    // A worker arriving or leaving is reported (and, the last one gone, the waiting items answered) at once.
+    this.#roster = new WorkerRoster(settings.heartbeatTtlMs, () => this.#probe());
     let becameReady!: () => void;
     this.ready = new Promise<void>((resolve) => (becameReady = resolve));
     this.#broker = openBroker(settings.url, `microbatch:replica:${replicaId}`, {

@@ -14,9 +14,12 @@ export interface Announcement {
 export class WorkerRoster {
   readonly #ttlMs: number;
   readonly #seen = new Map<string, { at: number; settings: WorkerSettings[] }>();
+  readonly #onChange: () => void;
 
-  constructor(ttlMs: number) {
+  /** `onChange` hears when a worker arrives or says goodbye (a silent one is found gone by `alive()`). */
+  constructor(ttlMs: number, onChange: () => void) {
     this.#ttlMs = ttlMs;
+    this.#onChange = onChange;
   }
 
   listen(connection: NatsConnection, subject: string): void {
@@ -46,13 +49,15 @@ export class WorkerRoster {
     }
     if (typeof announcement.id !== 'string') return;
     if (announcement.gone === true) {
-      this.#seen.delete(announcement.id);
+      if (this.#seen.delete(announcement.id)) this.#onChange();
       return;
     }
+    const known = this.#seen.has(announcement.id);
     this.#seen.set(announcement.id, {
       at: Date.now(),
       settings: parseWorkerSettings(JSON.stringify(announcement.settings ?? null)),
     });
+    if (!known) this.#onChange();
   }
 
   /** Workers heard from within the TTL; forgets the others. */
