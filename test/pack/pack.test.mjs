@@ -180,7 +180,7 @@ void test(
       if (manifest.private !== true) names.push(manifest.name);
       versions.set(manifest.name, manifest.version);
     }
-    assert.ok(names.length >= 9, `public packages: ${names.join(', ')}`);
+    assert.ok(names.length >= 13, `public packages: ${names.join(', ')}`);
     const filters = names.flatMap((name) => ['--filter', name]);
     await run('pnpm', ['-r', ...filters, 'pack', '--pack-destination', tarballDir], {
       cwd: ROOT,
