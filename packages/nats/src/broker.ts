@@ -64,7 +64,14 @@ export function openBroker(url: string, name: string, events: ConnectionEvents):
     close: async () => {
       closed = true;
       await connecting.catch(() => undefined);
-      await current?.drain().catch(() => current?.close());
+      const connection = current;
+      if (connection === undefined || connection.isClosed()) return;
+      // Drains what is buffered, unless NATS is gone: then it stops waiting for it.
+      let timer: NodeJS.Timeout | undefined;
+      const gaveUp = new Promise<void>((resolve) => (timer = setTimeout(resolve, 2_000)));
+      await Promise.race([connection.drain().catch(() => undefined), gaveUp]);
+      clearTimeout(timer);
+      await connection.close().catch(() => undefined);
     },
   };
 }
@@ -102,18 +109,19 @@ export async function ensureStream(
   }
 }
 
-/** Creates (or updates) the durable pull consumer every worker shares: explicit acks, `ack_wait`, `max_deliver`. */
+/** Creates (or updates) the durable pull consumer every worker shares: explicit acks, `ack_wait`. */
 export async function ensureConsumer(
   manager: JetStreamManager,
   names: QueueNames,
-  settings: { readonly claimIdleMs: number; readonly maxDeliveries: number },
+  settings: { readonly claimIdleMs: number },
 ): Promise<void> {
   const config = {
     durable_name: names.consumer,
     ack_policy: AckPolicy.Explicit,
     ack_wait: Math.round(settings.claimIdleMs * 1e6),
-    // One delivery more than the worker runs: the last one is where a worker answers it 500.
-    max_deliver: settings.maxDeliveries + 1,
+    // Unlimited: the worker answers 500 (and acknowledges) any delivery past `maxDeliveries`. A JetStream
+    // `max_deliver` would leave an entry whose acknowledgement was lost in the stream for good, holding the bound.
+    max_deliver: -1,
     max_ack_pending: -1,
     max_waiting: 4_096,
   };

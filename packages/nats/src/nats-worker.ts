@@ -251,6 +251,11 @@ class Worker {
         await new Promise<void>((resolve) => (this.#slotFreed = resolve));
         continue;
       }
+      if (this.#state.state === false) {
+        // NATS is down: pull requests would only pile up in the reconnect buffer.
+        await sleep(100);
+        continue;
+      }
       const { deliveries, status } = await puller.pull(maxBatchSize, READ_BLOCK_MS);
       if (this.#stopping) {
         for (const delivery of deliveries) delivery.nak(0);
@@ -393,6 +398,8 @@ class Worker {
         else delivery.nak(this.#settings.retryDelayMs);
       }
       if (!flushed) this.#stats.retried += deliveries.length;
+      // Sends the acknowledgements now rather than with the next write (not awaited: the slot is free already).
+      void this.#flush();
     } finally {
       for (const delivery of deliveries) this.#held.delete(delivery);
       this.#running -= 1;
@@ -436,6 +443,7 @@ class Worker {
       if (flushed) delivery.ack();
       else delivery.nak(this.#settings.retryDelayMs);
     }
+    void this.#flush();
   }
 
   /** In-progress reports for running entries: their `ack_wait` restarts, so live work is never delivered again. */
