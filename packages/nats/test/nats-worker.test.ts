@@ -1,0 +1,56 @@
+// What is NATS's own (the shared behaviour is in test/transport/): entries nobody waits for any more, put straight
+// into the stream, are skipped by their deadline (the stream's clock) or acknowledged as unreadable, never run.
+import { createNatsWorker } from '@microbatch/nats';
+import { type TestNats, pollUntil, startNatsServer } from '@microbatch/test-kit';
+import { DiscardPolicy, RetentionPolicy, StorageType, jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { connect } from '@nats-io/transport-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+let nats: TestNats;
+beforeAll(async () => {
+  nats = await startNatsServer();
+});
+afterAll(() => nats.stop());
+
+async function until(what: string, check: () => Promise<boolean> | boolean): Promise<void> {
+  const { ok } = await pollUntil(async () => await check(), Boolean, 60_000, 10);
+  if (!ok) throw new Error(`Gave up waiting for ${what}`);
+}
+
+describe('createNatsWorker', () => {
+  it('skips an entry past its deadline and acknowledges an unreadable one: neither runs nor stays queued', async () => {
+    const connection = await connect({ servers: nats.url.replace('nats://', '') });
+    const manager = await jetstreamManager(connection);
+    await manager.streams.add({
+      name: 'microbatch_raw',
+      subjects: ['microbatch.raw.requests'],
+      retention: RetentionPolicy.Workqueue,
+      storage: StorageType.File,
+      discard: DiscardPolicy.New,
+    });
+    const js = jetstream(connection);
+    // A replica that died left these: one with a 1 ms deadline (from when the stream stored it), one not ours.
+    const fields = ['i', 'z', 'h', 'double', 'r', 'gone', 't', '1', 's', '0', 'p', '3'];
+    const stored = Date.now();
+    await js.publish('microbatch.raw.requests', JSON.stringify(fields));
+    await js.publish('microbatch.raw.requests', 'not an entry');
+    // Past its deadline before any worker exists (a bound on order, not a timing assertion).
+    await until('the deadline to pass', () => Date.now() > stored + 5);
+    const ran: unknown[][] = [];
+    const worker = createNatsWorker<number, number>({
+      url: nats.url,
+      queue: 'raw',
+      log: false,
+      handlers: { double: async (inputs) => (ran.push([...inputs]), inputs.map((input) => input * 2)) },
+    });
+    await worker.ready;
+    await until(
+      'both entries to leave the stream',
+      async () => (await manager.streams.info('microbatch_raw')).state.messages === 0,
+    );
+    expect(worker.stats()).toMatchObject({ expired: 1, batches: 0 });
+    expect(ran).toEqual([]);
+    await connection.close();
+    await worker.close();
+  });
+});
