@@ -1,6 +1,7 @@
 // `--queue <url>`: the URL's scheme picks the transport (redis:// or rediss:// → @microbatch/redis, nats:// →
-// @microbatch/nats); both take the same options and give the same replica and worker.
-import { createNatsQueue, createNatsWorker } from '@microbatch/nats';
+// @microbatch/nats); both take the same options and give the same replica and worker. @microbatch/nats is an optional
+// peer, loaded only for a nats:// queue: @nats-io 3.4 pulls @nats-io/nuid@3, which declares Node >= 22, so the CLI
+// itself installs engine-strict on Node 20.
 import type { NatsQueueOptions, NatsWorkerOptions } from '@microbatch/nats';
 import { createRedisQueue, createRedisWorker } from '@microbatch/redis';
 import type { RedisQueueOptions, RedisWorkerOptions } from '@microbatch/redis';
@@ -21,14 +22,38 @@ type WorkerOptions<I, O, C> = Omit<
   'url' | 'queue' | 'prefix' | 'workerId'
 >;
 
+/** `@microbatch/nats`, or a failure naming what to install. */
+async function loadNats(fail: (message: string) => never): Promise<typeof import('@microbatch/nats')> {
+  try {
+    return await import('@microbatch/nats');
+  } catch (error) {
+    const code = (error as { code?: unknown } | null)?.code;
+    if (code !== 'ERR_MODULE_NOT_FOUND' && code !== 'MODULE_NOT_FOUND') throw error;
+    return fail(
+      `--queue nats://… needs @microbatch/nats installed beside @microbatch/cli ` +
+        `(${error instanceof Error ? error.message.split('\n')[0] : String(error)})`,
+    );
+  }
+}
+
+/** Loads the transport `url` names now, so a missing one fails before a model is loaded. */
+export async function loadTransport(url: string, fail: (message: string) => never): Promise<void> {
+  if (brokerOf(url) === 'NATS') await loadNats(fail);
+}
+
 /** A web replica's queue on the broker `url` names. */
-export function openQueue(url: string, queue: string, options: QueueOptions) {
+export async function openQueue(url: string, queue: string, options: QueueOptions, fail: (message: string) => never) {
   const target = { url, queue: queueFor(url, queue), ...options };
-  return brokerOf(url) === 'NATS' ? createNatsQueue(target) : createRedisQueue(target);
+  return brokerOf(url) === 'NATS' ? (await loadNats(fail)).createNatsQueue(target) : createRedisQueue(target);
 }
 
 /** A model worker on the broker `url` names. */
-export function startQueueWorker<I, O, C>(url: string, queue: string, options: WorkerOptions<I, O, C>) {
+export async function startQueueWorker<I, O, C>(
+  url: string,
+  queue: string,
+  options: WorkerOptions<I, O, C>,
+  fail: (message: string) => never,
+) {
   const target = { url, queue: queueFor(url, queue), ...options };
-  return brokerOf(url) === 'NATS' ? createNatsWorker(target) : createRedisWorker(target);
+  return brokerOf(url) === 'NATS' ? (await loadNats(fail)).createNatsWorker(target) : createRedisWorker(target);
 }

@@ -122,11 +122,13 @@ async function serveFromQueue(flags: ServeFlags, url: string, fail: (message: st
     'microbatch serve (web replica)',
   );
   await serveUntilSignal(
-    (where) => {
-      const redisQueue = openQueue(url, queue, {
-        maxQueueSize: flags.maxQueueSize,
-        onStatus: (status) => logQueueStatus(logger, status, brokerOf(url)),
-      });
+    async (where) => {
+      const redisQueue = await openQueue(
+        url,
+        queue,
+        { maxQueueSize: flags.maxQueueSize, onStatus: (status) => logQueueStatus(logger, status, brokerOf(url)) },
+        fail,
+      );
       // A waiting client must get its 504 before the server could close its connection.
       checkDeadlineFits(redisQueue.timeoutMs);
       return startTextCompletionApp(

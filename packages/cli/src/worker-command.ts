@@ -6,7 +6,7 @@ import { exitOnSignals } from './lifecycle.js';
 import { createLogger } from './logger.js';
 import { redact } from './serve-command.js';
 import { queueName, resolveModelDir } from './model-dir.js';
-import { startQueueWorker } from './queue-transport.js';
+import { loadTransport, startQueueWorker } from './queue-transport.js';
 import type { WorkerFlags } from './program.js';
 
 /**
@@ -26,6 +26,7 @@ export async function workerCommand(flags: WorkerFlags, fail: (message: string) 
   } catch (error) {
     fail(error instanceof Error ? error.message : String(error));
   }
+  await loadTransport(flags.queue, fail);
   const queue = queueName(model);
   const { maxBatchSize, batchWaitMs, workers, threads, executionProvider, claimIdleMs, maxDeliveries, scheduling } =
     flags;
@@ -56,19 +57,24 @@ export async function workerCommand(flags: WorkerFlags, fail: (message: string) 
     await pool.close();
     fail(error instanceof Error ? error.message : String(error));
   }
-  const worker = startQueueWorker(flags.queue, queue, {
-    handlers: { [TEXT_COMPLETION_HANDLERS.generate]: pool.handler },
-    streamingHandlers: { [TEXT_COMPLETION_HANDLERS.stream]: pool.streamingHandler },
-    // Request scheduling splits batches by sampling settings; a continuous decode loop takes any mix.
-    batchKey: scheduling === 'request' ? textGenerationBatchKey : undefined,
-    maxBatchSize,
-    // Continuous: a second pull waits beside each worker's running loop, ready to join it at the next step.
-    concurrency: scheduling === 'continuous' ? 2 * pool.size : pool.size,
-    batchWaitTimeoutMs: batchWaitMs,
-    claimIdleMs,
-    maxDeliveries,
-    log: logger,
-  });
+  const worker = await startQueueWorker(
+    flags.queue,
+    queue,
+    {
+      handlers: { [TEXT_COMPLETION_HANDLERS.generate]: pool.handler },
+      streamingHandlers: { [TEXT_COMPLETION_HANDLERS.stream]: pool.streamingHandler },
+      // Request scheduling splits batches by sampling settings; a continuous decode loop takes any mix.
+      batchKey: scheduling === 'request' ? textGenerationBatchKey : undefined,
+      maxBatchSize,
+      // Continuous: a second pull waits beside each worker's running loop, ready to join it at the next step.
+      concurrency: scheduling === 'continuous' ? 2 * pool.size : pool.size,
+      batchWaitTimeoutMs: batchWaitMs,
+      claimIdleMs,
+      maxDeliveries,
+      log: logger,
+    },
+    fail,
+  );
   exitOnSignals(
     async () => {
       await worker.close();
