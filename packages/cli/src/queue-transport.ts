@@ -2,6 +2,7 @@
 // @microbatch/nats); both take the same options and give the same replica and worker. @microbatch/nats is an optional
 // peer, loaded only for a nats:// queue: @nats-io 3.4 pulls @nats-io/nuid@3, which declares Node >= 22, so the CLI
 // itself installs engine-strict on Node 20.
+import type * as Nats from '@microbatch/nats';
 import type { NatsQueueOptions, NatsWorkerOptions } from '@microbatch/nats';
 import { createRedisQueue, createRedisWorker } from '@microbatch/redis';
 import type { RedisQueueOptions, RedisWorkerOptions } from '@microbatch/redis';
@@ -23,7 +24,7 @@ type WorkerOptions<I, O, C> = Omit<
 >;
 
 /** `@microbatch/nats`, or a failure naming what to install. */
-async function loadNats(fail: (message: string) => never): Promise<typeof import('@microbatch/nats')> {
+async function loadNats(fail: (message: string) => never): Promise<typeof Nats> {
   try {
     return await import('@microbatch/nats');
   } catch (error) {
