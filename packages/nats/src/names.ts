@@ -8,6 +8,8 @@ export interface QueueNames {
   readonly consumer: string;
   /** Where workers announce themselves (core NATS). */
   readonly workers: string;
+  /** Where web replicas announce themselves (core NATS): workers drop the entries of one gone silent. */
+  readonly replicas: string;
   /** Where a replica asks the live workers to announce themselves at once. */
   readonly ping: string;
   /** A replica's reply subject (core NATS). */
@@ -21,6 +23,7 @@ export function queueNames(prefix: string, queue: string): QueueNames {
     requests: `${base}.requests`,
     consumer: 'workers',
     workers: `${base}.workers`,
+    replicas: `${base}.replicas`,
     ping: `${base}.ping`,
     reply: (replicaId) => `${base}.reply.${replicaId}`,
   };

@@ -24,7 +24,7 @@ import {
 import { type BrokerConnection, ensureStream, manager, openBroker } from './broker.js';
 import { type QueueNames, queueNames } from './names.js';
 import { type NatsQueueOptions, type ResolvedQueueOptions, resolveQueueOptions } from './options.js';
-import { WorkerRoster } from './worker-roster.js';
+import { type ReplicaAnnouncement, WorkerRoster } from './worker-roster.js';
 
 /**
  * A web replica's side of a NATS JetStream queue: batchers whose items are messages of the queue's work-queue
@@ -140,7 +140,13 @@ class ReplicaCore implements QueueBackend {
         this.#failAll(unavailable('Lost the connection to the queue (NATS); retry', settings.retryAfterSeconds));
       },
     });
-    this.#probeTimer = setInterval(() => this.#probe(), Math.max(1, settings.heartbeatTtlMs / 3));
+    this.#probeTimer = setInterval(
+      () => {
+        this.#announce(false);
+        this.#probe();
+      },
+      Math.max(1, settings.heartbeatTtlMs / 3),
+    );
     this.#probeTimer.unref();
   }
 
@@ -187,6 +193,24 @@ class ReplicaCore implements QueueBackend {
       },
     });
     this.#roster.listen(connection, this.#names.workers);
+  }
+
+  /**
+   * Tells the workers this replica is alive (every third of `heartbeatTtlMs`), or gone: a worker drops the entries of
+   * a replica silent for longer than its `heartbeatTtlMs` (killed) instead of running them for nobody.
+   */
+  #announce(gone: boolean): void {
+    if (!this.#up) return;
+    const announcement: ReplicaAnnouncement = {
+      reply: this.#replySubject,
+      ttlMs: this.#settings.heartbeatTtlMs,
+      ...(gone ? { gone } : {}),
+    };
+    try {
+      this.#connection?.publish(this.#names.replicas, JSON.stringify(announcement));
+    } catch {
+      // Closed: its silence says the same.
+    }
   }
 
   get snapshot(): QueueSnapshot {
@@ -423,6 +447,7 @@ class ReplicaCore implements QueueBackend {
     await Promise.all([...this.#batchers.values()].map((batcher) => batcher.close(options)));
     this.#stopped = true;
     clearInterval(this.#probeTimer);
+    this.#announce(true);
     await this.#broker.close();
   }
 }

@@ -26,7 +26,7 @@ import { type BrokerConnection, ensureConsumer, ensureStream, manager, openBroke
 import { type QueueNames, queueNames } from './names.js';
 import { type NatsWorkerOptions, type ResolvedWorkerOptions, resolveWorkerOptions } from './options.js';
 import { type Delivery, Puller } from './pull.js';
-import type { Announcement } from './worker-roster.js';
+import { type Announcement, ReplicaRoster } from './worker-roster.js';
 
 /**
  * Counts since the worker started.
@@ -44,6 +44,8 @@ export interface NatsWorkerStats {
   readonly running: number;
   /** Entries dropped because their deadline had passed while queued. */
   readonly expired: number;
+  /** Entries dropped because the web replica that queued them is gone (silent past its heartbeat TTL). */
+  readonly orphaned: number;
   /** Entries delivered again after their first worker stopped answering (JetStream's redelivery). */
   readonly reclaimed: number;
   /** Entries answered with an error after `maxDeliveries` deliveries. */
@@ -123,7 +125,8 @@ class Worker {
   #closing: Promise<void> | undefined;
   #loop: Promise<void> | undefined;
   readonly #batches = new Set<Promise<void>>();
-  #stats = { batches: 0, items: 0, expired: 0, reclaimed: 0, gaveUp: 0, retried: 0 };
+  #stats = { batches: 0, items: 0, expired: 0, orphaned: 0, reclaimed: 0, gaveUp: 0, retried: 0 };
+  readonly #replicas = new ReplicaRoster();
   #becameReady!: () => void;
 
   constructor(settings: ResolvedWorkerOptions) {
@@ -142,6 +145,7 @@ class Worker {
       this.#connection = connection;
       this.#puller = new Puller(connection, this.#names.stream, this.#names.consumer);
       // A replica asking who is alive gets an answer at once.
+      this.#replicas.listen(connection, this.#names.replicas);
       connection.subscribe(this.#names.ping, {
         callback: (error, msg) => {
           if (error === null && !this.#stopping) msg.respond(this.#announcement(false));
@@ -292,6 +296,12 @@ class Worker {
       const entry = toRequestEntry(String(delivery.sequence), delivery.storedAtMs, fieldMap(fields));
       if (entry === undefined) {
         delivery.ack(); // not a request entry: nobody waits for it; out of the work queue
+        continue;
+      }
+      if (this.#replicas.isGone(entry.reply)) {
+        // Nobody waits for it: never run, out of the queue (it would hold the bound).
+        this.#stats.orphaned += 1;
+        delivery.ack();
         continue;
       }
       if (delivery.deliveryCount > this.#settings.maxDeliveries) {

@@ -11,6 +11,47 @@ export interface Announcement {
   readonly gone?: boolean;
 }
 
+/** What a web replica announces (JSON on the queue's `replicas` subject). */
+export interface ReplicaAnnouncement {
+  /** Its reply subject: what its entries name. */
+  readonly reply: string;
+  /** Silent for longer than this, it is gone. */
+  readonly ttlMs: number;
+  /** It closed: nothing of it is left to answer. */
+  readonly gone?: boolean;
+}
+
+/**
+ * The web replicas a worker has heard from, by reply subject. A replica never heard from (this worker just started)
+ * counts as alive: only one that fell silent, or said goodbye, is gone.
+ */
+export class ReplicaRoster {
+  readonly #seen = new Map<string, { at: number; ttlMs: number }>();
+
+  listen(connection: NatsConnection, subject: string): void {
+    connection.subscribe(subject, {
+      callback: (error, msg) => {
+        if (error !== null) return;
+        let announcement: Partial<ReplicaAnnouncement>;
+        try {
+          announcement = JSON.parse(msg.string()) as Partial<ReplicaAnnouncement>;
+        } catch {
+          return;
+        }
+        const { reply, ttlMs, gone } = announcement;
+        if (typeof reply !== 'string' || typeof ttlMs !== 'number') return;
+        this.#seen.set(reply, { at: gone === true ? Number.NEGATIVE_INFINITY : Date.now(), ttlMs });
+      },
+    });
+  }
+
+  /** Whether the replica behind `reply` is gone (silent past its TTL, or closed). */
+  isGone(reply: string): boolean {
+    const seen = this.#seen.get(reply);
+    return seen !== undefined && Date.now() - seen.at > seen.ttlMs;
+  }
+}
+
 export class WorkerRoster {
   readonly #ttlMs: number;
   readonly #seen = new Map<string, { at: number; settings: WorkerSettings[] }>();

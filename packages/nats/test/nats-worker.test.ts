@@ -53,4 +53,46 @@ describe('createNatsWorker', () => {
     await connection.close();
     await worker.close();
   });
+
+  it('drops the entries of a replica gone silent (killed) instead of running them for nobody', async () => {
+    const connection = await connect({ servers: nats.url.replace('nats://', '') });
+    const js = jetstream(connection);
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const ran: number[][] = [];
+    const worker = createNatsWorker<number, number>({
+      url: nats.url,
+      queue: 'orphans',
+      log: false,
+      handlers: {
+        double: async (inputs) => {
+          ran.push([...inputs]);
+          await gate;
+          return inputs.map((input) => input * 2);
+        },
+      },
+    });
+    await worker.ready;
+    const entry = (reply: string, input: number) =>
+      JSON.stringify(['i', String(input), 'h', 'double', 'r', reply, 't', '', 's', '0', 'p', String(input)]);
+    // The worker's only slot is busy with a live replica's entry while the ghost's two wait in the stream.
+    await js.publish('microbatch.orphans.requests', entry('alive', 1));
+    await until('the first batch to start', () => ran.length === 1);
+    connection.publish('microbatch.orphans.replicas', JSON.stringify({ reply: 'ghost', ttlMs: 50 }));
+    await js.publish('microbatch.orphans.requests', entry('ghost', 2));
+    await js.publish('microbatch.orphans.requests', entry('ghost', 3));
+    // The ghost says nothing more: past its TTL (a bound on order, not a timing assertion) it is gone.
+    const silentSince = Date.now();
+    await until('the ghost to be past its TTL', () => Date.now() > silentSince + 200);
+    release();
+    const manager = await jetstreamManager(connection);
+    await until(
+      'the stream to be empty',
+      async () => (await manager.streams.info('microbatch_orphans')).state.messages === 0,
+    );
+    expect(ran).toEqual([[1]]);
+    expect(worker.stats()).toMatchObject({ orphaned: 2, batches: 1 });
+    await connection.close();
+    await worker.close();
+  });
 });
