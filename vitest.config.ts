@@ -12,6 +12,8 @@ const packages = [
   'prometheus',
   'serving',
   'redis',
+  'nats',
+  'transport',
   'test-kit',
 ];
 

@@ -127,7 +127,8 @@ async function installProjects() {
     },
   );
   // The CLI alone, as `npm install @microbatch/cli` gets it: serving, inference, Express and Koa; no Fastify, Hono
-  // or Nest (optional peers: Fastify 5.12 pulls cookie@2 and Nest 12 file-type@22, which declare Node >= 22).
+  // or Nest (optional peers: Fastify 5.12 pulls cookie@2 and Nest 12 file-type@22, which declare Node >= 22), nor
+  // @microbatch/nats (an optional peer: @nats-io 3.4 pulls @nats-io/nuid@3, which declares Node >= 22).
   // Installed engine-strict on this Node.
   projects.cli = await createProject('cli', 'module', ['@microbatch/cli'], {});
   // Everything, with Nest 12 (ESM): the Nest 12 e2e, the READMEs' imports and the official `openai` client (openai@7
@@ -135,7 +136,7 @@ async function installProjects() {
   projects.full = await createProject(
     'full',
     'module',
-    ['@microbatch/cli', '@microbatch/nest', '@microbatch/fastify', '@microbatch/hono'],
+    ['@microbatch/cli', '@microbatch/nest', '@microbatch/fastify', '@microbatch/hono', '@microbatch/nats'],
     {
       openai: '^7.0.0',
       fastify: '^5.12.0',
@@ -180,7 +181,7 @@ void test(
       if (manifest.private !== true) names.push(manifest.name);
       versions.set(manifest.name, manifest.version);
     }
-    assert.ok(names.length >= 9, `public packages: ${names.join(', ')}`);
+    assert.ok(names.length >= 13, `public packages: ${names.join(', ')}`);
     const filters = names.flatMap((name) => ['--filter', name]);
     await run('pnpm', ['-r', ...filters, 'pack', '--pack-destination', tarballDir], {
       cwd: ROOT,

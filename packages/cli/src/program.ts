@@ -83,7 +83,7 @@ export interface ServeFlags {
   readonly logFormat: (typeof LOG_FORMATS)[number];
   /** What `/readyz` means: `fleet` (default; overload answered by 503s) or `instance` (unready when overloaded). */
   readonly readiness: (typeof READINESS_MODES)[number];
-  /** `redis://host:port`: serve as a web replica of workers behind this queue, with no local model. */
+  /** `redis://host:port` or `nats://host:port`: serve as a web replica of workers behind this queue, with no local model. */
   readonly queue?: string;
   /** feature-extraction: the most tokens one model call holds. */
   readonly maxBatchCost?: number;
@@ -218,8 +218,10 @@ function stepBudgetError(flags: {
   );
 }
 
-function redisUrl(value: string): string {
-  if (!/^rediss?:\/\/[^\s]+$/.test(value)) throw new InvalidArgumentError('Expected a redis://HOST:PORT URL.');
+/** `--queue`: its scheme picks the transport (`queue-transport.ts`). */
+function queueUrl(value: string): string {
+  if (!/^(rediss?|nats):\/\/[^\s]+$/.test(value))
+    throw new InvalidArgumentError('Expected a redis://HOST:PORT or nats://HOST:PORT URL.');
   return value;
 }
 
@@ -368,8 +370,9 @@ export function createProgram(
     .addOption(new Option('--log-format <format>', LOG_FORMAT_HELP).choices(LOG_FORMATS).default('auto'))
     .option(
       '--queue <url>',
-      'serve as a web replica of the workers behind this Redis queue (redis://HOST:PORT), with no local model',
-      redisUrl,
+      'serve as a web replica of the workers behind this queue (redis://HOST:PORT or nats://HOST:PORT, NATS with ' +
+        'JetStream), with no local model',
+      queueUrl,
     )
     .option('--max-batch-cost <n>', 'feature-extraction: the most tokens one model call holds', integer(1))
     .addOption(
@@ -403,10 +406,11 @@ export function createProgram(
   program
     .command('worker')
     .description(
-      "Run a model worker: pull batches from a Redis queue, formed from every web replica's requests, and answer " +
+      "Run a model worker: pull batches from a Redis or NATS JetStream queue, formed from every web replica's " +
+        'requests, and answer ' +
         'them. A flag with no effect under the scheduling chosen is refused, naming it.',
     )
-    .requiredOption('--queue <url>', 'the Redis queue (redis://HOST:PORT)', redisUrl)
+    .requiredOption('--queue <url>', 'the queue (redis://HOST:PORT, or nats://HOST:PORT with JetStream)', queueUrl)
     .requiredOption('--model <dir>', MODEL_HELP)
     .option('--models-dir <dir>', 'where hub ids are looked up', 'models')
     .addOption(

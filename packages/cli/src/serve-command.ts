@@ -9,8 +9,9 @@ import { DEFAULTS } from '@microbatch/core';
 import { checkDeadlineFits } from '@microbatch/core/http';
 import { otelTracer } from '@microbatch/core/otel';
 import { dropUndefined } from '@microbatch/core/util';
-import { type QueueStatus, createRedisQueue } from '@microbatch/redis';
+import type { QueueStatus } from '@microbatch/redis';
 import { createQueuedTextCompletionService, createTextCompletionModel } from '@microbatch/serving';
+import { brokerOf, openQueue } from './queue-transport.js';
 import { serveUntilSignal } from './lifecycle.js';
 import { loadFramework } from './load-framework.js';
 import { serveEmbeddings } from './serve-embeddings.js';
@@ -106,9 +107,9 @@ export async function serveCommand(flags: ServeFlags, fail: (message: string) =>
 }
 
 /**
- * `microbatch serve --queue redis://...`: a web replica with no local model. Its items go to the queue named after
+ * `microbatch serve --queue redis://...|nats://...`: a web replica with no local model. Its items go to the queue named after
  * `--model` (a folder's name, or the name itself), where workers of that model pull them, batched with every other
- * replica's. The HTTP API is the same; `/readyz` is ready while Redis is connected and a worker is alive.
+ * replica's. The HTTP API is the same; `/readyz` is ready while the broker is connected and a worker is alive.
  */
 async function serveFromQueue(flags: ServeFlags, url: string, fail: (message: string) => never): Promise<void> {
   const queue = queueName(flags.model);
@@ -126,15 +127,18 @@ async function serveFromQueue(flags: ServeFlags, url: string, fail: (message: st
     'microbatch serve (web replica)',
   );
   await serveUntilSignal(
-    (where) => {
-      const redisQueue = createRedisQueue({
+    async (where) => {
+      const redisQueue = await openQueue(
         url,
         queue,
-        maxQueueSize: flags.maxQueueSize,
-        onStatus: (status) => logQueueStatus(logger, status),
-        // With an SDK registered (`node --import`), each request's trace goes on into the worker's batch.
-        tracer: otelTracer(),
-      });
+        {
+          maxQueueSize: flags.maxQueueSize,
+          onStatus: (status) => logQueueStatus(logger, status, brokerOf(url)),
+          // With an SDK registered (`node --import`), each request's trace goes on into the worker's batch.
+          tracer: otelTracer(),
+        },
+        fail,
+      );
       // A waiting client must get its 504 before the server could close its connection.
       checkDeadlineFits(redisQueue.timeoutMs);
       return startTextCompletionApp(
@@ -159,12 +163,12 @@ async function loadApp(
   return loadFramework(framework, APPS[framework], fail);
 }
 
-/** Redis lost or back, workers gone or back: logged once per change. */
-function logQueueStatus(logger: ReturnType<typeof createLogger>, status: QueueStatus): void {
+/** The broker lost or back, workers gone or back: logged once per change. */
+function logQueueStatus(logger: ReturnType<typeof createLogger>, status: QueueStatus, broker: string): void {
   const up = status.event === 'broker-up' || status.event === 'workers-up';
   const messages = {
-    'broker-up': 'connected to the queue (Redis)',
-    'broker-down': 'lost the queue (Redis); refusing requests with 503 until it is back',
+    'broker-up': `connected to the queue (${broker})`,
+    'broker-down': `lost the queue (${broker}); refusing requests with 503 until it is back`,
     'workers-up': 'a worker is serving the queue',
     'workers-down': 'no worker is serving the queue; refusing requests with 503 until one is',
   } as const;
@@ -172,7 +176,7 @@ function logQueueStatus(logger: ReturnType<typeof createLogger>, status: QueueSt
   else logger.warn(status, messages[status.event]);
 }
 
-/** A Redis URL as it may be logged: without its password. */
+/** A queue URL as it may be logged: without its password. */
 export function redact(url: string): string {
   try {
     const parsed = new URL(url);

@@ -2,17 +2,17 @@ import { DEFAULTS } from '@microbatch/core';
 import { otelTracer } from '@microbatch/core/otel';
 import { dropUndefined } from '@microbatch/core/util';
 import { createWorkerPool, textGenerationBatchKey, textGenerationResume } from '@microbatch/inference';
-import { createRedisWorker } from '@microbatch/redis';
 import { TEXT_COMPLETION_HANDLERS } from '@microbatch/serving';
 import { exitOnSignals } from './lifecycle.js';
 import { createLogger } from './logger.js';
 import { redact } from './serve-command.js';
 import { queueName, resolveModelDir } from './model-dir.js';
+import { loadTransport, startQueueWorker } from './queue-transport.js';
 import type { WorkerFlags } from './program.js';
 
 /**
  * Runs `microbatch worker`: loads the model in worker threads, then pulls batches of text-completion items from the
- * Redis queue named after the model (every web replica's items) until SIGTERM / SIGINT, which finish and answer the
+ * Redis or NATS queue (`--queue`'s scheme) named after the model (every web replica's items) until SIGTERM / SIGINT, which finish and answer the
  * batches running, then exit 0. A model that fails to load prints why and exits 1.
  *
  * @example
@@ -27,6 +27,7 @@ export async function workerCommand(flags: WorkerFlags, fail: (message: string) 
   } catch (error) {
     fail(error instanceof Error ? error.message : String(error));
   }
+  await loadTransport(flags.queue, fail);
   const queue = queueName(model);
   const { maxBatchSize, batchWaitMs, workers, threads, executionProvider, claimIdleMs, maxDeliveries, scheduling } =
     flags;
@@ -69,25 +70,28 @@ export async function workerCommand(flags: WorkerFlags, fail: (message: string) 
     await pool.close();
     fail(error instanceof Error ? error.message : String(error));
   }
-  const worker = createRedisWorker({
-    url: flags.queue,
+  const worker = await startQueueWorker(
+    flags.queue,
     queue,
-    handlers: { [TEXT_COMPLETION_HANDLERS.generate]: pool.handler },
-    streamingHandlers: { [TEXT_COMPLETION_HANDLERS.stream]: pool.streamingHandler },
-    // Request scheduling splits batches by sampling settings; a continuous decode loop takes any mix.
-    batchKey: scheduling === 'request' ? textGenerationBatchKey : undefined,
-    // Continuous: a stream whose worker dies continues on another from the token ids it sent.
-    resumable: pool.scheduling === 'continuous' ? textGenerationResume : undefined,
-    maxBatchSize,
-    // Continuous: a second pull waits beside each worker's running loop, ready to join it at the next step.
-    concurrency: scheduling === 'continuous' ? 2 * pool.size : pool.size,
-    batchWaitTimeoutMs: batchWaitMs,
-    claimIdleMs,
-    maxDeliveries,
-    log: logger,
-    // Batch spans linked to (or the child of) the replicas' request traces, once an SDK is registered.
-    tracer: otelTracer(),
-  });
+    {
+      handlers: { [TEXT_COMPLETION_HANDLERS.generate]: pool.handler },
+      streamingHandlers: { [TEXT_COMPLETION_HANDLERS.stream]: pool.streamingHandler },
+      // Request scheduling splits batches by sampling settings; a continuous decode loop takes any mix.
+      batchKey: scheduling === 'request' ? textGenerationBatchKey : undefined,
+      // Continuous: a stream whose worker dies continues on another from the token ids it sent.
+      resumable: pool.scheduling === 'continuous' ? textGenerationResume : undefined,
+      maxBatchSize,
+      // Continuous: a second pull waits beside each worker's running loop, ready to join it at the next step.
+      concurrency: scheduling === 'continuous' ? 2 * pool.size : pool.size,
+      batchWaitTimeoutMs: batchWaitMs,
+      claimIdleMs,
+      maxDeliveries,
+      log: logger,
+      // Batch spans linked to (or the child of) the replicas' request traces, once an SDK is registered.
+      tracer: otelTracer(),
+    },
+    fail,
+  );
   exitOnSignals(
     async () => {
       await worker.close();

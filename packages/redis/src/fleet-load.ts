@@ -1,6 +1,5 @@
-import { isFitReady } from '@microbatch/core';
-import type { FleetLoad, FleetWorker, LatencyFit } from '@microbatch/core';
-import type { WorkerSettings } from './batch-tally.js';
+import type { FleetLoad, FleetWorker } from '@microbatch/core';
+import type { WorkerSettings } from '@microbatch/transport';
 
 /** One sample of the queue (a replica's `PROBE`): what the other replicas and the workers published. */
 interface Sample {
@@ -86,38 +85,4 @@ export function mergeLoads(texts: readonly string[]): Map<string, number> {
     }
   }
   return merged;
-}
-
-/** A worker's heartbeat JSON; `[]` for one of an older version or not yet announced. */
-export function parseWorkerSettings(text: string): WorkerSettings[] {
-  try {
-    const { maxBatchSize, batchWaitTimeoutMs, concurrency, fit, running, at } = JSON.parse(
-      text,
-    ) as Partial<WorkerSettings>;
-    const values = [maxBatchSize, batchWaitTimeoutMs, concurrency].map(Number);
-    if (!values.every(Number.isFinite)) return [];
-    const [size, wait, slots] = values as [number, number, number];
-    const fitted = isFit(fit) && isFitReady(fit) ? { fit: { ...fit, flatCost: fit.flatCost ?? undefined } } : {};
-    const batches = Array.isArray(running)
-      ? running.filter((batch) => Number.isFinite(batch?.cost) && Number.isFinite(batch?.elapsedMs))
-      : [];
-    return [
-      {
-        maxBatchSize: size,
-        batchWaitTimeoutMs: wait,
-        concurrency: slots,
-        ...fitted,
-        running: batches,
-        ...(Number.isFinite(at) ? { at } : {}),
-      },
-    ];
-  } catch {
-    return [];
-  }
-}
-
-function isFit(value: unknown): value is LatencyFit {
-  if (value === null || typeof value !== 'object') return false;
-  const fit = value as Record<string, unknown>;
-  return ['samples', 'msPerCost', 'msPerBatch', 'minMs', 'spread'].every((name) => Number.isFinite(fit[name]));
 }

@@ -1,8 +1,12 @@
 export { createRedisQueue } from './redis-queue.js';
 export type { RedisBatcher, RedisQueue, RedisStreamingBatcher } from './redis-queue.js';
-export type { QueueBatcherStats } from './queue-batcher.js';
-export type { QueueSnapshot, WorkerSettings } from './batch-tally.js';
-export type { QueueStatus, StatusListener } from './status.js';
+export type {
+  QueueBatcherStats,
+  QueueSnapshot,
+  QueueStatus,
+  StatusListener,
+  WorkerSettings,
+} from '@microbatch/transport';
 export type { RedisQueueOptions, RedisQueueTarget, RedisWorkerOptions, StreamResume, WorkerLogger } from './options.js';
 export { createRedisWorker } from './redis-worker.js';
 export type { RedisWorker, RedisWorkerStats } from './redis-worker.js';

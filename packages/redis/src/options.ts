@@ -1,6 +1,7 @@
 import { DEFAULTS } from '@microbatch/core';
 import type { BatchHandler, BatchTracer, StreamingBatchHandler } from '@microbatch/core';
-import type { StatusListener } from './status.js';
+import type { StatusListener, WorkerLogger } from '@microbatch/transport';
+import { checkWorkerHandlers } from '@microbatch/transport';
 import {
   MAX_FINITE,
   checkInteger,
@@ -183,12 +184,7 @@ export interface StreamResume<I, C> {
   tokensOf(chunk: C): readonly number[] | undefined;
 }
 
-/** A pino-compatible logger: what `RedisWorkerOptions.log` may be besides a line printer. */
-export interface WorkerLogger {
-  info(fields: object, message?: string): void;
-  warn(fields: object, message?: string): void;
-  error(fields: object, message?: string): void;
-}
+export type { WorkerLogger };
 
 export const QUEUE_DEFAULTS = {
   prefix: 'microbatch',
@@ -280,41 +276,12 @@ export function resolveWorkerOptions<I, O, C>(options: RedisWorkerOptions<I, O, 
   checkInteger('maxDeliveries', resolved.maxDeliveries, 1);
   checkNumber('heartbeatMs', resolved.heartbeatMs, 0, MAX_FINITE, true);
   checkNumber('replyTtlMs', resolved.replyTtlMs, 0, MAX_FINITE, true);
-  const handlers = resolved.handlers ?? {};
-  const streamingHandlers = resolved.streamingHandlers ?? {};
-  for (const [group, map] of [
-    ['handlers', handlers],
-    ['streamingHandlers', streamingHandlers],
-  ] as const) {
-    if (!isObjectLike(map)) fail(group, 'an object of handlers by name', map);
-    for (const [name, handler] of Object.entries(map))
-      if (typeof handler !== 'function') fail(`${group}.${name}`, 'a function', handler);
-  }
-  if (Object.keys(handlers).length + Object.keys(streamingHandlers).length === 0) {
-    throw new TypeError('Expected `handlers` or `streamingHandlers` to name at least one handler');
-  }
-  const both = Object.keys(handlers).filter((name) => Object.hasOwn(streamingHandlers, name));
-  if (both.length > 0)
-    throw new TypeError(
-      `Expected each handler name once, got \`${both[0]}\` in both \`handlers\` and \`streamingHandlers\``,
-    );
-  if (resolved.batchKey !== undefined && typeof resolved.batchKey !== 'function')
-    fail('batchKey', 'a function', resolved.batchKey);
   const { resumable } = resolved;
   if (
     resumable !== undefined &&
     (!isObjectLike(resumable) || typeof resumable.withTokens !== 'function' || typeof resumable.tokensOf !== 'function')
   )
     fail('resumable', 'an object with `withTokens` and `tokensOf` functions', resumable);
-  if (resolved.workerId !== undefined) checkString('workerId', resolved.workerId);
-  if (resolved.onStatus !== undefined && typeof resolved.onStatus !== 'function')
-    fail('onStatus', 'a function', resolved.onStatus);
   if (resolved.tracer !== undefined) checkTracer(resolved.tracer);
-  const log = resolved.log ?? console.log;
-  const isLogger =
-    isObjectLike(log) &&
-    ['info', 'warn', 'error'].every((level) => typeof (log as Record<string, unknown>)[level] === 'function');
-  if (log !== false && typeof log !== 'function' && !isLogger)
-    fail('log', 'a function, a pino-compatible logger or false', log);
-  return { ...resolved, handlers, streamingHandlers, log } as unknown as ResolvedWorkerOptions;
+  return { ...resolved, ...checkWorkerHandlers(resolved) } as unknown as ResolvedWorkerOptions;
 }

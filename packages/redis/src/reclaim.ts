@@ -1,7 +1,8 @@
 // Taking over a dead worker's entries, and keeping a live worker's from being taken.
 import type { Connection } from './connection.js';
 import type { QueueKeys } from './keys.js';
-import { type RequestEntry, rawEntries, toRequestEntry } from './wire.js';
+import { type RequestEntry, toRequestEntry } from '@microbatch/transport';
+import { entryTimeMs, rawEntries } from './stream-entries.js';
 
 /** What one {@link claimIdle} took over. */
 export interface Claim {
@@ -48,7 +49,7 @@ export async function claimIdle(
   const claimed: RequestEntry[] = [];
   const invalid: string[] = [];
   for (const [id, fields] of rawEntries(reply[1])) {
-    const entry = toRequestEntry(id, fields);
+    const entry = toRequestEntry(id, entryTimeMs(id), fields);
     if (entry === undefined) invalid.push(id);
     else claimed.push(entry);
   }

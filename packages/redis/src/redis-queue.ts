@@ -1,26 +1,33 @@
 import { randomBytes } from 'node:crypto';
 import { BatchError, ErrorCode } from '@microbatch/core';
-import type { Batcher, CallOptions, CloseOptions, DispatchInfo, FleetLoad, StreamingBatcher } from '@microbatch/core';
+import type { Batcher, CallOptions, CloseOptions, FleetLoad, StreamingBatcher } from '@microbatch/core';
+import {
+  EMPTY_SNAPSHOT,
+  type ItemTrace,
+  type QueueBackend,
+  QueueBatcher,
+  type QueueBatcherStats,
+  type QueueSnapshot,
+  type ReplyEntry,
+  StateReporter,
+  type Submission,
+  type WireBatch,
+  type Waiter,
+  describeError as describe,
+  emitStatus,
+  parseWorkerSettings,
+  requestFields,
+  routeReply,
+  toReplyEntry,
+  traceItem,
+  unavailable,
+} from '@microbatch/transport';
 import { type Connection, closeConnection, openConnection } from './connection.js';
 import { type QueueKeys, queueKeys } from './keys.js';
 import { type RedisQueueOptions, resolveQueueOptions } from './options.js';
-import { type QueueBackend, QueueBatcher, type QueueBatcherStats, type Submission } from './queue-batcher.js';
-import type { ReplyChannel } from './reply-channel.js';
 import { ENQUEUE, PROBE, REQUEST_FIELD_COUNT, runScript, scriptSha } from './scripts.js';
-import { EMPTY_SNAPSHOT, type QueueSnapshot } from './batch-tally.js';
-import { FleetView, fleetKey, mergeLoads, parseWorkerSettings } from './fleet-load.js';
-import { StateReporter, emitStatus } from './status.js';
-import { type ItemTrace, remoteBatch, traceItem } from './entry-trace.js';
-import {
-  type ReplyEntry,
-  ReplyKind,
-  type WireBatch,
-  fromWireError,
-  parseBatch,
-  requestFields,
-  streamEntries,
-  toReplyEntry,
-} from './wire.js';
+import { FleetView, fleetKey, mergeLoads } from './fleet-load.js';
+import { streamEntries } from './stream-entries.js';
 
 const ENQUEUE_SHA = scriptSha(ENQUEUE);
 const PROBE_SHA = scriptSha(PROBE);
@@ -75,26 +82,10 @@ export interface RedisStreamingBatcher<I, O> extends StreamingBatcher<I, O> {
   stats(): QueueBatcherStats;
 }
 
-/** One item waiting for its answer. */
-interface Waiter {
-  readonly itemId: string;
-  readonly owner: QueueBatcher;
-  entryId: string | undefined;
-  /** The worker batch it started in (announced before the batch runs), if any yet. */
-  batch: string | undefined;
-  /** The batch id of the worker that streams it (the first to send a chunk; the one that resumed it). */
-  producer: string | undefined;
-  /** Tokens of a resumable stream sent to the caller so far. */
-  tokensSent: number;
-  readonly onDispatch: ((info: DispatchInfo) => void) | undefined;
-  dispatched: boolean;
-  readonly channel: ReplyChannel<unknown> | undefined;
-  /** Its trace: the context its entry carries, and the tracer's span for its time on the queue. */
+/** One item waiting for its answer, with its fairness key as it travels (see `fleetKey`). */
+interface RedisWaiter extends Waiter {
   readonly trace: ItemTrace;
-  /** The call's fairness key, as it travels (see `fleetKey`). */
   readonly fairnessKey: string | undefined;
-  /** Settles once; `batch` is the answer's batch (its execution time), if a worker answered. */
-  settle(error: unknown, value?: unknown, batch?: WireBatch): void;
 }
 
 const MAX_REPLIES_PER_READ = 1_000;
@@ -139,13 +130,15 @@ export function createRedisQueue(options: RedisQueueOptions): RedisQueue {
 type Settings = ReturnType<typeof resolveQueueOptions>;
 
 class QueueCore implements QueueBackend {
+  readonly brokerName = 'Redis';
+  readonly workerFactory = 'createRedisWorker';
   readonly ready: Promise<void>;
   readonly #settings: Settings;
   readonly #keys: QueueKeys;
   readonly #replyKey: string;
   readonly #commands: Connection;
   readonly #replies: Connection;
-  readonly #waiters = new Map<string, Waiter>();
+  readonly #waiters = new Map<string, RedisWaiter>();
   readonly #batchers = new Map<string, QueueBatcher>();
   #sequence = 0;
   #lastReplyId = '0-0';
@@ -426,14 +419,14 @@ class QueueCore implements QueueBackend {
     timeoutMs: number,
     fairnessKey: string | undefined,
     trace: ItemTrace,
-  ): Waiter {
+  ): RedisWaiter {
     const { signal } = item;
     const itemId = (++this.#sequence).toString(36);
     let timer: NodeJS.Timeout | undefined;
     const onAbort = (): void => {
       this.#cancel(waiter, signal?.reason);
     };
-    const waiter: Waiter = {
+    const waiter: RedisWaiter = {
       itemId,
       owner,
       entryId: undefined,
@@ -478,7 +471,7 @@ class QueueCore implements QueueBackend {
     );
   }
 
-  #cancel(waiter: Waiter, reason: unknown): void {
+  #cancel(waiter: RedisWaiter, reason: unknown): void {
     if (!this.#waiters.has(waiter.itemId)) return;
     waiter.settle(reason);
     // Still queued: no worker will take it. Already running: its answer will be ignored.
@@ -546,49 +539,7 @@ class QueueCore implements QueueBackend {
   #onReply(entry: ReplyEntry): void {
     const waiter = this.#waiters.get(entry.itemId);
     // Answered already (first answer wins), cancelled, or expired.
-    if (waiter === undefined) return;
-    const batch = parseBatch(entry.batch);
-    started(waiter, batch);
-    if (entry.kind === ReplyKind.START) return;
-    if (entry.kind === ReplyKind.ERROR) return waiter.settle(fromWireError(entry.data), undefined, batch);
-    if (waiter.channel === undefined) {
-      if (entry.kind !== ReplyKind.RESULT) return;
-      return waiter.settle(undefined, JSON.parse(entry.data), batch);
-    }
-    if (entry.tokens !== undefined && entry.kind === ReplyKind.CHUNK)
-      return this.#onResumableChunk(waiter, entry, batch);
-    if (waiter.producer === undefined) {
-      waiter.producer = batch.id;
-    } else if (waiter.producer !== batch.id) {
-      // A second worker took the item over after the first stopped mid-stream, and cannot resume it (no token ids):
-      // what was sent cannot be unsent.
-      return waiter.settle(
-        unavailable('The worker streaming this item stopped; retry', this.#settings.retryAfterSeconds),
-      );
-    }
-    if (entry.kind === ReplyKind.CHUNK) waiter.channel.push(JSON.parse(entry.data));
-    else if (entry.kind === ReplyKind.END) waiter.settle(undefined, undefined, batch);
-  }
-
-  /**
-   * A chunk of a resumable stream: sent on if it starts where the caller is (the worker that resumed a stream
-   * starts after the tokens its predecessor's chunks carried), dropped if the caller had it already; a chunk that
-   * would leave a gap or overlap part of what was sent fails the stream.
-   */
-  #onResumableChunk(waiter: Waiter, entry: ReplyEntry, batch: WireBatch): void {
-    const { offset, count } = entry.tokens as { offset: number; count: number };
-    if (offset + count <= waiter.tokensSent && count > 0) return; // sent already (a stream started over)
-    if (offset !== waiter.tokensSent) {
-      return waiter.settle(
-        unavailable(
-          'The worker streaming this item stopped and it could not be resumed; retry',
-          this.#settings.retryAfterSeconds,
-        ),
-      );
-    }
-    waiter.producer = batch.id;
-    waiter.tokensSent += count;
-    waiter.channel?.push(JSON.parse(entry.data));
+    if (waiter !== undefined) routeReply(waiter, entry, this.#settings.retryAfterSeconds);
   }
 
   async closeBatcher(batcher: QueueBatcher, options: CloseOptions = {}): Promise<void> {
@@ -608,31 +559,4 @@ class QueueCore implements QueueBackend {
     await Promise.all([closeConnection(this.#commands), closeConnection(this.#replies, true)]);
     await this.#readLoop;
   }
-}
-
-/**
- * Records that an item runs in `batch` (the worker's start notice, or its first answer if that notice was lost),
- * or moved to another worker's batch (taken over), and reports its dispatch once.
- */
-function started(waiter: Waiter, batch: WireBatch): void {
-  if (batch.id === '' || waiter.batch === batch.id) return;
-  if (waiter.batch === undefined) waiter.owner.tally.start(batch);
-  else waiter.owner.tally.move(waiter.batch, batch);
-  waiter.batch = batch.id;
-  if (waiter.dispatched) return;
-  waiter.dispatched = true;
-  waiter.trace.sent?.started(remoteBatch(batch.id, batch.size, batch.queueMs));
-  // A global id (`<worker>-<sequence>`): two replicas' items that shared a worker batch show the same one.
-  waiter.onDispatch?.({ batchId: batch.id, batchSize: batch.size, queueTimeMs: batch.queueMs, key: undefined });
-}
-
-function unavailable(message: string, retryAfterSeconds: number, cause?: unknown): BatchError {
-  return new BatchError(ErrorCode.UNAVAILABLE, message, {
-    retryAfterSeconds,
-    ...(cause === undefined ? {} : { cause }),
-  });
-}
-
-function describe(error: unknown): string {
-  return error instanceof Error ? error.message : typeof error === 'string' ? error : 'connection lost';
 }

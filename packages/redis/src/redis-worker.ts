@@ -14,20 +14,28 @@ import {
   runScript,
   scriptSha,
 } from './scripts.js';
-import { StateReporter, emitStatus } from './status.js';
-import { type Claim, claimIdle, refreshHeld } from './reclaim.js';
-import { type NamedHandler, executeBatch, planBatches } from './worker-batch.js';
-import { traceWorkerBatch } from './entry-trace.js';
 import {
+  type NamedHandler,
   type RequestEntry,
   ReplyKind,
+  StateReporter,
   type WireBatch,
-  entryTimeMs,
+  describeError,
+  emitStatus,
+  executeBatch,
+  logBatch,
+  planBatches,
+  plural,
   replyFields,
-  streamEntries,
+  round1,
+  sleep,
   toRequestEntry,
   toWireError,
-} from './wire.js';
+  traceWorkerBatch,
+  writeLog,
+} from '@microbatch/transport';
+import { type Claim, claimIdle, refreshHeld } from './reclaim.js';
+import { entryTimeMs, streamEntries } from './stream-entries.js';
 
 /**
  * Counts since the worker started.
@@ -386,7 +394,7 @@ class Worker {
     const entries: RequestEntry[] = [];
     const invalid: string[] = [];
     for (const [id, fields] of streamEntries(reply)) {
-      const entry = toRequestEntry(id, fields);
+      const entry = toRequestEntry(id, entryTimeMs(id), fields);
       if (entry === undefined) invalid.push(id);
       else entries.push(entry);
     }
@@ -429,7 +437,7 @@ class Worker {
     const slotStarted = started;
     this.#runningBatches.set(sequence, { cost: entries.length, startedAt: slotStarted });
     this.#publish();
-    const waits = entries.map((entry) => Math.max(0, now - entryTimeMs(entry.entryId)));
+    const waits = entries.map((entry) => Math.max(0, now - entry.queuedAtMs));
     const batchOf = (index: number, executionMs?: number): WireBatch => ({
       id,
       size: entries.length,
@@ -521,28 +529,17 @@ class Worker {
       }
       this.#running -= 1;
       if (this.#runningBatches.delete(sequence)) this.#publish();
-      const replicas = new Set(entries.map((entry) => entry.reply)).size;
-      const mean = waits.reduce((sum, wait) => sum + wait, 0) / waits.length;
-      const maxWait = Math.max(...waits);
       const executionMs = performance.now() - started;
       trace.end({ outcome: failure !== undefined ? 'error' : failed > 0 ? 'partial' : 'ok', failed, executionMs });
-      this.#log(
-        'info',
-        `[worker ${this.workerId}] batch ${id} (${handlerName}): size ${entries.length} from ${replicas} replica(s), ` +
-          `queue wait ${mean.toFixed(1)} ms (max ${maxWait.toFixed(1)} ms), execution ${executionMs.toFixed(1)} ms` +
-          (failed === 0 ? '' : `, ${failed} failed`),
-        {
-          batchId: id,
-          handler: handlerName,
-          batchSize: entries.length,
-          replicas,
-          queueWaitMs: round1(mean),
-          maxQueueWaitMs: round1(maxWait),
-          executionMs: round1(executionMs),
-          failed,
-        },
-        'batch',
-      );
+      logBatch(this.#settings.log, this.workerId, {
+        id,
+        handler: handlerName,
+        size: entries.length,
+        replicas: new Set(entries.map((entry) => entry.reply)).size,
+        waits,
+        executionMs,
+        failed,
+      });
       const wake = this.#slotFreed;
       this.#slotFreed = undefined;
       wake?.();
@@ -671,27 +668,11 @@ class Worker {
     this.#reclaimed.push(...claim.entries);
   }
 
-  /** One line to a line printer, or the fields and a short message to a pino-compatible logger. */
   #log(level: 'info' | 'warn' | 'error', line: string, fields: Record<string, unknown>, message: string): void {
-    const { log } = this.#settings;
-    if (log === false) return;
-    if (typeof log === 'function') log(line);
-    else log[level]({ worker: this.workerId, ...fields }, message);
+    writeLog(this.#settings.log, this.workerId, level, line, fields, message);
   }
 }
 
-function round1(value: number): number {
-  return Math.round(value * 10) / 10;
-}
-
-function plural(count: number): string {
-  return `${count} entr${count === 1 ? 'y' : 'ies'}`;
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
 function describe(error: unknown): string {
-  return error instanceof Error ? error.message : typeof error === 'string' ? error : 'unknown failure';
+  return describeError(error, 'unknown failure');
 }

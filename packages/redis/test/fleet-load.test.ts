@@ -1,7 +1,8 @@
 // A replica's view of the fleet's load, on its own: what it reads of the workers' heartbeats and the other
 // replicas' published keys, and how it corrects a sample with what this replica did since.
 import { describe, expect, it } from 'vitest';
-import { FleetView, fleetKey, mergeLoads, parseWorkerSettings } from '../src/fleet-load.js';
+import { parseWorkerSettings } from '@microbatch/transport';
+import { FleetView, fleetKey, mergeLoads } from '../src/fleet-load.js';
 
 const FIT = { samples: 7, msPerCost: 5, msPerBatch: 40, minMs: 45, spread: 0.1 };
 

@@ -12,3 +12,5 @@ export { pollUntil, waitFor } from './wait-for.js';
 export { samplesOf } from './metrics-text.js';
 export { startRedisServer } from './redis-server.js';
 export type { TestRedis } from './redis-server.js';
+export { startNatsServer } from './nats-server.js';
+export type { TestNats } from './nats-server.js';

@@ -1,6 +1,6 @@
 /**
  * A change in what a web replica or a worker can reach, reported once per change (never once per failed command):
- * `broker-down` / `broker-up` when its connection to Redis is lost / ready again, and on a web replica
+ * `broker-down` / `broker-up` when its connection to the broker (Redis, NATS) is lost / ready again, and on a web replica
  * `workers-down` / `workers-up` when no worker has heartbeated within `heartbeatTtlMs` / one has again. The first
  * state seen is reported too, so a log shows where a process started from.
  *

@@ -1,7 +1,13 @@
 import { BatchError, END, ErrorCode, SKIP } from '@microbatch/core';
 import type { BatchContext, BatchHandler, StreamingBatchHandler } from '@microbatch/core';
-import type { ResolvedWorkerOptions } from './options.js';
-import { type RequestEntry, ReplyKind, entryTimeMs, toWireError } from './wire.js';
+import { type RequestEntry, ReplyKind, toWireError } from './wire.js';
+
+/** What a worker runs: its handlers by name and how a pull is split into calls. */
+export interface HandlerSettings {
+  readonly handlers: Readonly<Record<string, BatchHandler<unknown, unknown>>>;
+  readonly streamingHandlers: Readonly<Record<string, StreamingBatchHandler<unknown, unknown>>>;
+  readonly batchKey: ((input: unknown) => unknown) | undefined;
+}
 
 /** Where a batch's answers go: one call per reply entry of item `index`. */
 export type ReplySink = (index: number, kind: ReplyKind, data: string) => void;
@@ -83,24 +89,24 @@ export interface PlannedBatch {
 
 /**
  * Splits one pull into handler calls (by handler name and `batchKey`), setting aside entries whose deadline passed
- * (their replica answered `DEADLINE_EXCEEDED` already: running them would be wasted work) and entries that cannot
+ * (by the broker's clock `now`; their replica answered `DEADLINE_EXCEEDED` already: running them would be wasted work) and entries that cannot
  * run here (no such handler, unreadable input), which are answered with an error.
  *
  * @example
  * ```ts
- * const { expired, refusals, batches } = planBatches(entries, redisNow, settings);
+ * const { expired, refusals, batches } = planBatches(entries, brokerNow, settings);
  * ```
  */
 export function planBatches(
   entries: readonly RequestEntry[],
   now: number,
-  settings: Pick<ResolvedWorkerOptions, 'handlers' | 'streamingHandlers' | 'batchKey'>,
+  settings: HandlerSettings,
 ): { expired: string[]; refusals: Array<readonly [RequestEntry, BatchError]>; batches: PlannedBatch[] } {
   const expired: string[] = [];
   const refusals: Array<readonly [RequestEntry, BatchError]> = [];
   const groups = new Map<string, PlannedBatch>();
   for (const entry of entries) {
-    if (entry.timeoutMs !== undefined && entryTimeMs(entry.entryId) + entry.timeoutMs <= now) {
+    if (entry.timeoutMs !== undefined && entry.queuedAtMs + entry.timeoutMs <= now) {
       expired.push(entry.entryId);
       continue;
     }
@@ -137,10 +143,7 @@ export function planBatches(
   return { expired, refusals, batches: [...groups.values()] };
 }
 
-function namedHandler(
-  entry: RequestEntry,
-  settings: Pick<ResolvedWorkerOptions, 'handlers' | 'streamingHandlers'>,
-): NamedHandler | undefined {
+function namedHandler(entry: RequestEntry, settings: Omit<HandlerSettings, 'batchKey'>): NamedHandler | undefined {
   const name = entry.handler;
   if (entry.streaming) {
     const handler = Object.hasOwn(settings.streamingHandlers, name) ? settings.streamingHandlers[name] : undefined;

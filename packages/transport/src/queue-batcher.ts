@@ -22,6 +22,10 @@ export interface Submission {
 
 /** What a {@link QueueBatcher} needs of its queue. */
 export interface QueueBackend {
+  /** The broker's name as users know it (`Redis`, `NATS`), for messages. */
+  readonly brokerName: string;
+  /** The function that starts a worker of this transport (`createRedisWorker`), for messages. */
+  readonly workerFactory: string;
   /** The shared queue as last sampled (every heartbeat). */
   readonly snapshot: QueueSnapshot;
   /** Sends a group of items, admitted together or refused together. */
@@ -30,7 +34,7 @@ export interface QueueBackend {
 }
 
 /**
- * A Redis queue batcher's stats: core's {@link BatcherStats}, whose batch figures are the workers' batches that ran
+ * A queue batcher's stats (Redis, NATS): core's {@link BatcherStats}, whose batch figures are the workers' batches that ran
  * this batcher's items (as the workers reported them), plus `shared`, the whole queue as last sampled.
  */
 export interface QueueBatcherStats extends BatcherStats {
@@ -93,8 +97,8 @@ export class QueueBatcher {
         get: () => this.#workerSetting(setting),
         set: () => {
           throw new TypeError(
-            `\`${property}\` cannot be set on the Redis queue batcher \`${name}\`: the workers form the batches ` +
-              `(set \`${setting}\` in \`createRedisWorker\`, or \`microbatch worker\`'s flags)`,
+            `\`${property}\` cannot be set on the ${core.brokerName} queue batcher \`${name}\`: the workers form the ` +
+              `batches (set \`${setting}\` in \`${core.workerFactory}\`, or \`microbatch worker\`'s flags)`,
           );
         },
         enumerable: true,
@@ -124,7 +128,7 @@ export class QueueBatcher {
     return values.length === 0 ? 0 : Math.max(...values);
   }
 
-  /** The inputs' results, their items admitted together or refused together (one script on Redis). */
+  /** The inputs' results, their items admitted together or refused together (by the queue). */
   callAll(inputs: readonly unknown[], options: CallOptions): Promise<unknown[]> {
     const items: Submission[] = [];
     const results = inputs.map(

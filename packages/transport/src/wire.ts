@@ -1,18 +1,20 @@
-// What travels through Redis: request entries (web replica → workers) and reply entries (worker → the replica's own
-// reply stream), as flat field lists of strings.
+// What travels through a queue (Redis, NATS): request entries (web replica → workers) and reply entries (worker → the
+// replica's own reply stream or subject), as flat field lists of strings.
 import { BatchError, ErrorCode, isBatchError } from '@microbatch/core';
 
 /** One request entry as a worker reads it. */
 export interface RequestEntry {
-  /** The stream entry id (`<ms>-<seq>`, from Redis's clock). */
+  /** The transport's id for the entry (a Redis stream entry id, a JetStream stream sequence). */
   readonly entryId: string;
+  /** When the broker stored it, in ms since the epoch (the broker's clock): deadlines count from here. */
+  readonly queuedAtMs: number;
   /** The replica's id for the item; with `reply`, unique. */
   readonly itemId: string;
   /** Which handler runs it. */
   readonly handler: string;
   /** The replica's reply stream. */
   readonly reply: string;
-  /** Milliseconds after the entry's creation (its id's time) past which nobody waits for it; absent: no deadline. */
+  /** Milliseconds after `queuedAtMs` past which nobody waits for it; absent: no deadline. */
   readonly timeoutMs: number | undefined;
   readonly streaming: boolean;
   /** The input, as JSON. */
@@ -116,30 +118,20 @@ export function parseBatch(text: string): WireBatch {
   }
 }
 
-function fieldMap(fields: unknown): Map<string, string> | undefined {
+/** A flat `[name, value, name, value, ...]` list as a map; `undefined` if it is not a list. */
+export function fieldMap(fields: unknown): Map<string, string> | undefined {
   if (!Array.isArray(fields)) return undefined;
   const map = new Map<string, string>();
   for (let i = 0; i + 1 < fields.length; i += 2) map.set(String(fields[i]), String(fields[i + 1]));
   return map;
 }
 
-/** Entries of a raw `XREAD`/`XREADGROUP` reply for one stream: `[[key, [[id, fields], ...]]]` or null. */
-export function streamEntries(reply: unknown): Array<readonly [id: string, fields: Map<string, string> | undefined]> {
-  if (!Array.isArray(reply) || reply.length === 0) return [];
-  const [, entries] = reply[0] as [unknown, unknown];
-  return rawEntries(entries);
-}
-
-/** `[[id, fields], ...]`; a deleted entry (still pending) has no fields. */
-export function rawEntries(entries: unknown): Array<readonly [id: string, fields: Map<string, string> | undefined]> {
-  if (!Array.isArray(entries)) return [];
-  return entries
-    .filter((entry): entry is [unknown, unknown] => Array.isArray(entry))
-    .map(([id, fields]) => [String(id), fieldMap(fields)] as const);
-}
-
 /** A request entry from its fields; `undefined` if it is not one (deleted, or written by something else). */
-export function toRequestEntry(entryId: string, fields: Map<string, string> | undefined): RequestEntry | undefined {
+export function toRequestEntry(
+  entryId: string,
+  queuedAtMs: number,
+  fields: Map<string, string> | undefined,
+): RequestEntry | undefined {
   const itemId = fields?.get('i');
   const handler = fields?.get('h');
   const reply = fields?.get('r');
@@ -155,6 +147,7 @@ export function toRequestEntry(entryId: string, fields: Map<string, string> | un
   const timeout = fields.get('t');
   return {
     entryId,
+    queuedAtMs,
     itemId,
     handler,
     reply,
@@ -187,11 +180,6 @@ export function toReplyEntry(entryId: string, fields: Map<string, string> | unde
       ? { tokens: { offset: offset as number, count: count as number } }
       : {}),
   };
-}
-
-/** The time part of a stream entry id: when Redis added it, in ms since the epoch (Redis's clock). */
-export function entryTimeMs(entryId: string): number {
-  return Number(entryId.slice(0, entryId.indexOf('-')));
 }
 
 /** An error as it travels: codes and exposure kept, so the replica answers what the worker's batcher would. */

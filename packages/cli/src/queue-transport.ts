@@ -1,0 +1,60 @@
+// `--queue <url>`: the URL's scheme picks the transport (redis:// or rediss:// → @microbatch/redis, nats:// →
+// @microbatch/nats); both take the same options and give the same replica and worker. @microbatch/nats is an optional
+// peer, loaded only for a nats:// queue: @nats-io 3.4 pulls @nats-io/nuid@3, which declares Node >= 22, so the CLI
+// itself installs engine-strict on Node 20.
+import type * as Nats from '@microbatch/nats';
+import type { NatsQueueOptions, NatsWorkerOptions } from '@microbatch/nats';
+import { createRedisQueue, createRedisWorker } from '@microbatch/redis';
+import type { RedisQueueOptions, RedisWorkerOptions } from '@microbatch/redis';
+
+/** The broker a `--queue` URL names, as logs say it. */
+export function brokerOf(url: string): 'Redis' | 'NATS' {
+  return url.startsWith('nats://') ? 'NATS' : 'Redis';
+}
+
+/** A NATS queue's name is a stream's and a subject token's: other characters of a model's name become `_`. */
+function queueFor(url: string, queue: string): string {
+  return brokerOf(url) === 'NATS' ? queue.replace(/[^A-Za-z0-9_-]/g, '_') : queue;
+}
+
+type QueueOptions = Omit<RedisQueueOptions & NatsQueueOptions, 'url' | 'queue' | 'prefix' | 'replicaId'>;
+type WorkerOptions<I, O, C> = Omit<
+  RedisWorkerOptions<I, O, C> & NatsWorkerOptions<I, O, C>,
+  'url' | 'queue' | 'prefix' | 'workerId'
+>;
+
+/** `@microbatch/nats`, or a failure naming what to install. */
+async function loadNats(fail: (message: string) => never): Promise<typeof Nats> {
+  try {
+    return await import('@microbatch/nats');
+  } catch (error) {
+    const code = (error as { code?: unknown } | null)?.code;
+    if (code !== 'ERR_MODULE_NOT_FOUND' && code !== 'MODULE_NOT_FOUND') throw error;
+    return fail(
+      `--queue nats://… needs @microbatch/nats installed beside @microbatch/cli ` +
+        `(${error instanceof Error ? error.message.split('\n')[0] : String(error)})`,
+    );
+  }
+}
+
+/** Loads the transport `url` names now, so a missing one fails before a model is loaded. */
+export async function loadTransport(url: string, fail: (message: string) => never): Promise<void> {
+  if (brokerOf(url) === 'NATS') await loadNats(fail);
+}
+
+/** A web replica's queue on the broker `url` names. */
+export async function openQueue(url: string, queue: string, options: QueueOptions, fail: (message: string) => never) {
+  const target = { url, queue: queueFor(url, queue), ...options };
+  return brokerOf(url) === 'NATS' ? (await loadNats(fail)).createNatsQueue(target) : createRedisQueue(target);
+}
+
+/** A model worker on the broker `url` names. */
+export async function startQueueWorker<I, O, C>(
+  url: string,
+  queue: string,
+  options: WorkerOptions<I, O, C>,
+  fail: (message: string) => never,
+) {
+  const target = { url, queue: queueFor(url, queue), ...options };
+  return brokerOf(url) === 'NATS' ? (await loadNats(fail)).createNatsWorker(target) : createRedisWorker(target);
+}

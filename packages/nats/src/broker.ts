@@ -1,0 +1,145 @@
+// The NATS connection and the JetStream objects a queue needs: its work-queue stream and its workers' consumer.
+import { AckPolicy, DiscardPolicy, RetentionPolicy, StorageType, jetstreamManager } from '@nats-io/jetstream';
+import type { JetStreamManager } from '@nats-io/jetstream';
+import { connect } from '@nats-io/transport-node';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { describeError } from '@microbatch/transport';
+import type { QueueNames } from './names.js';
+
+/** What a connection reports: up (first connect and every reconnect) and down (lost). */
+export interface ConnectionEvents {
+  onUp(connection: NatsConnection): void | Promise<void>;
+  onDown(error: string): void;
+}
+
+/** A connection that connects in the background and reconnects forever until `close()`. */
+export interface BrokerConnection {
+  /** The connection once made (it stays the same object across reconnects). */
+  readonly current: NatsConnection | undefined;
+  close(): Promise<void>;
+}
+
+/**
+ * Connects to `url` in the background, waiting for a server that is not up yet, and reconnects forever: NATS
+ * keeps the connection object (and its subscriptions) across reconnects.
+ *
+ * @example
+ * ```ts
+ * const broker = openBroker('nats://127.0.0.1:4222', 'microbatch:replica:a1', { onUp, onDown });
+ * ```
+ */
+export function openBroker(url: string, name: string, events: ConnectionEvents): BrokerConnection {
+  let current: NatsConnection | undefined;
+  let closed = false;
+  const { hostname, port, username, password, protocol } = new URL(url);
+  const connecting = connect({
+    servers: `${hostname}:${port === '' ? 4222 : port}`,
+    name,
+    ...(username === '' ? {} : { user: decodeURIComponent(username), pass: decodeURIComponent(password) }),
+    ...(protocol === 'tls:' ? { tls: {} } : {}),
+    waitOnFirstConnect: true,
+    maxReconnectAttempts: -1,
+    reconnectTimeWait: 250,
+    reconnectJitter: 50,
+  }).then(async (connection) => {
+    current = connection;
+    if (closed) {
+      await connection.close();
+      return;
+    }
+    void watch(connection);
+    await events.onUp(connection);
+  });
+  connecting.catch((error: unknown) => events.onDown(describeError(error)));
+  async function watch(connection: NatsConnection): Promise<void> {
+    for await (const status of connection.status()) {
+      if (status.type === 'disconnect') events.onDown('connection lost');
+      else if (status.type === 'reconnect') void events.onUp(connection);
+    }
+  }
+  return {
+    get current() {
+      return current;
+    },
+    close: async () => {
+      closed = true;
+      await connecting.catch(() => undefined);
+      const connection = current;
+      if (connection === undefined || connection.isClosed()) return;
+      // Drains what is buffered, unless NATS is gone: then it stops waiting for it.
+      let timer: NodeJS.Timeout | undefined;
+      const gaveUp = new Promise<void>((resolve) => (timer = setTimeout(resolve, 2_000)));
+      await Promise.race([connection.drain().catch(() => undefined), gaveUp]);
+      clearTimeout(timer);
+      await connection.close().catch(() => undefined);
+    },
+  };
+}
+
+/**
+ * Creates the queue's work-queue stream if missing (file storage: entries outlive a NATS restart), and sets its
+ * bound when `maxMessages` is given (a web replica's `maxQueueSize`; workers leave it as it is).
+ */
+export async function ensureStream(
+  manager: JetStreamManager,
+  names: QueueNames,
+  maxMessages: number | undefined,
+): Promise<void> {
+  const config = {
+    name: names.stream,
+    subjects: [names.requests],
+    retention: RetentionPolicy.Workqueue,
+    storage: StorageType.File,
+    discard: DiscardPolicy.New,
+    max_msgs: maxMessages ?? -1,
+  };
+  try {
+    const info = await manager.streams.info(names.stream);
+    if (maxMessages !== undefined && info.config.max_msgs !== maxMessages)
+      await manager.streams.update(names.stream, { ...info.config, max_msgs: maxMessages });
+  } catch (error) {
+    if (!isNotFound(error)) throw error;
+    await manager.streams.add(config).catch(async (raced: unknown) => {
+      // Another process created it meanwhile: set the bound on it.
+      if (maxMessages === undefined) return;
+      if (!String(describeError(raced)).includes('already')) throw raced;
+      const info = await manager.streams.info(names.stream);
+      await manager.streams.update(names.stream, { ...info.config, max_msgs: maxMessages });
+    });
+  }
+}
+
+/** Creates (or updates) the durable pull consumer every worker shares: explicit acks, `ack_wait`. */
+export async function ensureConsumer(
+  manager: JetStreamManager,
+  names: QueueNames,
+  settings: { readonly claimIdleMs: number },
+): Promise<void> {
+  const config = {
+    durable_name: names.consumer,
+    ack_policy: AckPolicy.Explicit,
+    ack_wait: Math.round(settings.claimIdleMs * 1e6),
+    // Unlimited: the worker answers 500 (and acknowledges) any delivery past `maxDeliveries`. A JetStream
+    // `max_deliver` would leave an entry whose acknowledgement was lost in the stream for good, holding the bound.
+    max_deliver: -1,
+    max_ack_pending: -1,
+    max_waiting: 4_096,
+  };
+  try {
+    await manager.consumers.add(names.stream, config);
+  } catch (error) {
+    if (!describeError(error).includes('exist')) throw error;
+    await manager.consumers.update(names.stream, names.consumer, {
+      ack_wait: config.ack_wait,
+      max_deliver: config.max_deliver,
+    });
+  }
+}
+
+export function manager(connection: NatsConnection, timeout: number): Promise<JetStreamManager> {
+  return jetstreamManager(connection, { timeout });
+}
+
+export function isNotFound(error: unknown): boolean {
+  return /not found/i.test(describeError(error));
+}

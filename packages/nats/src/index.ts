@@ -1,0 +1,13 @@
+export { createNatsQueue } from './nats-queue.js';
+export type { NatsBatcher, NatsQueue, NatsStreamingBatcher } from './nats-queue.js';
+export type {
+  QueueBatcherStats,
+  QueueSnapshot,
+  QueueStatus,
+  StatusListener,
+  WorkerSettings,
+} from '@microbatch/transport';
+export type { NatsQueueOptions, NatsQueueTarget, NatsWorkerOptions } from './options.js';
+export type { WorkerLogger } from '@microbatch/transport';
+export { createNatsWorker } from './nats-worker.js';
+export type { NatsWorker, NatsWorkerStats } from './nats-worker.js';

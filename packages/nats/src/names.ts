@@ -1,0 +1,30 @@
+/** The stream, consumer and subjects of one queue. */
+export interface QueueNames {
+  /** The work-queue stream holding the request entries. */
+  readonly stream: string;
+  /** The subject request entries are published on. */
+  readonly requests: string;
+  /** The durable pull consumer every worker shares. */
+  readonly consumer: string;
+  /** Where workers announce themselves (core NATS). */
+  readonly workers: string;
+  /** Where web replicas announce themselves (core NATS): workers drop the entries of one gone silent. */
+  readonly replicas: string;
+  /** Where a replica asks the live workers to announce themselves at once. */
+  readonly ping: string;
+  /** A replica's reply subject (core NATS). */
+  reply(replicaId: string): string;
+}
+
+export function queueNames(prefix: string, queue: string): QueueNames {
+  const base = `${prefix}.${queue}`;
+  return {
+    stream: `${prefix}_${queue}`,
+    requests: `${base}.requests`,
+    consumer: 'workers',
+    workers: `${base}.workers`,
+    replicas: `${base}.replicas`,
+    ping: `${base}.ping`,
+    reply: (replicaId) => `${base}.reply.${replicaId}`,
+  };
+}

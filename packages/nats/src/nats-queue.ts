@@ -1,0 +1,459 @@
+import { randomBytes } from 'node:crypto';
+import { BatchError, ErrorCode } from '@microbatch/core';
+import type { Batcher, CallOptions, CloseOptions, StreamingBatcher } from '@microbatch/core';
+import { jetstream } from '@nats-io/jetstream';
+import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/transport-node';
+import {
+  EMPTY_SNAPSHOT,
+  type QueueBackend,
+  QueueBatcher,
+  type QueueBatcherStats,
+  type QueueSnapshot,
+  StateReporter,
+  type Submission,
+  type WireBatch,
+  type Waiter,
+  emitStatus,
+  fieldMap,
+  requestFields,
+  routeReply,
+  toReplyEntry,
+  unavailable,
+} from '@microbatch/transport';
+import { type BrokerConnection, ensureStream, manager, openBroker } from './broker.js';
+import { type QueueNames, queueNames } from './names.js';
+import { type NatsQueueOptions, type ResolvedQueueOptions, resolveQueueOptions } from './options.js';
+import { type ReplicaAnnouncement, WorkerRoster } from './worker-roster.js';
+
+/**
+ * A web replica's side of a NATS JetStream queue: batchers whose items are messages of the queue's work-queue
+ * stream, answered by whichever worker pulls them, on this replica's own reply subject.
+ *
+ * @example
+ * ```ts
+ * const queue = createNatsQueue({ url: 'nats://127.0.0.1:4222', queue: 'tinystories-656k' });
+ * const generate = queue.batcher<TextGenerationInput, TextGenerationOutput>('generate');
+ * app.get('/', batchRoute({ batcher: generate, input: (req) => parse(req.query) }));
+ * ```
+ */
+export interface NatsQueue {
+  /** This replica's id (its reply subject's last token). */
+  readonly replicaId: string;
+  /** Resolves once connected, with the stream in place and the live workers heard from. */
+  readonly ready: Promise<void>;
+  /** A batcher whose items run on the workers' `handlers[name]`. */
+  batcher<I, O>(name: string): NatsBatcher<I, O>;
+  /** A streaming batcher whose items run on the workers' `streamingHandlers[name]`; values arrive as produced. */
+  streamingBatcher<I, O>(name: string): NatsStreamingBatcher<I, O>;
+  /** Whether the connection to NATS is up now. */
+  isConnected(): boolean;
+  /** How many workers were heard from within `heartbeatTtlMs` (asking them at once when none was). */
+  workersAlive(): Promise<number>;
+  /** The whole queue as last sampled (every third of `heartbeatTtlMs`): waiting, running, live workers. */
+  snapshot(): QueueSnapshot;
+  /** The longest deadline an item can have here (`timeoutMs`): an HTTP server's timeouts must be longer. */
+  readonly timeoutMs: number;
+  /** Connected and at least one worker alive: for readiness probes. */
+  isReady(): Promise<boolean>;
+  /** Closes every batcher (new calls `CLOSED`), waits for the items in flight, then closes the connection. */
+  close(options?: CloseOptions): Promise<void>;
+}
+
+/** A core `Batcher` whose `stats()` also samples the shared queue (see {@link QueueBatcherStats}). */
+export interface NatsBatcher<I, O> extends Batcher<I, O> {
+  stats(): QueueBatcherStats;
+}
+/** A core `StreamingBatcher` whose `stats()` also samples the shared queue (see {@link QueueBatcherStats}). */
+export interface NatsStreamingBatcher<I, O> extends StreamingBatcher<I, O> {
+  stats(): QueueBatcherStats;
+}
+
+/**
+ * Connects a web replica to a NATS JetStream queue: see {@link NatsQueue}. Returns at once; while NATS is
+ * unreachable, or no worker is alive, calls are refused with 503 `UNAVAILABLE` at once and items waiting for
+ * answers fail the same way; the connection comes back on its own.
+ *
+ * @example
+ * ```ts
+ * const queue = createNatsQueue({ url: process.env.NATS_URL, queue: 'tinystories-656k', maxQueueSize: 512 });
+ * await queue.ready;
+ * ```
+ */
+export function createNatsQueue(options: NatsQueueOptions): NatsQueue {
+  const settings = resolveQueueOptions(options);
+  const replicaId = settings.replicaId ?? randomBytes(6).toString('hex');
+  const core = new ReplicaCore(settings, queueNames(settings.prefix, settings.queue), replicaId);
+  return {
+    replicaId,
+    ready: core.ready,
+    batcher: (name) => core.batcher(name, false).facade as never,
+    streamingBatcher: (name) => core.batcher(name, true).facade as never,
+    isConnected: () => core.connected,
+    workersAlive: () => core.workersAlive(),
+    snapshot: () => core.snapshot,
+    timeoutMs: settings.timeoutMs,
+    isReady: async () => core.connected && (await core.workersAlive()) > 0,
+    close: (closeOptions) => core.close(closeOptions),
+  };
+}
+
+class ReplicaCore implements QueueBackend {
+  readonly brokerName = 'NATS';
+  readonly workerFactory = 'createNatsWorker';
+  readonly ready: Promise<void>;
+  readonly #settings: ResolvedQueueOptions;
+  readonly #names: QueueNames;
+  readonly #replySubject: string;
+  readonly #broker: BrokerConnection;
+  readonly #waiters = new Map<string, Waiter>();
+  readonly #batchers = new Map<string, QueueBatcher>();
+  readonly #roster: WorkerRoster;
+  #sequence = 0;
+  #connection: NatsConnection | undefined;
+  #client: JetStreamClient | undefined;
+  #manager: JetStreamManager | undefined;
+  #up = false;
+  #stopped = false;
+  #snapshot: QueueSnapshot = EMPTY_SNAPSHOT;
+  readonly #probeTimer: NodeJS.Timeout;
+  readonly #brokerState = new StateReporter();
+  readonly #workersState = new StateReporter();
+
+  constructor(settings: ResolvedQueueOptions, names: QueueNames, replicaId: string) {
+    this.#settings = settings;
+    this.#names = names;
+    this.#replySubject = names.reply(replicaId);
+    // A worker arriving or leaving is reported (and, the last one gone, the waiting items answered) at once.
+    this.#roster = new WorkerRoster(settings.heartbeatTtlMs, () => this.#probe());
+    let becameReady!: () => void;
+    this.ready = new Promise<void>((resolve) => (becameReady = resolve));
+    this.#broker = openBroker(settings.url, `microbatch:replica:${replicaId}`, {
+      onUp: async (connection) => {
+        if (this.#connection === undefined) this.#subscribe(connection);
+        if (await this.#setUp(connection)) becameReady();
+      },
+      onDown: (error) => {
+        this.#up = false;
+        this.#onConnection(false, error);
+        // Answers are published on core NATS: what a worker sends now is lost. Fail the items waiting at once.
+        this.#failAll(unavailable('Lost the connection to the queue (NATS); retry', settings.retryAfterSeconds));
+      },
+    });
+    this.#probeTimer = setInterval(
+      () => {
+        this.#announce(false);
+        this.#probe();
+      },
+      Math.max(1, settings.heartbeatTtlMs / 3),
+    );
+    this.#probeTimer.unref();
+  }
+
+  /**
+   * Makes sure the stream exists with this replica's bound (after a NATS restart without its store it is gone), then
+   * asks the workers to announce themselves. Retries while JetStream is not ready yet (a server still starting).
+   */
+  async #setUp(connection: NatsConnection): Promise<boolean> {
+    const { commandTimeoutMs, maxQueueSize } = this.#settings;
+    while (!this.#stopped && !connection.isClosed()) {
+      try {
+        const jsm = await manager(connection, commandTimeoutMs);
+        await ensureStream(jsm, this.#names, maxQueueSize);
+        this.#manager = jsm;
+        this.#client = jetstream(connection, { timeout: commandTimeoutMs });
+        await this.#roster.ping(connection, this.#names.ping);
+        this.#up = true;
+        this.#onConnection(true);
+        this.#probe();
+        return true;
+      } catch {
+        await new Promise((resolve) => setTimeout(resolve, 250));
+      }
+    }
+    return false;
+  }
+
+  /** The reply subject and the workers' announcements; NATS keeps both subscriptions across reconnects. */
+  #subscribe(connection: NatsConnection): void {
+    this.#connection = connection;
+    connection.subscribe(this.#replySubject, {
+      callback: (error, msg) => {
+        if (error !== null) return;
+        let fields: unknown;
+        try {
+          fields = JSON.parse(msg.string());
+        } catch {
+          return;
+        }
+        const entry = toReplyEntry('', fieldMap(fields));
+        const waiter = entry === undefined ? undefined : this.#waiters.get(entry.itemId);
+        // Answered already (first answer wins), cancelled, or expired: ignored.
+        if (entry !== undefined && waiter !== undefined) routeReply(waiter, entry, this.#settings.retryAfterSeconds);
+      },
+    });
+    this.#roster.listen(connection, this.#names.workers);
+  }
+
+  /**
+   * Tells the workers this replica is alive (every third of `heartbeatTtlMs`), or gone: a worker drops the entries of
+   * a replica silent for longer than its `heartbeatTtlMs` (killed) instead of running them for nobody.
+   */
+  #announce(gone: boolean): void {
+    if (!this.#up) return;
+    const announcement: ReplicaAnnouncement = {
+      reply: this.#replySubject,
+      ttlMs: this.#settings.heartbeatTtlMs,
+      ...(gone ? { gone } : {}),
+    };
+    try {
+      this.#connection?.publish(this.#names.replicas, JSON.stringify(announcement));
+    } catch {
+      // Closed: its silence says the same.
+    }
+  }
+
+  get snapshot(): QueueSnapshot {
+    return this.#snapshot;
+  }
+
+  get connected(): boolean {
+    return this.#up;
+  }
+
+  #onConnection(connected: boolean, error?: unknown): void {
+    if (!connected && this.#brokerState.state === undefined) return; // still connecting: not "down"
+    if (!this.#brokerState.set(connected)) return;
+    const queue = this.#settings.queue;
+    emitStatus(
+      this.#settings.onStatus,
+      connected
+        ? { event: 'broker-up', queue }
+        : { event: 'broker-down', queue, error: error instanceof Error ? error.message : String(error) },
+    );
+  }
+
+  /**
+   * Forgets workers not heard from within `heartbeatTtlMs`, samples the queue (the consumer's pending and
+   * unacknowledged counts), and when no worker is alive any more answers the items waiting 503 now.
+   */
+  #probe(): void {
+    if (this.#stopped || !this.#up) return;
+    const alive = this.#roster.alive();
+    void this.#manager?.consumers
+      .info(this.#names.stream, this.#names.consumer)
+      .then((info) => {
+        this.#snapshot = {
+          waiting: info.num_pending,
+          running: info.num_ack_pending,
+          workersAlive: this.#roster.alive(),
+          workerSettings: this.#roster.settings(),
+          sampledAt: Date.now(),
+        };
+      })
+      .catch(() => {
+        // No worker ever created the consumer yet: nothing waits or runs.
+        this.#snapshot = { ...EMPTY_SNAPSHOT, workersAlive: alive, sampledAt: Date.now() };
+      });
+    if (!this.#workersState.set(alive > 0)) return;
+    const queue = this.#settings.queue;
+    if (alive > 0) {
+      emitStatus(this.#settings.onStatus, { event: 'workers-up', queue, workers: alive });
+      return;
+    }
+    const waiting = [...this.#waiters.values()].filter((waiter) => waiter.entryId !== undefined);
+    for (const waiter of waiting) this.#cancel(waiter, this.#noWorker());
+    emitStatus(this.#settings.onStatus, { event: 'workers-down', queue, failed: waiting.length });
+  }
+
+  async workersAlive(): Promise<number> {
+    if (!this.#up || this.#connection === undefined) return 0;
+    if (this.#roster.alive() > 0) return this.#roster.alive();
+    await this.#roster.ping(this.#connection, this.#names.ping);
+    return this.#roster.alive();
+  }
+
+  batcher(name: string, streaming: boolean): QueueBatcher {
+    if (typeof name !== 'string' || name === '')
+      throw new TypeError(`Expected \`name\` to be a non-empty string, got ${JSON.stringify(name)}`);
+    const existing = this.#batchers.get(name);
+    if (existing !== undefined) {
+      if (existing.streaming !== streaming)
+        throw new TypeError(
+          `The handler name \`${name}\` is already used by a ${existing.streaming ? 'streaming ' : ''}batcher`,
+        );
+      return existing;
+    }
+    const created = new QueueBatcher(name, streaming, this);
+    this.#batchers.set(name, created);
+    return created;
+  }
+
+  /**
+   * Sends a group of items (one for a single call): checked here, then published; the stream's bound refuses what
+   * does not fit. A group is admitted together or refused together: if one of its messages is refused, the others
+   * are deleted again.
+   */
+  submit(owner: QueueBatcher, items: readonly Submission[], call: CallOptions): void {
+    const refuse = (error: unknown): void => {
+      for (const item of items) {
+        owner.count(error);
+        item.settle(error);
+      }
+    };
+    const { retryAfterSeconds, maxQueueSize } = this.#settings;
+    if (items.length === 0) return;
+    if (owner.closed)
+      return refuse(new BatchError(ErrorCode.CLOSED, `The batcher \`${owner.name}\` is closed`, { retryAfterSeconds }));
+    if (call.signal?.aborted) return refuse(call.signal.reason);
+    const client = this.#client;
+    if (!this.#up || client === undefined)
+      return refuse(unavailable('The queue (NATS) is unreachable; retry', retryAfterSeconds));
+    if (this.#roster.alive() === 0) return refuse(this.#noWorker());
+    if (this.#waiters.size + items.length > maxQueueSize) return refuse(this.#queueFull(false, items.length));
+    const payloads: string[] = [];
+    for (const { input } of items) {
+      try {
+        payloads.push(JSON.stringify(input) ?? 'null');
+      } catch (error) {
+        return refuse(
+          new BatchError(
+            ErrorCode.INVALID_INPUT,
+            'The input cannot be sent to the queue: it is not JSON-serialisable',
+            {
+              cause: error,
+            },
+          ),
+        );
+      }
+    }
+    const timeoutMs = Math.min(this.#settings.timeoutMs, call.timeoutMs ?? Number.POSITIVE_INFINITY);
+    const waiters = items.map((item) => this.#register(owner, item, call, timeoutMs));
+    const published = waiters.map((waiter, index) =>
+      client.publish(
+        this.#names.requests,
+        JSON.stringify(
+          requestFields(
+            waiter.itemId,
+            owner.name,
+            this.#replySubject,
+            Number.isFinite(timeoutMs) ? timeoutMs : undefined,
+            owner.streaming,
+            payloads[index] as string,
+          ),
+        ),
+      ),
+    );
+    void Promise.allSettled(published).then((outcomes) => {
+      const refused = outcomes.find((outcome) => outcome.status === 'rejected');
+      outcomes.forEach((outcome, index) => {
+        const waiter = waiters[index] as Waiter;
+        if (outcome.status === 'fulfilled') {
+          waiter.entryId = String(outcome.value.seq);
+          // Refused with its group, cancelled or expired while it was being added: take it back out.
+          if (refused !== undefined || !this.#waiters.has(waiter.itemId)) this.#delete(waiter.entryId);
+        }
+      });
+      if (refused === undefined) return;
+      const reason: unknown = refused.reason;
+      const error = isStreamFull(reason)
+        ? this.#queueFull(true, waiters.length)
+        : unavailable('The queue (NATS) did not take the item; retry', retryAfterSeconds, reason);
+      for (const waiter of waiters) waiter.settle(error);
+    });
+  }
+
+  /** Registers one item before its message exists: a fast worker may answer before the publish is acknowledged. */
+  #register(owner: QueueBatcher, item: Submission, call: CallOptions, timeoutMs: number): Waiter {
+    const { signal } = item;
+    const itemId = (++this.#sequence).toString(36);
+    let timer: NodeJS.Timeout | undefined;
+    const onAbort = (): void => this.#cancel(waiter, signal?.reason);
+    const waiter: Waiter = {
+      itemId,
+      owner,
+      entryId: undefined,
+      batch: undefined,
+      producer: undefined,
+      tokensSent: 0,
+      onDispatch: call.onDispatch,
+      dispatched: false,
+      channel: item.channel,
+      settle: (error, value, batch?: WireBatch) => {
+        if (!this.#waiters.delete(itemId)) return;
+        if (timer !== undefined) clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+        owner.tally.end(waiter.batch, batch?.executionMs, error !== undefined);
+        owner.count(error);
+        item.settle(error, value);
+      },
+    };
+    this.#waiters.set(itemId, waiter);
+    owner.tally.queued();
+    signal?.addEventListener('abort', onAbort, { once: true });
+    if (Number.isFinite(timeoutMs)) {
+      timer = setTimeout(() => {
+        this.#cancel(
+          waiter,
+          new BatchError(ErrorCode.DEADLINE_EXCEEDED, `The item was not answered within ${timeoutMs} ms`),
+        );
+      }, timeoutMs);
+    }
+    return waiter;
+  }
+
+  #noWorker(): BatchError {
+    return unavailable(
+      `No worker is serving the queue \`${this.#settings.queue}\` (none heard from within ${this.#settings.heartbeatTtlMs} ms); retry`,
+      this.#settings.retryAfterSeconds,
+    );
+  }
+
+  #cancel(waiter: Waiter, reason: unknown): void {
+    if (!this.#waiters.has(waiter.itemId)) return;
+    waiter.settle(reason);
+    // Still queued: no worker will take it. Already running: its answer will be ignored.
+    if (waiter.entryId !== undefined) this.#delete(waiter.entryId);
+  }
+
+  #delete(entryId: string): void {
+    this.#manager?.streams.deleteMessage(this.#names.stream, Number(entryId), false).catch(() => undefined);
+  }
+
+  #queueFull(shared: boolean, adding = 1): BatchError {
+    const size = shared ? 'the stream is at its bound' : `${this.#waiters.size} items of this replica`;
+    const what = adding === 1 ? '' : `: no room for ${adding} items together`;
+    return new BatchError(
+      ErrorCode.QUEUE_FULL,
+      `The queue is full (${size}, limit ${this.#settings.maxQueueSize})${what}`,
+      { retryAfterSeconds: this.#settings.retryAfterSeconds },
+    );
+  }
+
+  #failAll(error: BatchError): void {
+    for (const waiter of this.#waiters.values()) waiter.settle(error);
+  }
+
+  async closeBatcher(batcher: QueueBatcher, options: CloseOptions = {}): Promise<void> {
+    const mine = () => [...this.#waiters.values()].filter((waiter) => waiter.owner === batcher);
+    if (options.force === true) {
+      for (const waiter of mine())
+        this.#cancel(waiter, new BatchError(ErrorCode.CLOSED, `The batcher \`${batcher.name}\` was closed`));
+    }
+    // Every waiter settles: by its answer, its deadline, its cancellation, or the connection failing.
+    while (mine().length > 0) await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+
+  async close(options: CloseOptions = {}): Promise<void> {
+    await Promise.all([...this.#batchers.values()].map((batcher) => batcher.close(options)));
+    this.#stopped = true;
+    clearInterval(this.#probeTimer);
+    this.#announce(true);
+    await this.#broker.close();
+  }
+}
+
+/** The stream refused the message: at its `max_msgs` bound (`discard: new`). */
+function isStreamFull(error: unknown): boolean {
+  return /maximum messages/i.test(error instanceof Error ? error.message : String(error));
+}

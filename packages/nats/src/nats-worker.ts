@@ -1,0 +1,467 @@
+import { randomBytes } from 'node:crypto';
+import { BatchError, ErrorCode } from '@microbatch/core';
+import type { BatchContext } from '@microbatch/core';
+import type { NatsConnection } from '@nats-io/transport-node';
+import {
+  type NamedHandler,
+  type RequestEntry,
+  ReplyKind,
+  StateReporter,
+  type WireBatch,
+  describeError,
+  emitStatus,
+  executeBatch,
+  fieldMap,
+  logBatch,
+  planBatches,
+  plural,
+  replyFields,
+  round1,
+  sleep,
+  toRequestEntry,
+  toWireError,
+  writeLog,
+} from '@microbatch/transport';
+import { type BrokerConnection, ensureConsumer, ensureStream, manager, openBroker } from './broker.js';
+import { type QueueNames, queueNames } from './names.js';
+import { type NatsWorkerOptions, type ResolvedWorkerOptions, resolveWorkerOptions } from './options.js';
+import { type Delivery, Puller } from './pull.js';
+import { type Announcement, ReplicaRoster } from './worker-roster.js';
+
+/**
+ * Counts since the worker started.
+ *
+ * @example
+ * ```ts
+ * const { batches, meanBatchSize } = worker.stats();
+ * ```
+ */
+export interface NatsWorkerStats {
+  readonly batches: number;
+  readonly items: number;
+  readonly meanBatchSize: number;
+  /** Batches running now. */
+  readonly running: number;
+  /** Entries dropped because their deadline had passed while queued. */
+  readonly expired: number;
+  /** Entries dropped because the web replica that queued them is gone (silent past its heartbeat TTL). */
+  readonly orphaned: number;
+  /** Entries delivered again after their first worker stopped answering (JetStream's redelivery). */
+  readonly reclaimed: number;
+  /** Entries answered with an error after `maxDeliveries` deliveries. */
+  readonly gaveUp: number;
+  /** Entries given back (`nak`) to be delivered again, because their answers could not be sent. */
+  readonly retried: number;
+}
+
+/**
+ * A model worker: pulls batches from a NATS JetStream queue and answers them. See `createNatsWorker`.
+ *
+ * @example
+ * ```ts
+ * const worker = createNatsWorker({ url, queue: 'tinystories-656k', handlers: { generate: pool.handler } });
+ * process.once('SIGTERM', () => void worker.close());
+ * ```
+ */
+export interface NatsWorker {
+  /** The first half of this worker's batch ids (`<workerId>-<sequence>`). */
+  readonly workerId: string;
+  /** Resolves once the worker is connected and its stream and consumer exist. */
+  readonly ready: Promise<void>;
+  stats(): NatsWorkerStats;
+  /** Stops pulling, finishes (and answers) the batches it runs, then disconnects; idempotent. */
+  close(): Promise<void>;
+}
+
+const READ_BLOCK_MS = 500;
+
+/**
+ * Starts a model worker on a NATS JetStream queue. Whenever one of its `concurrency` slots is free it pulls what is
+ * waiting (up to `maxBatchSize` entries, from every web replica) from the queue's durable pull consumer, skips
+ * entries whose deadline passed, runs the named handler (entries of different handlers or batch keys go in separate
+ * calls), publishes each answer on its replica's reply subject, then acknowledges the entries. While a batch runs it
+ * reports progress (`working()`), so only a dead worker's entries are delivered again (after `claimIdleMs`); an entry
+ * delivered more than `maxDeliveries` times is answered 500 and acknowledged. Answers that cannot be sent are given
+ * back with a delay (`nak`). It reconnects on its own when NATS returns.
+ *
+ * @example
+ * ```ts
+ * const pool = createWorkerPool({ runner: { task: 'text-generation', model: 'models/tinystories-656k' } });
+ * const worker = createNatsWorker({
+ *   url: 'nats://127.0.0.1:4222', queue: 'tinystories-656k', maxBatchSize: 16, concurrency: pool.size,
+ *   handlers: { generate: pool.handler }, streamingHandlers: { stream: pool.streamingHandler },
+ * });
+ * ```
+ */
+export function createNatsWorker<I = unknown, O = unknown, C = unknown>(
+  options: NatsWorkerOptions<I, O, C>,
+): NatsWorker {
+  const worker = new Worker(resolveWorkerOptions(options));
+  return {
+    workerId: worker.workerId,
+    ready: worker.ready,
+    stats: () => worker.stats(),
+    close: () => worker.close(),
+  };
+}
+
+class Worker {
+  readonly workerId: string;
+  readonly ready: Promise<void>;
+  readonly #settings: ResolvedWorkerOptions;
+  readonly #names: QueueNames;
+  readonly #broker: BrokerConnection;
+  readonly #timers: NodeJS.Timeout[] = [];
+  /** Deliveries this worker runs: their progress is reported so nobody else gets them. */
+  readonly #held = new Set<Delivery>();
+  readonly #state = new StateReporter();
+  #connection: NatsConnection | undefined;
+  #puller: Puller | undefined;
+  #clockOffsetMs = 0;
+  #running = 0;
+  #slotFreed: (() => void) | undefined;
+  #batchSequence = 0;
+  #stopping = false;
+  #closing: Promise<void> | undefined;
+  #loop: Promise<void> | undefined;
+  readonly #batches = new Set<Promise<void>>();
+  #stats = { batches: 0, items: 0, expired: 0, orphaned: 0, reclaimed: 0, gaveUp: 0, retried: 0 };
+  readonly #replicas = new ReplicaRoster();
+  #becameReady!: () => void;
+
+  constructor(settings: ResolvedWorkerOptions) {
+    this.#settings = settings;
+    this.workerId = settings.workerId ?? randomBytes(4).toString('hex');
+    this.#names = queueNames(settings.prefix, settings.queue);
+    this.ready = new Promise<void>((resolve) => (this.#becameReady = resolve));
+    this.#broker = openBroker(settings.url, `microbatch:worker:${this.workerId}`, {
+      onUp: (connection) => this.#onUp(connection),
+      onDown: (error) => this.#report(false, error),
+    });
+  }
+
+  async #onUp(connection: NatsConnection): Promise<void> {
+    if (this.#connection === undefined) {
+      this.#connection = connection;
+      this.#puller = new Puller(connection, this.#names.stream, this.#names.consumer);
+      // A replica asking who is alive gets an answer at once.
+      this.#replicas.listen(connection, this.#names.replicas);
+      connection.subscribe(this.#names.ping, {
+        callback: (error, msg) => {
+          if (error === null && !this.#stopping) msg.respond(this.#announcement(false));
+        },
+      });
+    }
+    if (!(await this.#setUp(connection))) return;
+    this.#report(true);
+    this.#announce();
+    if (this.#loop !== undefined) return;
+    const { heartbeatMs, claimIdleMs } = this.#settings;
+    this.#timers.push(setInterval(() => this.#announce(), heartbeatMs));
+    this.#timers.push(setInterval(() => this.#keepHeld(), Math.max(1, claimIdleMs / 3)));
+    this.#loop = this.#pull();
+    this.#becameReady();
+  }
+
+  /** The stream (after a NATS restart without its store it is gone) and the consumer; retried until JetStream is up. */
+  async #setUp(connection: NatsConnection): Promise<boolean> {
+    while (!this.#stopping && !connection.isClosed()) {
+      try {
+        const jsm = await manager(connection, this.#settings.commandTimeoutMs);
+        await ensureStream(jsm, this.#names, undefined);
+        await ensureConsumer(jsm, this.#names, this.#settings);
+        return true;
+      } catch {
+        await sleep(250);
+      }
+    }
+    return false;
+  }
+
+  stats(): NatsWorkerStats {
+    const { batches, items } = this.#stats;
+    return { ...this.#stats, running: this.#running, meanBatchSize: batches === 0 ? 0 : items / batches };
+  }
+
+  close(): Promise<void> {
+    this.#closing ??= (async () => {
+      this.#stopping = true;
+      this.#slotFreed?.();
+      for (const timer of this.#timers) clearInterval(timer);
+      this.#puller?.close();
+      await this.#loop;
+      await Promise.allSettled(this.#batches);
+      this.#publish(this.#names.workers, this.#announcement(true));
+      await this.#broker.close();
+    })();
+    return this.#closing;
+  }
+
+  #announcement(gone: boolean): string {
+    const { maxBatchSize, batchWaitTimeoutMs, concurrency } = this.#settings;
+    const announcement: Announcement = {
+      id: this.workerId,
+      settings: { maxBatchSize, batchWaitTimeoutMs, concurrency },
+      ...(gone ? { gone } : {}),
+    };
+    return JSON.stringify(announcement);
+  }
+
+  #announce(): void {
+    if (!this.#stopping) this.#publish(this.#names.workers, this.#announcement(false));
+  }
+
+  /** Core NATS publish; while disconnected it is buffered or dropped, never thrown. */
+  #publish(subject: string, data: string): boolean {
+    try {
+      this.#connection?.publish(subject, data);
+      return this.#connection !== undefined;
+    } catch {
+      return false;
+    }
+  }
+
+  /** The server's clock, which entry times and deadlines use. */
+  #now(): number {
+    return Date.now() + this.#clockOffsetMs;
+  }
+
+  #report(up: boolean, error?: string): void {
+    if (!up && this.#state.state === undefined) return;
+    if (!this.#state.set(up)) return;
+    const queue = this.#settings.queue;
+    if (up) {
+      this.#log('info', `[worker ${this.workerId}] connected to the queue (NATS)`, { queue }, 'broker up');
+      emitStatus(this.#settings.onStatus, { event: 'broker-up', queue });
+    } else {
+      const message = error ?? 'connection lost';
+      this.#log(
+        'warn',
+        `[worker ${this.workerId}] lost the queue (NATS): ${message}; reconnecting`,
+        { queue, error: message },
+        'broker down',
+      );
+      emitStatus(this.#settings.onStatus, { event: 'broker-down', queue, error: message });
+    }
+  }
+
+  async #pull(): Promise<void> {
+    const { maxBatchSize, batchWaitTimeoutMs, concurrency } = this.#settings;
+    const puller = this.#puller as Puller;
+    while (!this.#stopping) {
+      // Work-conserving: pull only when a slot is free, then take whatever is waiting; while every slot is busy,
+      // entries wait in the stream where any free worker can take them.
+      if (this.#running >= concurrency) {
+        await new Promise<void>((resolve) => (this.#slotFreed = resolve));
+        continue;
+      }
+      if (this.#state.state === false) {
+        // NATS is down: pull requests would only pile up in the reconnect buffer.
+        await sleep(100);
+        continue;
+      }
+      const { deliveries, status } = await puller.pull(maxBatchSize, READ_BLOCK_MS);
+      if (this.#stopping) {
+        for (const delivery of deliveries) delivery.nak(0);
+        break;
+      }
+      if (deliveries.length === 0) {
+        // 409 and the like (consumer deleted, NATS restarted without its store): set up again.
+        if (status >= 409 && this.#connection !== undefined) await this.#setUp(this.#connection);
+        continue;
+      }
+      if (batchWaitTimeoutMs > 0 && deliveries.length < maxBatchSize) {
+        await sleep(batchWaitTimeoutMs);
+        deliveries.push(...(await puller.pull(maxBatchSize - deliveries.length, undefined)).deliveries);
+      }
+      this.#dispatch(deliveries);
+    }
+  }
+
+  /** Sorts a pull: poison and unreadable entries are answered, the rest split into handler calls and run. */
+  #dispatch(deliveries: readonly Delivery[]): void {
+    const received = Date.now();
+    const entries: RequestEntry[] = [];
+    const byEntry = new Map<RequestEntry, Delivery>();
+    const poisoned: Array<readonly [RequestEntry, Delivery]> = [];
+    for (const delivery of deliveries) {
+      // The server's clock runs ahead of ours if an entry seems stored in our future.
+      this.#clockOffsetMs = Math.max(this.#clockOffsetMs, delivery.storedAtMs - received);
+      let fields: unknown;
+      try {
+        fields = JSON.parse(delivery.data);
+      } catch {
+        fields = undefined;
+      }
+      const entry = toRequestEntry(String(delivery.sequence), delivery.storedAtMs, fieldMap(fields));
+      if (entry === undefined) {
+        delivery.ack(); // not a request entry: nobody waits for it; out of the work queue
+        continue;
+      }
+      if (this.#replicas.isGone(entry.reply)) {
+        // Nobody waits for it: never run, out of the queue (it would hold the bound).
+        this.#stats.orphaned += 1;
+        delivery.ack();
+        continue;
+      }
+      if (delivery.deliveryCount > this.#settings.maxDeliveries) {
+        poisoned.push([entry, delivery]);
+        continue;
+      }
+      if (delivery.deliveryCount > 1) this.#stats.reclaimed += 1;
+      entries.push(entry);
+      byEntry.set(entry, delivery);
+    }
+    if (poisoned.length > 0) this.#giveUp(poisoned);
+    const now = this.#now();
+    const { expired, refusals, batches } = planBatches(entries, now, this.#settings);
+    this.#stats.expired += expired.length;
+    const bySequence = new Map([...byEntry].map(([entry, delivery]) => [entry.entryId, delivery]));
+    for (const id of expired) bySequence.get(id)?.ack();
+    if (refusals.length > 0)
+      void this.#answerErrors(
+        refusals.map(([entry, error]) => [entry, byEntry.get(entry) as Delivery, error] as const),
+      );
+    for (const batch of batches) {
+      const run = this.#runBatch(
+        batch.target,
+        batch.entries,
+        batch.entries.map((entry) => byEntry.get(entry) as Delivery),
+        batch.inputs,
+        now,
+      );
+      this.#batches.add(run);
+      void run.finally(() => this.#batches.delete(run));
+    }
+  }
+
+  #giveUp(poisoned: ReadonlyArray<readonly [RequestEntry, Delivery]>): void {
+    const { maxDeliveries } = this.#settings;
+    this.#stats.gaveUp += poisoned.length;
+    this.#log(
+      'warn',
+      `[worker ${this.workerId}] giving up on ${plural(poisoned.length)} delivered more than ${maxDeliveries} times`,
+      { entries: poisoned.length, maxDeliveries },
+      'gave up on entries',
+    );
+    const error = new BatchError(
+      ErrorCode.HANDLER_ERROR,
+      `The item was delivered ${maxDeliveries} times without an answer (it may crash workers)`,
+      { expose: false },
+    );
+    void this.#answerErrors(poisoned.map(([entry, delivery]) => [entry, delivery, error] as const));
+  }
+
+  async #runBatch(
+    target: NamedHandler,
+    entries: readonly RequestEntry[],
+    deliveries: readonly Delivery[],
+    inputs: unknown[],
+    now: number,
+  ): Promise<void> {
+    const sequence = ++this.#batchSequence;
+    const id = `${this.workerId}-${sequence}`;
+    for (const delivery of deliveries) this.#held.add(delivery);
+    this.#running += 1;
+    this.#stats.batches += 1;
+    this.#stats.items += entries.length;
+    let started = performance.now();
+    const waits = entries.map((entry) => Math.max(0, now - entry.queuedAtMs));
+    const batchOf = (index: number, executionMs?: number): WireBatch => ({
+      id,
+      size: entries.length,
+      max: this.#settings.maxBatchSize,
+      queueMs: Math.round(waits[index] ?? 0),
+      ...(executionMs === undefined ? {} : { executionMs: round1(executionMs) }),
+    });
+    const controller = new AbortController();
+    const context: BatchContext = { signal: controller.signal, batchId: sequence, key: undefined };
+    let failed = 0;
+    try {
+      // Each replica learns at once that its items run, in which batch (its in-flight figures and `onDispatch`).
+      entries.forEach((entry, index) =>
+        this.#publish(entry.reply, JSON.stringify(replyFields(entry.itemId, ReplyKind.START, 'null', batchOf(index)))),
+      );
+      let sent = true;
+      const send = (index: number, kind: ReplyKind, data: string): void => {
+        const entry = entries[index] as RequestEntry;
+        if (kind === ReplyKind.ERROR) failed += 1;
+        const fields = replyFields(entry.itemId, kind, data, batchOf(index, performance.now() - started));
+        sent = this.#publish(entry.reply, JSON.stringify(fields)) && sent;
+      };
+      started = performance.now();
+      const failure = await executeBatch(target, inputs, context, send);
+      if (failure !== undefined) {
+        controller.abort(failure);
+        const message = describeError(failure, 'unknown failure');
+        this.#log(
+          'error',
+          `[worker ${this.workerId}] batch ${id} failed: ${message}`,
+          { batchId: id, error: message },
+          'batch failed',
+        );
+      }
+      // Acknowledged only once the server has the answers: otherwise they are delivered again, later.
+      const flushed = sent && (await this.#flush());
+      for (const delivery of deliveries) {
+        if (flushed) delivery.ack();
+        else delivery.nak(this.#settings.retryDelayMs);
+      }
+      if (!flushed) this.#stats.retried += deliveries.length;
+      // Sends the acknowledgements now rather than with the next write (not awaited: the slot is free already).
+      void this.#flush();
+    } finally {
+      for (const delivery of deliveries) this.#held.delete(delivery);
+      this.#running -= 1;
+      logBatch(this.#settings.log, this.workerId, {
+        id,
+        handler: target.name,
+        size: entries.length,
+        replicas: new Set(entries.map((entry) => entry.reply)).size,
+        waits,
+        executionMs: performance.now() - started,
+        failed,
+      });
+      const wake = this.#slotFreed;
+      this.#slotFreed = undefined;
+      wake?.();
+    }
+  }
+
+  async #flush(): Promise<boolean> {
+    try {
+      await this.#connection?.flush();
+      return this.#connection !== undefined;
+    } catch {
+      return false;
+    }
+  }
+
+  /**
+   * Answers entries that cannot run (or were given up on) with an error; acknowledged once sent, which takes them
+   * out of the work queue (a terminated message would stay in the stream, holding the bound).
+   */
+  async #answerErrors(refusals: ReadonlyArray<readonly [RequestEntry, Delivery, BatchError]>): Promise<void> {
+    const batch: WireBatch = { id: `${this.workerId}-0`, size: 0, max: this.#settings.maxBatchSize, queueMs: 0 };
+    for (const [entry, , error] of refusals)
+      this.#publish(
+        entry.reply,
+        JSON.stringify(replyFields(entry.itemId, ReplyKind.ERROR, JSON.stringify(toWireError(error)), batch)),
+      );
+    const flushed = await this.#flush();
+    for (const [, delivery] of refusals) {
+      if (flushed) delivery.ack();
+      else delivery.nak(this.#settings.retryDelayMs);
+    }
+    void this.#flush();
+  }
+
+  /** In-progress reports for running entries: their `ack_wait` restarts, so live work is never delivered again. */
+  #keepHeld(): void {
+    for (const delivery of this.#held) delivery.working();
+  }
+
+  #log(level: 'info' | 'warn' | 'error', line: string, fields: Record<string, unknown>, message: string): void {
+    writeLog(this.#settings.log, this.workerId, level, line, fields, message);
+  }
+}

@@ -1,0 +1,228 @@
+import { DEFAULTS } from '@microbatch/core';
+import {
+  MAX_FINITE,
+  checkInteger,
+  checkNumber,
+  checkString,
+  definedEntries,
+  fail,
+  isObjectLike,
+} from '@microbatch/core/util';
+import {
+  type HandlerSettings,
+  type StatusListener,
+  type WorkerHandlerOptions,
+  type WorkerLog,
+  checkWorkerHandlers,
+} from '@microbatch/transport';
+
+/** Where a queue lives: what web replicas and workers must agree on. */
+export interface NatsQueueTarget {
+  /** The NATS server with JetStream enabled (`nats-server -js`), `nats://[user:password@]host:port`. */
+  readonly url: string;
+  /** The queue's name, usually the model's: letters, digits, `-` and `_` (it names a stream and subjects). */
+  readonly queue: string;
+  /**
+   * The prefix of the queue's stream (`<prefix>_<queue>`) and subjects (`<prefix>.<queue>.…`).
+   * @default 'microbatch'
+   */
+  readonly prefix?: string;
+  /**
+   * How long a JetStream request (publish acknowledgement, stream and consumer set-up) may take before it fails.
+   * @default 1000
+   */
+  readonly commandTimeoutMs?: number;
+}
+
+/**
+ * Options of `createNatsQueue` (the web replica's side).
+ *
+ * @example
+ * ```ts
+ * const options: NatsQueueOptions = { url: 'nats://127.0.0.1:4222', queue: 'tinystories-656k', maxQueueSize: 512 };
+ * ```
+ */
+export interface NatsQueueOptions extends NatsQueueTarget {
+  /**
+   * The most entries queued or running across every replica: the work-queue stream's `max_msgs` (with
+   * `discard: new`); one more is refused at once with `QUEUE_FULL` (503 + `Retry-After`). Give every replica the
+   * same value: the stream has one bound, the last replica to start sets it.
+   * @default 1024
+   */
+  readonly maxQueueSize?: number;
+  /**
+   * Each item's deadline in ms (a call may lower it). Past it the replica answers `DEADLINE_EXCEEDED` and deletes
+   * the entry; a worker that reads it later skips it. Keep it below the HTTP server's idle timeout (60 s in
+   * `@microbatch/serving`), so a waiting client gets a 504 rather than a closed connection.
+   * @default 30000
+   */
+  readonly timeoutMs?: number;
+  /**
+   * A worker not heard from for this long counts as gone: with none alive, new items are refused at once with 503
+   * `UNAVAILABLE` (as readiness says) and this replica's waiting items are answered the same way.
+   * @default 3000
+   */
+  readonly heartbeatTtlMs?: number;
+  /**
+   * The `Retry-After` hint, in seconds, of `QUEUE_FULL`, `UNAVAILABLE` and `CLOSED` refusals.
+   * @default 1
+   */
+  readonly retryAfterSeconds?: number;
+  /**
+   * This replica's id, naming its reply subject.
+   * @default a random id
+   */
+  readonly replicaId?: string;
+  /** Told once per change when NATS is lost or back, and when no worker is alive or one is again. */
+  readonly onStatus?: StatusListener;
+}
+
+/**
+ * Options of `createNatsWorker` (the model's side).
+ *
+ * @example
+ * ```ts
+ * createNatsWorker({ url, queue: 'tinystories-656k', handlers: { generate: pool.handler }, maxBatchSize: 16 });
+ * ```
+ */
+export interface NatsWorkerOptions<I = unknown, O = unknown, C = unknown>
+  extends NatsQueueTarget, WorkerHandlerOptions<I, O, C> {
+  /**
+   * The most entries one pull takes, and so one handler call receives.
+   * @default 8
+   */
+  readonly maxBatchSize?: number;
+  /**
+   * How many handler calls may run at once (the worker-thread pool's size). A pull happens only when one is free:
+   * entries wait in the stream, where any free worker can take them, instead of in this process.
+   * @default 1
+   */
+  readonly concurrency?: number;
+  /**
+   * After a pull that found fewer than `maxBatchSize` entries, wait this long and top the batch up with what
+   * arrived meanwhile. 0 (work-conserving): a free slot takes what is waiting, at once.
+   * @default 0
+   */
+  readonly batchWaitTimeoutMs?: number;
+  /**
+   * The consumer's `ack_wait`: an entry delivered to a worker that neither answered it nor reported progress for
+   * this long is delivered again, to any worker (the first one died). A live worker reports progress on its running
+   * entries (`working()`) every third of it, so long batches are not redelivered.
+   * @default 5000
+   */
+  readonly claimIdleMs?: number;
+  /**
+   * An entry delivered this many times without an answer (it crashed every worker that took it) is answered with
+   * a `HANDLER_ERROR` (500) and taken out of the queue instead of being run again.
+   * @default 3
+   */
+  readonly maxDeliveries?: number;
+  /**
+   * When answers could not be sent (NATS lost mid-batch), the entries are given back (`nak`) to be delivered again
+   * after this many ms.
+   * @default 1000
+   */
+  readonly retryDelayMs?: number;
+  /**
+   * How often the worker announces itself (web replicas are ready only while a worker is alive).
+   * @default 1000
+   */
+  readonly heartbeatMs?: number;
+}
+
+export const QUEUE_DEFAULTS = {
+  prefix: 'microbatch',
+  commandTimeoutMs: 1_000,
+  maxQueueSize: DEFAULTS.maxQueueSize,
+  timeoutMs: 30_000,
+  heartbeatTtlMs: 3_000,
+  retryAfterSeconds: DEFAULTS.retryAfterSeconds,
+} as const;
+
+export const WORKER_DEFAULTS = {
+  prefix: 'microbatch',
+  commandTimeoutMs: 1_000,
+  maxBatchSize: DEFAULTS.maxBatchSize,
+  concurrency: 1,
+  batchWaitTimeoutMs: DEFAULTS.batchWaitTimeoutMs,
+  claimIdleMs: 5_000,
+  maxDeliveries: 3,
+  retryDelayMs: 1_000,
+  heartbeatMs: 1_000,
+} as const;
+
+const NAME = /^[A-Za-z0-9_-]+$/;
+
+function checkTarget(options: NatsQueueTarget): void {
+  const url = checkString('url', options.url);
+  if (!/^(nats|tls):\/\/[^\s]+$/.test(url)) fail('url', 'a nats:// or tls:// URL', url);
+  checkString('queue', options.queue);
+  if (!NAME.test(options.queue)) fail('queue', 'a name of letters, digits, `-` and `_`', options.queue);
+  checkString('prefix', options.prefix);
+  if (!NAME.test(options.prefix as string)) fail('prefix', 'a name of letters, digits, `-` and `_`', options.prefix);
+  checkNumber('commandTimeoutMs', options.commandTimeoutMs, 0, MAX_FINITE, true);
+}
+
+export type ResolvedQueueOptions = Required<Omit<NatsQueueOptions, 'replicaId' | 'onStatus'>> & {
+  readonly replicaId: string | undefined;
+  readonly onStatus: StatusListener | undefined;
+};
+
+/** Checks the options of `createNatsQueue` once and fills in the defaults. */
+export function resolveQueueOptions(options: NatsQueueOptions): ResolvedQueueOptions {
+  if (!isObjectLike(options)) fail('options', 'an object', options);
+  const resolved = { ...QUEUE_DEFAULTS, ...definedEntries('options', options) } as Required<NatsQueueOptions>;
+  checkTarget(resolved);
+  checkInteger('maxQueueSize', resolved.maxQueueSize, 1);
+  checkNumber('timeoutMs', resolved.timeoutMs, 0, Number.POSITIVE_INFINITY, true);
+  checkNumber('heartbeatTtlMs', resolved.heartbeatTtlMs, 0, MAX_FINITE, true);
+  checkNumber('retryAfterSeconds', resolved.retryAfterSeconds, 0, MAX_FINITE);
+  if (options.replicaId !== undefined) {
+    checkString('replicaId', options.replicaId);
+    if (!NAME.test(options.replicaId)) fail('replicaId', 'a name of letters, digits, `-` and `_`', options.replicaId);
+  }
+  if (options.onStatus !== undefined && typeof options.onStatus !== 'function')
+    fail('onStatus', 'a function', options.onStatus);
+  return { ...resolved, replicaId: options.replicaId, onStatus: options.onStatus };
+}
+
+/** `NatsWorkerOptions` checked, with every default filled in. */
+export interface ResolvedWorkerOptions extends HandlerSettings {
+  readonly url: string;
+  readonly queue: string;
+  readonly prefix: string;
+  readonly commandTimeoutMs: number;
+  readonly maxBatchSize: number;
+  readonly concurrency: number;
+  readonly batchWaitTimeoutMs: number;
+  readonly claimIdleMs: number;
+  readonly maxDeliveries: number;
+  readonly retryDelayMs: number;
+  readonly heartbeatMs: number;
+  readonly workerId: string | undefined;
+  readonly log: WorkerLog;
+  readonly onStatus: StatusListener | undefined;
+}
+
+/** Checks the options of `createNatsWorker` once and fills in the defaults. */
+export function resolveWorkerOptions<I, O, C>(options: NatsWorkerOptions<I, O, C>): ResolvedWorkerOptions {
+  if (!isObjectLike(options)) fail('options', 'an object', options);
+  const resolved = { ...WORKER_DEFAULTS, ...definedEntries('options', options) } as typeof WORKER_DEFAULTS &
+    NatsWorkerOptions<I, O, C>;
+  checkTarget(resolved);
+  checkInteger('maxBatchSize', resolved.maxBatchSize, 1);
+  checkInteger('concurrency', resolved.concurrency, 1);
+  checkNumber('batchWaitTimeoutMs', resolved.batchWaitTimeoutMs, 0, MAX_FINITE);
+  checkNumber('claimIdleMs', resolved.claimIdleMs, 0, MAX_FINITE, true);
+  checkInteger('maxDeliveries', resolved.maxDeliveries, 1);
+  checkNumber('retryDelayMs', resolved.retryDelayMs, 0, MAX_FINITE);
+  checkNumber('heartbeatMs', resolved.heartbeatMs, 0, MAX_FINITE, true);
+  if (resolved.workerId !== undefined && !NAME.test(resolved.workerId))
+    fail('workerId', 'a name of letters, digits, `-` and `_`', resolved.workerId);
+  return {
+    ...resolved,
+    ...checkWorkerHandlers(resolved),
+    workerId: resolved.workerId,
+    onStatus: resolved.onStatus,
+  };
+}

@@ -1,0 +1,28 @@
+// What the scale-out transports (`@microbatch/redis`, `@microbatch/nats`) share; not Redis- nor NATS-specific.
+export { BatchTally, EMPTY_SNAPSHOT } from './batch-tally.js';
+export type { QueueSnapshot, WorkerSettings } from './batch-tally.js';
+export { QueueBatcher } from './queue-batcher.js';
+export type { QueueBackend, QueueBatcherStats, Submission } from './queue-batcher.js';
+export { ReplyChannel } from './reply-channel.js';
+export { callerOf, remoteBatch, traceItem, traceWorkerBatch } from './entry-trace.js';
+export type { ItemTrace, WorkerBatchTrace } from './entry-trace.js';
+export { describeError, parseWorkerSettings, routeReply, started, unavailable } from './replica-replies.js';
+export type { Waiter } from './replica-replies.js';
+export { StateReporter, emitStatus } from './status.js';
+export type { QueueStatus, StatusListener } from './status.js';
+export {
+  ReplyKind,
+  fieldMap,
+  fromWireError,
+  parseBatch,
+  replyFields,
+  requestFields,
+  toReplyEntry,
+  toRequestEntry,
+  toWireError,
+} from './wire.js';
+export type { ReplyEntry, RequestEntry, WireBatch, WireError } from './wire.js';
+export { executeBatch, planBatches } from './worker-batch.js';
+export type { HandlerSettings, NamedHandler, PlannedBatch, ReplySink } from './worker-batch.js';
+export { checkWorkerHandlers, logBatch, plural, round1, sleep, writeLog } from './worker-kit.js';
+export type { BatchReport, WorkerHandlerOptions, WorkerLog, WorkerLogger } from './worker-kit.js';

@@ -1,0 +1,157 @@
+// One driver per transport: the shared fault suite (faults.test.ts) runs the same tests through each. A driver starts
+// its own broker on a free port and makes replicas and workers with the options both transports share.
+import { fileURLToPath } from 'node:url';
+import type { BatchHandler, Batcher, StreamingBatchHandler, StreamingBatcher } from '@microbatch/core';
+import { createNatsQueue, createNatsWorker } from '@microbatch/nats';
+import { createRedisQueue, createRedisWorker } from '@microbatch/redis';
+import type { QueueBatcherStats, QueueSnapshot, StatusListener } from '@microbatch/transport';
+import { type ChildHandle, pollUntil, startNatsServer, startProcess, startRedisServer } from '@microbatch/test-kit';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { connect } from '@nats-io/transport-node';
+import { createClient } from 'redis';
+
+/** A broker this run started. */
+export interface TestBroker {
+  readonly url: string;
+  /** SIGKILL: the broker crashes. */
+  kill(): Promise<void>;
+  /** Back on the same port (Redis empty; NATS with its file store). */
+  restart(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+/** What both transports' replica options share. */
+export interface ReplicaOptions {
+  readonly maxQueueSize?: number;
+  readonly heartbeatTtlMs?: number;
+  readonly timeoutMs?: number;
+  readonly onStatus?: StatusListener;
+}
+
+/** What both transports' worker options share. */
+export interface WorkerOptions<I, O, C> {
+  readonly handlers?: Readonly<Record<string, BatchHandler<I, O>>>;
+  readonly streamingHandlers?: Readonly<Record<string, StreamingBatchHandler<I, C>>>;
+  readonly maxBatchSize?: number;
+  readonly claimIdleMs?: number;
+  readonly maxDeliveries?: number;
+  readonly heartbeatMs?: number;
+}
+
+/** A replica as the suite uses it: both `createRedisQueue` and `createNatsQueue` return one. */
+export interface TestQueue {
+  readonly ready: Promise<void>;
+  batcher<I, O>(name: string): Batcher<I, O> & { stats(): QueueBatcherStats };
+  streamingBatcher<I, O>(name: string): StreamingBatcher<I, O> & { stats(): QueueBatcherStats };
+  isReady(): Promise<boolean>;
+  workersAlive(): Promise<number>;
+  snapshot(): QueueSnapshot;
+  close(options?: { force?: boolean }): Promise<void>;
+}
+
+export interface TestWorker {
+  readonly workerId: string;
+  readonly ready: Promise<void>;
+  stats(): {
+    batches: number;
+    items: number;
+    meanBatchSize: number;
+    expired: number;
+    reclaimed: number;
+    gaveUp: number;
+  };
+  close(): Promise<void>;
+}
+
+export interface TransportDriver {
+  readonly name: 'redis' | 'nats';
+  startBroker(): Promise<TestBroker>;
+  replica(url: string, queue: string, options?: ReplicaOptions): TestQueue;
+  worker<I, O, C>(url: string, queue: string, options: WorkerOptions<I, O, C>): TestWorker;
+  /** Entries in the broker's queue (waiting or running, not yet answered). */
+  depth(url: string, queue: string): Promise<number>;
+}
+
+export const redisDriver: TransportDriver = {
+  name: 'redis',
+  startBroker: startRedisServer,
+  replica: (url, queue, options = {}) => createRedisQueue({ url, queue, ...options }),
+  worker: (url, queue, options) => createRedisWorker({ url, queue, log: false, heartbeatMs: 100, ...options }),
+  depth: async (url, queue) => {
+    const client = createClient({ url, RESP: 2 });
+    client.on('error', () => undefined);
+    await client.connect();
+    try {
+      return Number(await client.sendCommand(['XLEN', `microbatch:${queue}:requests`]));
+    } finally {
+      client.destroy();
+    }
+  },
+};
+
+export const natsDriver: TransportDriver = {
+  name: 'nats',
+  startBroker: startNatsServer,
+  replica: (url, queue, options = {}) => createNatsQueue({ url, queue, ...options }),
+  worker: (url, queue, options) => createNatsWorker({ url, queue, log: false, heartbeatMs: 100, ...options }),
+  depth: async (url, queue) => {
+    const connection = await connect({ servers: url.replace('nats://', '') });
+    try {
+      const manager = await jetstreamManager(connection);
+      return (await manager.streams.info(`microbatch_${queue}`)).state.messages;
+    } catch {
+      return 0;
+    } finally {
+      await connection.close();
+    }
+  },
+};
+
+export const drivers: readonly TransportDriver[] = [redisDriver, natsDriver];
+
+/** Polls `check` until it holds; a hang guard for state in a broker, never a timing assertion. */
+export async function until(what: string, check: () => boolean | Promise<boolean>): Promise<void> {
+  const { ok } = await pollUntil(async () => await check(), Boolean, 60_000, 10);
+  if (!ok) throw new Error(`Gave up waiting for ${what}`);
+}
+
+/** A worker in its own process (fixtures/child-worker.ts), which can be SIGKILLed. */
+export interface ChildWorker {
+  readonly process: ChildHandle;
+  /** The inputs of its `index`-th batch, once it has started. */
+  batch(index: number): Promise<string[]>;
+}
+
+export async function startChildWorker(
+  driver: TransportDriver,
+  url: string,
+  env: Record<string, string>,
+): Promise<ChildWorker> {
+  const script = fileURLToPath(new URL('./fixtures/child-worker.ts', import.meta.url));
+  // From the repository root, whose tsconfig.json maps `@microbatch/*` to the sources.
+  const root = fileURLToPath(new URL('../../', import.meta.url));
+  const child = startProcess({
+    args: ['--import', 'tsx', script],
+    cwd: root,
+    env: { ...process.env, TRANSPORT: driver.name, URL: url, ...env },
+  });
+  await child.nextJson((line) => typeof (line as { ready?: unknown }).ready === 'string', 60_000);
+  const batches = (): string[][] =>
+    child
+      .jsonLines()
+      .flatMap((line) =>
+        (line as { batch?: string[] }).batch === undefined ? [] : [(line as { batch: string[] }).batch],
+      );
+  return {
+    process: child,
+    batch: async (index) => {
+      await until(
+        `batch ${index} of the child worker`,
+        () => batches().length > index || child.exitInfo() !== undefined,
+      );
+      const batch = batches()[index];
+      if (batch === undefined) throw new Error(`The child worker exited before its batch ${index}:\n${child.output()}`);
+      return batch;
+    },
+  };
+}
