@@ -19,8 +19,10 @@ import {
   requestFields,
   routeReply,
   toReplyEntry,
+  traceItem,
   unavailable,
 } from '@microbatch/transport';
+import type { ItemTrace } from '@microbatch/transport';
 import { type BrokerConnection, ensureStream, manager, openBroker } from './broker.js';
 import { type QueueNames, queueNames } from './names.js';
 import { type NatsQueueOptions, type ResolvedQueueOptions, resolveQueueOptions } from './options.js';
@@ -328,7 +330,9 @@ class ReplicaCore implements QueueBackend {
       }
     }
     const timeoutMs = Math.min(this.#settings.timeoutMs, call.timeoutMs ?? Number.POSITIVE_INFINITY);
-    const waiters = items.map((item) => this.#register(owner, item, call, timeoutMs));
+    const waiters = items.map((item) =>
+      this.#register(owner, item, call, timeoutMs, traceItem(this.#settings.tracer, owner.name)),
+    );
     const published = waiters.map((waiter, index) =>
       client.publish(
         this.#names.requests,
@@ -340,6 +344,7 @@ class ReplicaCore implements QueueBackend {
             Number.isFinite(timeoutMs) ? timeoutMs : undefined,
             owner.streaming,
             payloads[index] as string,
+            waiter.trace?.field,
           ),
         ),
       ),
@@ -364,7 +369,7 @@ class ReplicaCore implements QueueBackend {
   }
 
   /** Registers one item before its message exists: a fast worker may answer before the publish is acknowledged. */
-  #register(owner: QueueBatcher, item: Submission, call: CallOptions, timeoutMs: number): Waiter {
+  #register(owner: QueueBatcher, item: Submission, call: CallOptions, timeoutMs: number, trace: ItemTrace): Waiter {
     const { signal } = item;
     const itemId = (++this.#sequence).toString(36);
     let timer: NodeJS.Timeout | undefined;
@@ -379,8 +384,10 @@ class ReplicaCore implements QueueBackend {
       onDispatch: call.onDispatch,
       dispatched: false,
       channel: item.channel,
+      trace,
       settle: (error, value, batch?: WireBatch) => {
         if (!this.#waiters.delete(itemId)) return;
+        trace.sent?.end(error);
         if (timer !== undefined) clearTimeout(timer);
         signal?.removeEventListener('abort', onAbort);
         owner.tally.end(waiter.batch, batch?.executionMs, error !== undefined);

@@ -20,6 +20,7 @@ import {
   sleep,
   toRequestEntry,
   toWireError,
+  traceWorkerBatch,
   writeLog,
 } from '@microbatch/transport';
 import { type BrokerConnection, ensureConsumer, ensureStream, manager, openBroker } from './broker.js';
@@ -377,6 +378,14 @@ class Worker {
     const controller = new AbortController();
     const context: BatchContext = { signal: controller.signal, batchId: sequence, key: undefined };
     let failed = 0;
+    let failure: unknown;
+    const trace = traceWorkerBatch(this.#settings.tracer, {
+      handler: target.name,
+      sequence,
+      maxBatchSize: this.#settings.maxBatchSize,
+      carriers: entries.map((entry) => entry.trace),
+      queueTimesMs: waits,
+    });
     try {
       // Each replica learns at once that its items run, in which batch (its in-flight figures and `onDispatch`).
       entries.forEach((entry, index) =>
@@ -390,7 +399,7 @@ class Worker {
         sent = this.#publish(entry.reply, JSON.stringify(fields)) && sent;
       };
       started = performance.now();
-      const failure = await executeBatch(target, inputs, context, send);
+      failure = await trace.run(() => executeBatch(target, inputs, context, send));
       if (failure !== undefined) {
         controller.abort(failure);
         const message = describeError(failure, 'unknown failure');
@@ -413,13 +422,15 @@ class Worker {
     } finally {
       for (const delivery of deliveries) this.#held.delete(delivery);
       this.#running -= 1;
+      const executionMs = performance.now() - started;
+      trace.end({ outcome: failure !== undefined ? 'error' : failed > 0 ? 'partial' : 'ok', failed, executionMs });
       logBatch(this.#settings.log, this.workerId, {
         id,
         handler: target.name,
         size: entries.length,
         replicas: new Set(entries.map((entry) => entry.reply)).size,
         waits,
-        executionMs: performance.now() - started,
+        executionMs,
         failed,
       });
       const wake = this.#slotFreed;

@@ -1,7 +1,9 @@
 import { DEFAULTS } from '@microbatch/core';
+import type { BatchTracer } from '@microbatch/core';
 import {
   MAX_FINITE,
   checkInteger,
+  checkTracer,
   checkNumber,
   checkString,
   definedEntries,
@@ -75,6 +77,11 @@ export interface NatsQueueOptions extends NatsQueueTarget {
   readonly replicaId?: string;
   /** Told once per change when NATS is lost or back, and when no worker is alive or one is again. */
   readonly onStatus?: StatusListener;
+  /**
+   * Traces each call's time on the queue (`otelTracer()` from `@microbatch/core/otel`: a `microbatch.queue NAME`
+   * span under the caller's) and sends its trace context with its entry, for the worker's `tracer`.
+   */
+  readonly tracer?: BatchTracer;
 }
 
 /**
@@ -128,6 +135,11 @@ export interface NatsWorkerOptions<I = unknown, O = unknown, C = unknown>
    * @default 1000
    */
   readonly heartbeatMs?: number;
+  /**
+   * Traces each batch (`otelTracer()` from `@microbatch/core/otel`: a `microbatch.batch HANDLER` span linked to the
+   * context each entry carried from its replica, the child of it for a batch of one); the handler runs in it.
+   */
+  readonly tracer?: BatchTracer;
 }
 
 export const QUEUE_DEFAULTS = {
@@ -163,9 +175,10 @@ function checkTarget(options: NatsQueueTarget): void {
   checkNumber('commandTimeoutMs', options.commandTimeoutMs, 0, MAX_FINITE, true);
 }
 
-export type ResolvedQueueOptions = Required<Omit<NatsQueueOptions, 'replicaId' | 'onStatus'>> & {
+export type ResolvedQueueOptions = Required<Omit<NatsQueueOptions, 'replicaId' | 'onStatus' | 'tracer'>> & {
   readonly replicaId: string | undefined;
   readonly onStatus: StatusListener | undefined;
+  readonly tracer: BatchTracer | undefined;
 };
 
 /** Checks the options of `createNatsQueue` once and fills in the defaults. */
@@ -183,7 +196,8 @@ export function resolveQueueOptions(options: NatsQueueOptions): ResolvedQueueOpt
   }
   if (options.onStatus !== undefined && typeof options.onStatus !== 'function')
     fail('onStatus', 'a function', options.onStatus);
-  return { ...resolved, replicaId: options.replicaId, onStatus: options.onStatus };
+  if (options.tracer !== undefined) checkTracer(options.tracer);
+  return { ...resolved, replicaId: options.replicaId, onStatus: options.onStatus, tracer: options.tracer };
 }
 
 /** `NatsWorkerOptions` checked, with every default filled in. */
@@ -202,6 +216,7 @@ export interface ResolvedWorkerOptions extends HandlerSettings {
   readonly workerId: string | undefined;
   readonly log: WorkerLog;
   readonly onStatus: StatusListener | undefined;
+  readonly tracer: BatchTracer | undefined;
 }
 
 /** Checks the options of `createNatsWorker` once and fills in the defaults. */
@@ -219,10 +234,17 @@ export function resolveWorkerOptions<I, O, C>(options: NatsWorkerOptions<I, O, C
   checkNumber('heartbeatMs', resolved.heartbeatMs, 0, MAX_FINITE, true);
   if (resolved.workerId !== undefined && !NAME.test(resolved.workerId))
     fail('workerId', 'a name of letters, digits, `-` and `_`', resolved.workerId);
+  if (resolved.tracer !== undefined) checkTracer(resolved.tracer);
+  // Redis's worker option; refused by name rather than ignored (a NATS worker keeps no stream progress yet).
+  if ((options as { readonly resumable?: unknown }).resumable !== undefined)
+    throw new TypeError(
+      '`resumable` is not supported by `createNatsWorker` (a NATS queue keeps no stream progress): leave it unset',
+    );
   return {
     ...resolved,
     ...checkWorkerHandlers(resolved),
     workerId: resolved.workerId,
     onStatus: resolved.onStatus,
+    tracer: resolved.tracer,
   };
 }
