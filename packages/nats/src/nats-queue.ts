@@ -6,6 +6,7 @@ import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import {
   EMPTY_SNAPSHOT,
+  type ItemTrace,
   type QueueBackend,
   QueueBatcher,
   type QueueBatcherStats,
@@ -22,7 +23,6 @@ import {
   traceItem,
   unavailable,
 } from '@microbatch/transport';
-import type { ItemTrace } from '@microbatch/transport';
 import { type BrokerConnection, ensureStream, manager, openBroker } from './broker.js';
 import { type QueueNames, queueNames } from './names.js';
 import { type NatsQueueOptions, type ResolvedQueueOptions, resolveQueueOptions } from './options.js';
