@@ -1,11 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import { BatchError, ErrorCode } from '@microbatch/core';
-import type { Batcher, CallOptions, CloseOptions, StreamingBatcher } from '@microbatch/core';
+import type { Batcher, CallOptions, CloseOptions, FleetLoad, StreamingBatcher } from '@microbatch/core';
 import { jetstream } from '@nats-io/jetstream';
 import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import {
   EMPTY_SNAPSHOT,
+  FleetView,
   type ItemTrace,
   type QueueBackend,
   QueueBatcher,
@@ -17,6 +18,8 @@ import {
   type Waiter,
   emitStatus,
   fieldMap,
+  fleetKey,
+  mergeLoads,
   requestFields,
   routeReply,
   toReplyEntry,
@@ -26,7 +29,7 @@ import {
 import { type BrokerConnection, ensureStream, manager, openBroker } from './broker.js';
 import { type QueueNames, queueNames } from './names.js';
 import { type NatsQueueOptions, type ResolvedQueueOptions, resolveQueueOptions } from './options.js';
-import { type ReplicaAnnouncement, WorkerRoster } from './worker-roster.js';
+import { type ReplicaAnnouncement, ReplicaLoads, WorkerRoster } from './worker-roster.js';
 
 /**
  * A web replica's side of a NATS JetStream queue: batchers whose items are messages of the queue's work-queue
@@ -52,8 +55,14 @@ export interface NatsQueue {
   isConnected(): boolean;
   /** How many workers were heard from within `heartbeatTtlMs` (asking them at once when none was). */
   workersAlive(): Promise<number>;
-  /** The whole queue as last sampled (every third of `heartbeatTtlMs`): waiting, running, live workers. */
+  /** The whole queue as last sampled (every 50 ms at most): waiting, running, live workers. */
   snapshot(): QueueSnapshot;
+  /**
+   * The fleet's load now, for latency-aware and fair admission across replicas (serving's `ReplicaAdmission`):
+   * the stream's waiting entries, each live worker's latency fit and running batches (from its announcements), and
+   * the items in flight of each fairness key across every replica (from theirs), plus what this replica did since.
+   */
+  load(): FleetLoad;
   /** The longest deadline an item can have here (`timeoutMs`): an HTTP server's timeouts must be longer. */
   readonly timeoutMs: number;
   /** Connected and at least one worker alive: for readiness probes. */
@@ -94,11 +103,15 @@ export function createNatsQueue(options: NatsQueueOptions): NatsQueue {
     isConnected: () => core.connected,
     workersAlive: () => core.workersAlive(),
     snapshot: () => core.snapshot,
+    load: () => core.load(),
     timeoutMs: settings.timeoutMs,
     isReady: async () => core.connected && (await core.workersAlive()) > 0,
     close: (closeOptions) => core.close(closeOptions),
   };
 }
+
+/** How often at most a replica samples the queue and announces its load (ms). */
+const SAMPLE_MS = 50;
 
 class ReplicaCore implements QueueBackend {
   readonly brokerName = 'NATS';
@@ -111,6 +124,9 @@ class ReplicaCore implements QueueBackend {
   readonly #waiters = new Map<string, Waiter>();
   readonly #batchers = new Map<string, QueueBatcher>();
   readonly #roster: WorkerRoster;
+  /** What this replica knows of the fleet's load: the last sample, corrected by its own items since. */
+  readonly #fleet = new FleetView();
+  readonly #otherReplicas: ReplicaLoads;
   #sequence = 0;
   #connection: NatsConnection | undefined;
   #client: JetStreamClient | undefined;
@@ -126,6 +142,7 @@ class ReplicaCore implements QueueBackend {
     this.#settings = settings;
     this.#names = names;
     this.#replySubject = names.reply(replicaId);
+    this.#otherReplicas = new ReplicaLoads(this.#replySubject);
     // A worker arriving or leaving is reported (and, the last one gone, the waiting items answered) at once.
     this.#roster = new WorkerRoster(settings.heartbeatTtlMs, () => this.#probe());
     let becameReady!: () => void;
@@ -142,12 +159,14 @@ class ReplicaCore implements QueueBackend {
         this.#failAll(unavailable('Lost the connection to the queue (NATS); retry', settings.retryAfterSeconds));
       },
     });
+    // Announces this replica (its liveness and its fairness keys' load) and samples the queue, as often as Redis's
+    // replicas do: admission reads the sample, and other replicas' arrivals since it are not seen.
     this.#probeTimer = setInterval(
       () => {
         this.#announce(false);
         this.#probe();
       },
-      Math.max(1, settings.heartbeatTtlMs / 3),
+      Math.max(1, Math.min(SAMPLE_MS, settings.heartbeatTtlMs / 3)),
     );
     this.#probeTimer.unref();
   }
@@ -195,6 +214,22 @@ class ReplicaCore implements QueueBackend {
       },
     });
     this.#roster.listen(connection, this.#names.workers);
+    connection.subscribe(this.#names.replicas, {
+      callback: (error, msg) => {
+        if (error === null) this.#otherReplicas.record(msg.string());
+      },
+    });
+  }
+
+  load(): FleetLoad {
+    return this.#fleet.load(this.#ownWaiting());
+  }
+
+  /** This replica's items not yet started by a worker. */
+  #ownWaiting(): number {
+    let waiting = 0;
+    for (const batcher of this.#batchers.values()) waiting += batcher.tally.waiting;
+    return waiting;
   }
 
   /**
@@ -206,7 +241,7 @@ class ReplicaCore implements QueueBackend {
     const announcement: ReplicaAnnouncement = {
       reply: this.#replySubject,
       ttlMs: this.#settings.heartbeatTtlMs,
-      ...(gone ? { gone } : {}),
+      ...(gone ? { gone } : { load: this.#fleet.published() }),
     };
     try {
       this.#connection?.publish(this.#names.replicas, JSON.stringify(announcement));
@@ -242,21 +277,23 @@ class ReplicaCore implements QueueBackend {
   #probe(): void {
     if (this.#stopped || !this.#up) return;
     const alive = this.#roster.alive();
+    const ownWaiting = this.#ownWaiting();
+    const sampled = (waiting: number, running: number): void => {
+      const workerSettings = this.#roster.settings();
+      this.#snapshot = { waiting, running, workersAlive: this.#roster.alive(), workerSettings, sampledAt: Date.now() };
+      this.#fleet.sampled({
+        waiting,
+        ownWaiting,
+        workers: workerSettings,
+        others: mergeLoads(this.#otherReplicas.loads()),
+        clockOffsetMs: 0,
+      });
+    };
     void this.#manager?.consumers
       .info(this.#names.stream, this.#names.consumer)
-      .then((info) => {
-        this.#snapshot = {
-          waiting: info.num_pending,
-          running: info.num_ack_pending,
-          workersAlive: this.#roster.alive(),
-          workerSettings: this.#roster.settings(),
-          sampledAt: Date.now(),
-        };
-      })
-      .catch(() => {
-        // No worker ever created the consumer yet: nothing waits or runs.
-        this.#snapshot = { ...EMPTY_SNAPSHOT, workersAlive: alive, sampledAt: Date.now() };
-      });
+      .then((info) => sampled(info.num_pending, info.num_ack_pending))
+      // No worker ever created the consumer yet: nothing waits or runs.
+      .catch(() => sampled(0, 0));
     if (!this.#workersState.set(alive > 0)) return;
     const queue = this.#settings.queue;
     if (alive > 0) {
@@ -313,6 +350,12 @@ class ReplicaCore implements QueueBackend {
       return refuse(unavailable('The queue (NATS) is unreachable; retry', retryAfterSeconds));
     if (this.#roster.alive() === 0) return refuse(this.#noWorker());
     if (this.#waiters.size + items.length > maxQueueSize) return refuse(this.#queueFull(false, items.length));
+    let fairnessKey: string | undefined;
+    try {
+      fairnessKey = fleetKey(call.fairnessKey);
+    } catch (error) {
+      return refuse(error);
+    }
     const payloads: string[] = [];
     for (const { input } of items) {
       try {
@@ -331,7 +374,7 @@ class ReplicaCore implements QueueBackend {
     }
     const timeoutMs = Math.min(this.#settings.timeoutMs, call.timeoutMs ?? Number.POSITIVE_INFINITY);
     const waiters = items.map((item) =>
-      this.#register(owner, item, call, timeoutMs, traceItem(this.#settings.tracer, owner.name)),
+      this.#register(owner, item, call, timeoutMs, fairnessKey, traceItem(this.#settings.tracer, owner.name)),
     );
     const published = waiters.map((waiter, index) =>
       client.publish(
@@ -369,7 +412,14 @@ class ReplicaCore implements QueueBackend {
   }
 
   /** Registers one item before its message exists: a fast worker may answer before the publish is acknowledged. */
-  #register(owner: QueueBatcher, item: Submission, call: CallOptions, timeoutMs: number, trace: ItemTrace): Waiter {
+  #register(
+    owner: QueueBatcher,
+    item: Submission,
+    call: CallOptions,
+    timeoutMs: number,
+    fairnessKey: string | undefined,
+    trace: ItemTrace,
+  ): Waiter {
     const { signal } = item;
     const itemId = (++this.#sequence).toString(36);
     let timer: NodeJS.Timeout | undefined;
@@ -388,6 +438,7 @@ class ReplicaCore implements QueueBackend {
       settle: (error, value, batch?: WireBatch) => {
         if (!this.#waiters.delete(itemId)) return;
         trace.sent?.end(error);
+        this.#fleet.count(fairnessKey, -1);
         if (timer !== undefined) clearTimeout(timer);
         signal?.removeEventListener('abort', onAbort);
         owner.tally.end(waiter.batch, batch?.executionMs, error !== undefined);
@@ -396,6 +447,7 @@ class ReplicaCore implements QueueBackend {
       },
     };
     this.#waiters.set(itemId, waiter);
+    this.#fleet.count(fairnessKey, 1);
     owner.tally.queued();
     signal?.addEventListener('abort', onAbort, { once: true });
     if (Number.isFinite(timeoutMs)) {

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { BatchError, ErrorCode } from '@microbatch/core';
+import { BatchError, ErrorCode, LatencyModel } from '@microbatch/core';
 import type { BatchContext } from '@microbatch/core';
 import type { NatsConnection } from '@nats-io/transport-node';
 import {
@@ -128,6 +128,10 @@ class Worker {
   readonly #batches = new Set<Promise<void>>();
   #stats = { batches: 0, items: 0, expired: 0, orphaned: 0, reclaimed: 0, gaveUp: 0, retried: 0 };
   readonly #replicas = new ReplicaRoster();
+  /** Core's latency model, fitted on this worker's batches (items, ms holding the slot): announced for admission. */
+  readonly #model = new LatencyModel();
+  /** The batches running now: their items and start (`performance.now()`), announced with the fit. */
+  readonly #runningBatches = new Map<number, { readonly cost: number; readonly startedAt: number }>();
   #becameReady!: () => void;
 
   constructor(settings: ResolvedWorkerOptions) {
@@ -198,11 +202,21 @@ class Worker {
     return this.#closing;
   }
 
+  /**
+   * What replicas hear of this worker (see `WorkerSettings`): its settings, its latency fit, its running batches.
+   * No `at`: a replica times a running batch from when it heard the announcement, on its own clock.
+   */
   #announcement(gone: boolean): string {
     const { maxBatchSize, batchWaitTimeoutMs, concurrency } = this.#settings;
+    const now = performance.now();
+    const running = [...this.#runningBatches.values()].map(({ cost, startedAt }) => ({
+      cost,
+      elapsedMs: round1(now - startedAt),
+    }));
+    const fit = this.#model.fit();
     const announcement: Announcement = {
       id: this.workerId,
-      settings: { maxBatchSize, batchWaitTimeoutMs, concurrency },
+      settings: { maxBatchSize, batchWaitTimeoutMs, concurrency, ...(fit.samples === 0 ? {} : { fit }), running },
       ...(gone ? { gone } : {}),
     };
     return JSON.stringify(announcement);
@@ -367,6 +381,11 @@ class Worker {
     this.#stats.batches += 1;
     this.#stats.items += entries.length;
     let started = performance.now();
+    // The fit is of the time a batch holds its slot (start notices, handler, answers): what the items behind it wait.
+    const slotStarted = started;
+    this.#runningBatches.set(sequence, { cost: entries.length, startedAt: slotStarted });
+    // Announced when a batch starts and ends, not only on the heartbeat: the replicas' admission sees it at once.
+    this.#announce();
     const waits = entries.map((entry) => Math.max(0, now - entry.queuedAtMs));
     const batchOf = (index: number, executionMs?: number): WireBatch => ({
       id,
@@ -417,11 +436,14 @@ class Worker {
         else delivery.nak(this.#settings.retryDelayMs);
       }
       if (!flushed) this.#stats.retried += deliveries.length;
+      // A batch that failed as a whole says nothing of how long batches take (core's predictor skips them too).
+      if (failure === undefined && flushed) this.#model.add(entries.length, performance.now() - slotStarted);
       // Sends the acknowledgements now rather than with the next write (not awaited: the slot is free already).
       void this.#flush();
     } finally {
       for (const delivery of deliveries) this.#held.delete(delivery);
       this.#running -= 1;
+      if (this.#runningBatches.delete(sequence)) this.#announce();
       const executionMs = performance.now() - started;
       trace.end({ outcome: failure !== undefined ? 'error' : failed > 0 ? 'partial' : 'ok', failed, executionMs });
       logBatch(this.#settings.log, this.workerId, {

@@ -19,6 +19,42 @@ export interface ReplicaAnnouncement {
   readonly ttlMs: number;
   /** It closed: nothing of it is left to answer. */
   readonly gone?: boolean;
+  /** Its items in flight per fairness key, as JSON (`FleetView.published()`): the other replicas' fairness reads it. */
+  readonly load?: string;
+}
+
+/**
+ * The other web replicas' items in flight per fairness key, as a replica hears their announcements: a replica silent
+ * past its TTL, or gone, counts no more.
+ */
+export class ReplicaLoads {
+  readonly #self: string;
+  readonly #seen = new Map<string, { at: number; ttlMs: number; load: string }>();
+
+  /** `self`: this replica's reply subject (its own announcements are not another's load). */
+  constructor(self: string) {
+    this.#self = self;
+  }
+
+  record(text: string): void {
+    let announcement: Partial<ReplicaAnnouncement>;
+    try {
+      announcement = JSON.parse(text) as Partial<ReplicaAnnouncement>;
+    } catch {
+      return;
+    }
+    const { reply, ttlMs, gone, load } = announcement;
+    if (typeof reply !== 'string' || reply === this.#self || typeof ttlMs !== 'number') return;
+    if (gone === true || typeof load !== 'string') this.#seen.delete(reply);
+    else this.#seen.set(reply, { at: Date.now(), ttlMs, load });
+  }
+
+  /** The live replicas' published loads (for `mergeLoads`); forgets the silent ones. */
+  loads(): string[] {
+    const now = Date.now();
+    for (const [reply, { at, ttlMs }] of this.#seen) if (now - at > ttlMs) this.#seen.delete(reply);
+    return [...this.#seen.values()].map(({ load }) => load);
+  }
 }
 
 /**
@@ -108,8 +144,12 @@ export class WorkerRoster {
     return this.#seen.size;
   }
 
+  /**
+   * The live workers' settings, latency fits and running batches; `at` is when this replica heard them (its own
+   * clock: no clock of the worker's is compared), so a running batch's elapsed time counts on from there.
+   */
   settings(): WorkerSettings[] {
     this.alive();
-    return [...this.#seen.values()].flatMap((seen) => seen.settings);
+    return [...this.#seen.values()].flatMap((seen) => seen.settings.map((settings) => ({ ...settings, at: seen.at })));
   }
 }

@@ -13,8 +13,11 @@ import {
   type Submission,
   type WireBatch,
   type Waiter,
+  FleetView,
   describeError as describe,
   emitStatus,
+  fleetKey,
+  mergeLoads,
   parseWorkerSettings,
   requestFields,
   routeReply,
@@ -26,7 +29,6 @@ import { type Connection, closeConnection, openConnection } from './connection.j
 import { type QueueKeys, queueKeys } from './keys.js';
 import { type RedisQueueOptions, resolveQueueOptions } from './options.js';
 import { ENQUEUE, PROBE, REQUEST_FIELD_COUNT, runScript, scriptSha } from './scripts.js';
-import { FleetView, fleetKey, mergeLoads } from './fleet-load.js';
 import { streamEntries } from './stream-entries.js';
 
 const ENQUEUE_SHA = scriptSha(ENQUEUE);

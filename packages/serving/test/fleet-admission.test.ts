@@ -1,12 +1,15 @@
-// Admission across web replicas against a real redis-server: two replicas (`createRedisQueue`, each behind its own
-// `ReplicaAdmission`, as `createQueuedTextCompletionService` puts it) and one worker whose handler sleeps for a
-// fixed time per batch and per item. The latency limit is derived from the batch time measured on the spot, so the
+// Admission across web replicas, against a real redis-server and a real nats-server -js (one suite, a driver per
+// transport): two replicas (`createRedisQueue` / `createNatsQueue`, each behind its own `ReplicaAdmission`, as
+// `createQueuedTextCompletionService` puts it) and one worker whose handler sleeps for a fixed time per batch and
+// per item. The latency limit is derived from the batch time measured on the spot, so the
 // figures hold on a slow, busy machine; the handler's timers keep them near-deterministic.
 import { isBatchError } from '@microbatch/core';
 import type { BatcherBase, CallOptions } from '@microbatch/core';
 import { toHttpError } from '@microbatch/core/http';
-import { type RedisQueue, type RedisWorker, createRedisQueue, createRedisWorker } from '@microbatch/redis';
-import { type TestRedis, pollUntil, startRedisServer, waitFor } from '@microbatch/test-kit';
+import type { BatchHandler, FleetLoad } from '@microbatch/core';
+import { createNatsQueue, createNatsWorker } from '@microbatch/nats';
+import { createRedisQueue, createRedisWorker } from '@microbatch/redis';
+import { pollUntil, startNatsServer, startRedisServer, waitFor } from '@microbatch/test-kit';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ReplicaAdmission } from '../src/replica-admission.js';
 
@@ -15,14 +18,47 @@ const BATCH_MS = 30;
 const ITEM_MS = 5;
 const MAX_BATCH_SIZE = 4;
 
-let redis: TestRedis;
+/** A replica as this suite uses it: what `createRedisQueue` and `createNatsQueue` both return. */
+interface FleetQueue {
+  readonly ready: Promise<void>;
+  batcher<I, O>(
+    name: string,
+  ): BatcherBase & { call(input: I, options?: CallOptions): Promise<O>; callAll(inputs: I[]): Promise<O[]> };
+  workersAlive(): Promise<number>;
+  load(): FleetLoad;
+  close(options?: { force?: boolean }): Promise<void>;
+}
+
+/** One transport: its broker (started by the suite on a free port), its replicas and its workers. */
+interface Driver {
+  readonly name: string;
+  start(): Promise<{ readonly url: string; stop(): Promise<void> }>;
+  replica(url: string, queue: string, replicaId: string): FleetQueue;
+  worker(
+    url: string,
+    queue: string,
+    handler: BatchHandler<number, number>,
+  ): { ready: Promise<void>; close(): Promise<void> };
+}
+
+const workerOptions = { log: false, heartbeatMs: 100, maxBatchSize: MAX_BATCH_SIZE } as const;
+const drivers: readonly Driver[] = [
+  {
+    name: 'Redis',
+    start: startRedisServer,
+    replica: (url, queue, replicaId) => createRedisQueue({ url, queue, replicaId, heartbeatTtlMs: 1_000 }),
+    worker: (url, queue, slow) => createRedisWorker({ url, queue, ...workerOptions, handlers: { slow } }),
+  },
+  {
+    name: 'NATS',
+    start: startNatsServer,
+    replica: (url, queue, replicaId) => createNatsQueue({ url, queue, replicaId, heartbeatTtlMs: 1_000 }),
+    worker: (url, queue, slow) => createNatsWorker({ url, queue, ...workerOptions, handlers: { slow } }),
+  },
+];
+
 let queueNumber = 0;
 const opened: Array<{ close(): Promise<void> }> = [];
-
-beforeAll(async () => {
-  redis = await startRedisServer();
-});
-afterAll(() => redis.stop());
 afterEach(async () => {
   await Promise.all(opened.splice(0).map((resource) => resource.close()));
 });
@@ -30,32 +66,18 @@ afterEach(async () => {
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** One worker (the fleet) and two replicas on a fresh queue; `ran` counts how often the worker ran each input. */
-async function fleet() {
+async function fleet(driver: Driver, url: string) {
   queueNumber += 1;
   const queue = `fleet-${queueNumber}`;
   const ran = new Map<number, number>();
-  const worker: RedisWorker = createRedisWorker<number, number>({
-    url: redis.url,
-    queue,
-    log: false,
-    heartbeatMs: 100,
-    maxBatchSize: MAX_BATCH_SIZE,
-    handlers: {
-      slow: async (inputs) => {
-        for (const input of inputs) ran.set(input, (ran.get(input) ?? 0) + 1);
-        await sleep(BATCH_MS + ITEM_MS * inputs.length);
-        return inputs;
-      },
-    },
+  const worker = driver.worker(url, queue, async (inputs) => {
+    for (const input of inputs) ran.set(input, (ran.get(input) ?? 0) + 1);
+    await sleep(BATCH_MS + ITEM_MS * inputs.length);
+    return inputs;
   });
   opened.push(worker);
   const replicas = [0, 1].map((index) => {
-    const created: RedisQueue = createRedisQueue({
-      url: redis.url,
-      queue,
-      replicaId: `${queue}-${index}`,
-      heartbeatTtlMs: 1_000,
-    });
+    const created = driver.replica(url, queue, `${queue}-${index}`);
     opened.push({ close: () => created.close({ force: true }) });
     return created;
   });
@@ -131,9 +153,15 @@ function quantile(values: readonly number[], q: number): number {
 
 const round = (value: number): number => Math.round(value * 10) / 10;
 
-describe('admission across replicas (Redis)', () => {
+describe.each(drivers)('admission across replicas ($name)', (driver) => {
+  let broker: { readonly url: string; stop(): Promise<void> };
+  beforeAll(async () => {
+    broker = await driver.start();
+  });
+  afterAll(() => broker.stop());
+
   it('two replicas, one saturated worker: refuses at once what the fleet would answer late; accepted p99 <= 1.5x the limit', async () => {
-    const { replicas, ran, batchMs } = await fleet();
+    const { replicas, ran, batchMs } = await fleet(driver, broker.url);
     // Ten full batches' worth: a queue of 40 items fits the limit.
     const limitMs = 10 * batchMs;
     const guarded = replicas.map((replica) =>
@@ -169,7 +197,7 @@ describe('admission across replicas (Redis)', () => {
         ),
       ),
     };
-    console.log(`[fleet admission, saturated] ${JSON.stringify(figures)}`);
+    console.log(`[fleet admission, saturated, ${driver.name}] ${JSON.stringify(figures)}`);
     // Saturated: about half of what was sent is more than the worker can do, and was refused.
     expect(refused.length).toBeGreaterThan(all.length / 4);
     expect(accepted.length).toBeGreaterThan(all.length / 4);
@@ -187,7 +215,7 @@ describe('admission across replicas (Redis)', () => {
   });
 
   it('a heavy client on replica A does not crowd out a light one on replica B', async () => {
-    const { replicas, batchMs } = await fleet();
+    const { replicas, batchMs } = await fleet(driver, broker.url);
     const limitMs = 10 * batchMs;
     const guarded = replicas.map((replica) =>
       new ReplicaAdmission(limitMs, () => replica.load()).guard(replica.batcher<number, number>('slow')),
@@ -229,7 +257,7 @@ describe('admission across replicas (Redis)', () => {
       ),
       heavySeenOnB,
     };
-    console.log(`[fleet admission, fairness] ${JSON.stringify(figures)}`);
+    console.log(`[fleet admission, fairness, ${driver.name}] ${JSON.stringify(figures)}`);
     // The heavy client was refused much of what it sent (the fleet was saturated by it).
     expect(answered(heavy).length).toBeLessThan(heavy.length * 0.75);
     expect(heavySeenOnB).toBeGreaterThan(0);

@@ -3,6 +3,8 @@ export { BatchTally, EMPTY_SNAPSHOT } from './batch-tally.js';
 export type { QueueSnapshot, WorkerSettings } from './batch-tally.js';
 export { QueueBatcher } from './queue-batcher.js';
 export type { QueueBackend, QueueBatcherStats, Submission } from './queue-batcher.js';
+export { FleetView, fleetKey, mergeLoads } from './fleet-load.js';
+export type { FleetSample } from './fleet-load.js';
 export { ReplyChannel } from './reply-channel.js';
 export { callerOf, remoteBatch, traceItem, traceWorkerBatch } from './entry-trace.js';
 export type { ItemTrace, WorkerBatchTrace } from './entry-trace.js';

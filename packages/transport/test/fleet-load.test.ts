@@ -1,8 +1,7 @@
 // A replica's view of the fleet's load, on its own: what it reads of the workers' heartbeats and the other
 // replicas' published keys, and how it corrects a sample with what this replica did since.
 import { describe, expect, it } from 'vitest';
-import { parseWorkerSettings } from '@microbatch/transport';
-import { FleetView, fleetKey, mergeLoads } from '../src/fleet-load.js';
+import { FleetView, fleetKey, mergeLoads, parseWorkerSettings } from '@microbatch/transport';
 
 const FIT = { samples: 7, msPerCost: 5, msPerBatch: 40, minMs: 45, spread: 0.1 };
 
@@ -107,7 +106,7 @@ describe('the fleet load a replica reads', () => {
     expect(fleetKey('10.0.0.1')).toBe('10.0.0.1');
     expect(fleetKey(7)).toBe('7');
     expect(() => fleetKey({ client: 1 })).toThrow(
-      'Expected `fairnessKey` to be a string or a number on a Redis queue (it is shared across processes), got object',
+      'Expected `fairnessKey` to be a string or a number on a shared queue (it travels across processes), got object',
     );
   });
 });

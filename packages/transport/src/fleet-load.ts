@@ -1,25 +1,26 @@
 import type { FleetLoad, FleetWorker } from '@microbatch/core';
-import type { WorkerSettings } from '@microbatch/transport';
+import type { WorkerSettings } from './batch-tally.js';
 
-/** One sample of the queue (a replica's `PROBE`): what the other replicas and the workers published. */
-interface Sample {
+/** One sample of the queue (a replica's probe): what the other replicas and the workers published. */
+export interface FleetSample {
   readonly waiting: number;
   /** This replica's own items not yet started when the sample was taken. */
   readonly ownWaiting: number;
   readonly workers: readonly WorkerSettings[];
   /** The other live replicas' items in flight per fairness key. */
   readonly others: ReadonlyMap<string, number>;
-  /** Redis's clock minus this one's (ms). */
+  /** The clock of the workers' `at` (the broker's) minus this one's (ms). */
   readonly clockOffsetMs: number;
 }
 
 /**
  * A replica's view of the fleet's load: the last sample of the queue, corrected by what this replica itself did
  * since (its own items are counted exactly: waiting, and in flight per fairness key). Other replicas' arrivals
- * since the sample are not seen: samples are taken often (see `createRedisQueue`) so that stays small.
+ * since the sample are not seen: samples are taken often (see `createRedisQueue`, `createNatsQueue`) so that stays
+ * small. Shared by the transports: each fills a sample from its broker.
  */
 export class FleetView {
-  #sample: Sample = { waiting: 0, ownWaiting: 0, workers: [], others: new Map(), clockOffsetMs: 0 };
+  #sample: FleetSample = { waiting: 0, ownWaiting: 0, workers: [], others: new Map(), clockOffsetMs: 0 };
   /** This replica's items in flight per fairness key (bounded by its waiters, so by `maxQueueSize`). */
   readonly #own = new Map<string, number>();
 
@@ -36,16 +37,16 @@ export class FleetView {
     return JSON.stringify(Object.fromEntries(this.#own));
   }
 
-  sampled(sample: Sample): void {
+  sampled(sample: FleetSample): void {
     this.#sample = sample;
   }
 
   /** The fleet's load now; `ownWaiting`: this replica's items not yet started now. */
   load(ownWaiting: number): FleetLoad {
     const sample = this.#sample;
-    const redisNow = Date.now() + sample.clockOffsetMs;
+    const brokerNow = Date.now() + sample.clockOffsetMs;
     const workers = sample.workers.map((settings): FleetWorker => {
-      const since = settings.at === undefined ? 0 : Math.max(0, redisNow - settings.at);
+      const since = settings.at === undefined ? 0 : Math.max(0, brokerNow - settings.at);
       return {
         maxBatchSize: settings.maxBatchSize,
         concurrency: settings.concurrency,
@@ -65,7 +66,7 @@ export function fleetKey(key: unknown): string | undefined {
   if (typeof key === 'string') return key;
   if (typeof key === 'number' || typeof key === 'bigint' || typeof key === 'boolean') return String(key);
   throw new TypeError(
-    `Expected \`fairnessKey\` to be a string or a number on a Redis queue (it is shared across processes), got ${typeof key}`,
+    `Expected \`fairnessKey\` to be a string or a number on a shared queue (it travels across processes), got ${typeof key}`,
   );
 }
 
