@@ -1,12 +1,11 @@
 // Admission across web replicas, against a real redis-server and a real nats-server -js (one suite, a driver per
 // transport): two replicas (`createRedisQueue` / `createNatsQueue`, each behind its own `ReplicaAdmission`, as
 // `createQueuedTextCompletionService` puts it) and one worker whose handler sleeps for a fixed time per batch and
-// per item. The latency limit is derived from the batch time measured on the spot, so the
-// figures hold on a slow, busy machine; the handler's timers keep them near-deterministic.
+// per item. The latency limit is derived from the batch time measured on the spot, so the figures hold on a slow,
+// busy machine; the handler's timers keep them near-deterministic.
 import { isBatchError } from '@microbatch/core';
-import type { BatcherBase, CallOptions } from '@microbatch/core';
+import type { BatchHandler, BatcherBase, CallOptions, FleetLoad } from '@microbatch/core';
 import { toHttpError } from '@microbatch/core/http';
-import type { BatchHandler, FleetLoad } from '@microbatch/core';
 import { createNatsQueue, createNatsWorker } from '@microbatch/nats';
 import { createRedisQueue, createRedisWorker } from '@microbatch/redis';
 import { pollUntil, startNatsServer, startRedisServer, waitFor } from '@microbatch/test-kit';
