@@ -7,7 +7,7 @@ import { exitOnSignals } from './lifecycle.js';
 import { createLogger } from './logger.js';
 import { redact } from './serve-command.js';
 import { queueName, resolveModelDir } from './model-dir.js';
-import { brokerOf, loadTransport, startQueueWorker } from './queue-transport.js';
+import { loadTransport, startQueueWorker } from './queue-transport.js';
 import type { WorkerFlags } from './program.js';
 
 /**
@@ -78,10 +78,8 @@ export async function workerCommand(flags: WorkerFlags, fail: (message: string) 
       streamingHandlers: { [TEXT_COMPLETION_HANDLERS.stream]: pool.streamingHandler },
       // Request scheduling splits batches by sampling settings; a continuous decode loop takes any mix.
       batchKey: scheduling === 'request' ? textGenerationBatchKey : undefined,
-      // Continuous: a stream whose worker dies continues on another from the token ids it sent. Redis only: a NATS
-      // worker keeps no stream progress and refuses the option, so there a stream fails 503 with its worker.
-      resumable:
-        pool.scheduling === 'continuous' && brokerOf(flags.queue) === 'Redis' ? textGenerationResume : undefined,
+      // Continuous: a stream whose worker dies continues on another from the token ids it sent.
+      resumable: pool.scheduling === 'continuous' ? textGenerationResume : undefined,
       maxBatchSize,
       // Continuous: a second pull waits beside each worker's running loop, ready to join it at the next step.
       concurrency: scheduling === 'continuous' ? 2 * pool.size : pool.size,

@@ -109,6 +109,36 @@ export async function ensureStream(
   }
 }
 
+/**
+ * Creates the progress stream of resumable streams if missing: one subject per entry keeping only its last message
+ * (the token ids sent so far), file-stored like the entries; what a finished entry's worker did not purge (it died)
+ * ages out after `maxAgeMs`.
+ */
+export async function ensureProgressStream(
+  manager: JetStreamManager,
+  names: QueueNames,
+  maxAgeMs: number,
+): Promise<void> {
+  try {
+    await manager.streams.info(names.progressStream);
+  } catch (error) {
+    if (!isNotFound(error)) throw error;
+    await manager.streams
+      .add({
+        name: names.progressStream,
+        subjects: [names.progress('*')],
+        retention: RetentionPolicy.Limits,
+        storage: StorageType.File,
+        discard: DiscardPolicy.Old,
+        max_msgs_per_subject: 1,
+        max_age: Math.round(maxAgeMs * 1e6),
+      })
+      .catch((raced: unknown) => {
+        if (!String(describeError(raced)).includes('already')) throw raced;
+      });
+  }
+}
+
 /** Creates (or updates) the durable pull consumer every worker shares: explicit acks, `ack_wait`. */
 export async function ensureConsumer(
   manager: JetStreamManager,

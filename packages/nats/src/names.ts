@@ -14,6 +14,10 @@ export interface QueueNames {
   readonly ping: string;
   /** A replica's reply subject (core NATS). */
   reply(replicaId: string): string;
+  /** The stream of resumable streams' progress: per entry, the token ids sent so far (the last message kept). */
+  readonly progressStream: string;
+  /** The subject of one entry's progress. */
+  progress(entryId: string): string;
 }
 
 export function queueNames(prefix: string, queue: string): QueueNames {
@@ -26,5 +30,7 @@ export function queueNames(prefix: string, queue: string): QueueNames {
     replicas: `${base}.replicas`,
     ping: `${base}.ping`,
     reply: (replicaId) => `${base}.reply.${replicaId}`,
+    progressStream: `${prefix}_${queue}_progress`,
+    progress: (entryId) => `${base}.progress.${entryId}`,
   };
 }

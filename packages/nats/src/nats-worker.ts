@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { BatchError, ErrorCode, LatencyModel } from '@microbatch/core';
 import type { BatchContext } from '@microbatch/core';
+import type { JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import {
   type NamedHandler,
@@ -23,7 +24,14 @@ import {
   traceWorkerBatch,
   writeLog,
 } from '@microbatch/transport';
-import { type BrokerConnection, ensureConsumer, ensureStream, manager, openBroker } from './broker.js';
+import {
+  type BrokerConnection,
+  ensureConsumer,
+  ensureProgressStream,
+  ensureStream,
+  manager,
+  openBroker,
+} from './broker.js';
 import { type QueueNames, queueNames } from './names.js';
 import { type NatsWorkerOptions, type ResolvedWorkerOptions, resolveWorkerOptions } from './options.js';
 import { type Delivery, Puller } from './pull.js';
@@ -117,6 +125,9 @@ class Worker {
   readonly #held = new Set<Delivery>();
   readonly #state = new StateReporter();
   #connection: NatsConnection | undefined;
+  #manager: JetStreamManager | undefined;
+  /** Entries delivered again (their first worker died): a resumable stream of theirs continues from its progress. */
+  readonly #takenOver = new Set<string>();
   #puller: Puller | undefined;
   #clockOffsetMs = 0;
   #running = 0;
@@ -175,6 +186,9 @@ class Worker {
         const jsm = await manager(connection, this.#settings.commandTimeoutMs);
         await ensureStream(jsm, this.#names, undefined);
         await ensureConsumer(jsm, this.#names, this.#settings);
+        if (this.#settings.resumable !== undefined)
+          await ensureProgressStream(jsm, this.#names, this.#settings.progressTtlMs);
+        this.#manager = jsm;
         return true;
       } catch {
         await sleep(250);
@@ -323,7 +337,10 @@ class Worker {
         poisoned.push([entry, delivery]);
         continue;
       }
-      if (delivery.deliveryCount > 1) this.#stats.reclaimed += 1;
+      if (delivery.deliveryCount > 1) {
+        this.#stats.reclaimed += 1;
+        this.#takenOver.add(entry.entryId);
+      }
       entries.push(entry);
       byEntry.set(entry, delivery);
     }
@@ -332,7 +349,11 @@ class Worker {
     const { expired, refusals, batches } = planBatches(entries, now, this.#settings);
     this.#stats.expired += expired.length;
     const bySequence = new Map([...byEntry].map(([entry, delivery]) => [entry.entryId, delivery]));
-    for (const id of expired) bySequence.get(id)?.ack();
+    for (const id of expired) {
+      bySequence.get(id)?.ack();
+      this.#takenOver.delete(id);
+    }
+    for (const [entry] of refusals) this.#takenOver.delete(entry.entryId);
     if (refusals.length > 0)
       void this.#answerErrors(
         refusals.map(([entry, error]) => [entry, byEntry.get(entry) as Delivery, error] as const),
@@ -411,10 +432,29 @@ class Worker {
         this.#publish(entry.reply, JSON.stringify(replyFields(entry.itemId, ReplyKind.START, 'null', batchOf(index)))),
       );
       let sent = true;
+      const resumable = target.streaming ? this.#settings.resumable : undefined;
+      // A resumable stream's token ids sent so far (by this worker, or one that died): each chunk says where it starts.
+      const progress = resumable === undefined ? undefined : await this.#resume(resumable, entries, inputs);
       const send = (index: number, kind: ReplyKind, data: string): void => {
         const entry = entries[index] as RequestEntry;
         if (kind === ReplyKind.ERROR) failed += 1;
-        const fields = replyFields(entry.itemId, kind, data, batchOf(index, performance.now() - started));
+        const batch = batchOf(index, performance.now() - started);
+        const tokens =
+          progress === undefined || kind !== ReplyKind.CHUNK ? undefined : resumable?.tokensOf(JSON.parse(data));
+        if (progress === undefined || tokens === undefined) {
+          sent = this.#publish(entry.reply, JSON.stringify(replyFields(entry.itemId, kind, data, batch))) && sent;
+          return;
+        }
+        const sentBefore = progress[index] as number[];
+        progress[index] = [...sentBefore, ...tokens];
+        // The progress first, on the same connection: NATS stores it before the chunk can reach the replica, so a
+        // worker taking over never starts before what the caller has (one that dies between the two resends the
+        // chunk's tokens, which the replica drops as sent already).
+        sent = this.#publish(this.#names.progress(entry.entryId), JSON.stringify(progress[index])) && sent;
+        const fields = replyFields(entry.itemId, kind, data, batch, {
+          offset: sentBefore.length,
+          count: tokens.length,
+        });
         sent = this.#publish(entry.reply, JSON.stringify(fields)) && sent;
       };
       started = performance.now();
@@ -436,12 +476,14 @@ class Worker {
         else delivery.nak(this.#settings.retryDelayMs);
       }
       if (!flushed) this.#stats.retried += deliveries.length;
+      if (flushed && progress !== undefined) this.#forget(entries);
       // A batch that failed as a whole says nothing of how long batches take (core's predictor skips them too).
       if (failure === undefined && flushed) this.#model.add(entries.length, performance.now() - slotStarted);
       // Sends the acknowledgements now rather than with the next write (not awaited: the slot is free already).
       void this.#flush();
     } finally {
       for (const delivery of deliveries) this.#held.delete(delivery);
+      for (const entry of entries) this.#takenOver.delete(entry.entryId);
       this.#running -= 1;
       if (this.#runningBatches.delete(sequence)) this.#announce();
       const executionMs = performance.now() - started;
@@ -459,6 +501,55 @@ class Worker {
       this.#slotFreed = undefined;
       wake?.();
     }
+  }
+
+  /**
+   * Gives each input of a resumable stream the tokens already sent (`withTokens`; `[]` for a fresh one, read from
+   * the progress stream for one taken over) and returns them.
+   */
+  async #resume(
+    resumable: NonNullable<ResolvedWorkerOptions['resumable']>,
+    entries: readonly RequestEntry[],
+    inputs: unknown[],
+  ): Promise<number[][]> {
+    const sent: number[][] = entries.map(() => []);
+    const takenOver = entries.flatMap((entry, index) => (this.#takenOver.delete(entry.entryId) ? [index] : []));
+    if (takenOver.length > 0) {
+      await Promise.all(
+        takenOver.map(async (index) => {
+          const subject = this.#names.progress((entries[index] as RequestEntry).entryId);
+          // Unreadable progress reads as none: the stream starts over, and its replica drops what it already had.
+          const stored = await this.#manager?.streams
+            .getMessage(this.#names.progressStream, { last_by_subj: subject })
+            .catch(() => null);
+          try {
+            const tokens: unknown = stored === null || stored === undefined ? [] : JSON.parse(stored.string());
+            if (Array.isArray(tokens) && tokens.every(Number.isSafeInteger)) sent[index] = tokens as number[];
+          } catch {
+            // as none
+          }
+        }),
+      );
+      this.#log(
+        'warn',
+        `[worker ${this.workerId}] resuming ${takenOver.length} stream(s) after ` +
+          `${takenOver.map((index) => (sent[index] as number[]).length).join(', ')} token(s) sent`,
+        { streams: takenOver.length },
+        'resuming streams',
+      );
+    }
+    entries.forEach((_, index) => {
+      inputs[index] = resumable.withTokens(inputs[index], sent[index] as number[]);
+    });
+    return sent;
+  }
+
+  /** Deletes the progress of answered streams (a dead worker's ages out with the stream's `max_age`). */
+  #forget(entries: readonly RequestEntry[]): void {
+    for (const entry of entries)
+      this.#manager?.streams
+        .purge(this.#names.progressStream, { filter: this.#names.progress(entry.entryId) })
+        .catch(() => undefined);
   }
 
   async #flush(): Promise<boolean> {

@@ -13,8 +13,10 @@ import {
 import {
   type HandlerSettings,
   type StatusListener,
+  type StreamResume,
   type WorkerHandlerOptions,
   type WorkerLog,
+  checkResumable,
   checkWorkerHandlers,
 } from '@microbatch/transport';
 
@@ -136,6 +138,19 @@ export interface NatsWorkerOptions<I = unknown, O = unknown, C = unknown>
    */
   readonly heartbeatMs?: number;
   /**
+   * Lets a stream survive its worker: each chunk's token ids (`tokensOf`) go to the queue's progress stream before
+   * the chunk goes to its replica, and a worker taking the entry over (its first worker died) runs it with the
+   * tokens already sent (`withTokens`), so the caller's stream goes on with no token twice. Without it, such a
+   * stream fails with 503. `textGenerationResume` from `@microbatch/inference` for continuous decoding.
+   */
+  readonly resumable?: StreamResume<I, C>;
+  /**
+   * How long an entry's stream progress is kept when its worker died and nobody finished it (a finished one's is
+   * deleted at once).
+   * @default 600000
+   */
+  readonly progressTtlMs?: number;
+  /**
    * Traces each batch (`otelTracer()` from `@microbatch/core/otel`: a `microbatch.batch HANDLER` span linked to the
    * context each entry carried from its replica, the child of it for a batch of one); the handler runs in it.
    */
@@ -161,6 +176,7 @@ export const WORKER_DEFAULTS = {
   maxDeliveries: 3,
   retryDelayMs: 1_000,
   heartbeatMs: 1_000,
+  progressTtlMs: 600_000,
 } as const;
 
 const NAME = /^[A-Za-z0-9_-]+$/;
@@ -213,6 +229,8 @@ export interface ResolvedWorkerOptions extends HandlerSettings {
   readonly maxDeliveries: number;
   readonly retryDelayMs: number;
   readonly heartbeatMs: number;
+  readonly progressTtlMs: number;
+  readonly resumable: StreamResume<unknown, unknown> | undefined;
   readonly workerId: string | undefined;
   readonly log: WorkerLog;
   readonly onStatus: StatusListener | undefined;
@@ -235,16 +253,14 @@ export function resolveWorkerOptions<I, O, C>(options: NatsWorkerOptions<I, O, C
   if (resolved.workerId !== undefined && !NAME.test(resolved.workerId))
     fail('workerId', 'a name of letters, digits, `-` and `_`', resolved.workerId);
   if (resolved.tracer !== undefined) checkTracer(resolved.tracer);
-  // Redis's worker option; refused by name rather than ignored (a NATS worker keeps no stream progress yet).
-  if ((options as { readonly resumable?: unknown }).resumable !== undefined)
-    throw new TypeError(
-      '`resumable` is not supported by `createNatsWorker` (a NATS queue keeps no stream progress): leave it unset',
-    );
+  checkNumber('progressTtlMs', resolved.progressTtlMs, 0, MAX_FINITE, true);
+  checkResumable(resolved.resumable);
   return {
     ...resolved,
     ...checkWorkerHandlers(resolved),
     workerId: resolved.workerId,
     onStatus: resolved.onStatus,
     tracer: resolved.tracer,
+    resumable: resolved.resumable,
   };
 }

@@ -38,8 +38,8 @@ describe('option checks (once, at creation, with what was given)', () => {
       'Expected `tracer.extract` to be a function when given',
     ],
     [
-      { url, queue: 'q', handlers, resumable: { withTokens: () => undefined, tokensOf: () => undefined } },
-      '`resumable` is not supported by `createNatsWorker`',
+      { url, queue: 'q', handlers, resumable: { withTokens: () => undefined } },
+      'Expected `resumable` to be an object with `withTokens` and `tokensOf` functions',
     ],
   ])('createNatsWorker(%j) throws a TypeError', (options, message) => {
     expect(() => createNatsWorker(options as never)).toThrow(message);

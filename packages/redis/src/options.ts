@@ -1,7 +1,7 @@
 import { DEFAULTS } from '@microbatch/core';
 import type { BatchHandler, BatchTracer, StreamingBatchHandler } from '@microbatch/core';
-import type { StatusListener, WorkerLogger } from '@microbatch/transport';
-import { checkWorkerHandlers } from '@microbatch/transport';
+import type { StatusListener, StreamResume, WorkerLogger } from '@microbatch/transport';
+import { checkResumable, checkWorkerHandlers } from '@microbatch/transport';
 import {
   MAX_FINITE,
   checkInteger,
@@ -166,25 +166,7 @@ export interface RedisWorkerOptions<I = unknown, O = unknown, C = unknown> exten
   readonly tracer?: BatchTracer;
 }
 
-/**
- * How a streaming handler's items resume on another worker (see `RedisWorkerOptions.resumable`).
- *
- * @example
- * ```ts
- * const resumable: StreamResume<TextGenerationInput, TextGenerationChunk> = {
- *   withTokens: (input, tokens) => ({ ...input, resume_tokens: tokens }),
- *   tokensOf: (chunk) => chunk.tokens,
- * };
- * ```
- */
-export interface StreamResume<I, C> {
-  /** The input that continues after `tokens` (every item of a streaming handler gets it; `[]` when fresh). */
-  withTokens(input: I, tokens: readonly number[]): I;
-  /** The token ids a chunk carries; `undefined` for a chunk that carries none. */
-  tokensOf(chunk: C): readonly number[] | undefined;
-}
-
-export type { WorkerLogger };
+export type { StreamResume, WorkerLogger };
 
 export const QUEUE_DEFAULTS = {
   prefix: 'microbatch',
@@ -276,12 +258,7 @@ export function resolveWorkerOptions<I, O, C>(options: RedisWorkerOptions<I, O, 
   checkInteger('maxDeliveries', resolved.maxDeliveries, 1);
   checkNumber('heartbeatMs', resolved.heartbeatMs, 0, MAX_FINITE, true);
   checkNumber('replyTtlMs', resolved.replyTtlMs, 0, MAX_FINITE, true);
-  const { resumable } = resolved;
-  if (
-    resumable !== undefined &&
-    (!isObjectLike(resumable) || typeof resumable.withTokens !== 'function' || typeof resumable.tokensOf !== 'function')
-  )
-    fail('resumable', 'an object with `withTokens` and `tokensOf` functions', resumable);
+  checkResumable(resolved.resumable);
   if (resolved.tracer !== undefined) checkTracer(resolved.tracer);
   return { ...resolved, ...checkWorkerHandlers(resolved) } as unknown as ResolvedWorkerOptions;
 }

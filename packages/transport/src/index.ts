@@ -26,5 +26,5 @@ export {
 export type { ReplyEntry, RequestEntry, WireBatch, WireError } from './wire.js';
 export { executeBatch, planBatches } from './worker-batch.js';
 export type { HandlerSettings, NamedHandler, PlannedBatch, ReplySink } from './worker-batch.js';
-export { checkWorkerHandlers, logBatch, plural, round1, sleep, writeLog } from './worker-kit.js';
-export type { BatchReport, WorkerHandlerOptions, WorkerLog, WorkerLogger } from './worker-kit.js';
+export { checkResumable, checkWorkerHandlers, logBatch, plural, round1, sleep, writeLog } from './worker-kit.js';
+export type { BatchReport, StreamResume, WorkerHandlerOptions, WorkerLog, WorkerLogger } from './worker-kit.js';

@@ -145,3 +145,33 @@ export function plural(count: number): string {
 export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
+
+/**
+ * How a streaming handler's items resume on another worker (a worker's `resumable` option, Redis and NATS): each
+ * chunk's token ids are stored as it is sent, and a worker taking the item over runs it with those tokens.
+ *
+ * @example
+ * ```ts
+ * const resumable: StreamResume<TextGenerationInput, TextGenerationChunk> = {
+ *   withTokens: (input, tokens) => ({ ...input, resume_tokens: tokens }),
+ *   tokensOf: (chunk) => chunk.tokens,
+ * };
+ * ```
+ */
+export interface StreamResume<I, C> {
+  /** The input that continues after `tokens` (every item of a streaming handler gets it; `[]` when fresh). */
+  withTokens(input: I, tokens: readonly number[]): I;
+  /** The token ids a chunk carries; `undefined` for a chunk that carries none. */
+  tokensOf(chunk: C): readonly number[] | undefined;
+}
+
+/** Throws the `TypeError` for a `resumable` option that is not a {@link StreamResume}. */
+export function checkResumable(resumable: unknown): void {
+  if (
+    resumable !== undefined &&
+    (!isObjectLike(resumable) ||
+      typeof (resumable as Partial<StreamResume<unknown, unknown>>).withTokens !== 'function' ||
+      typeof (resumable as Partial<StreamResume<unknown, unknown>>).tokensOf !== 'function')
+  )
+    fail('resumable', 'an object with `withTokens` and `tokensOf` functions', resumable);
+}
