@@ -1,13 +1,14 @@
 // `microbatch serve --queue ... --max-latency-ms`: a web replica refuses at once (OVERLOADED, 503 + Retry-After)
-// what it predicts would be answered too late, instead of queueing it in Redis. Against a real redis-server, with a
-// worker whose batches wait for the test to release them.
+// what it predicts would be answered too late, instead of queueing it. Against a real redis-server and a real
+// nats-server -js (the queue and worker the CLI opens for the URL's scheme), with a worker whose batches wait for the
+// test to release them.
+import type { FleetLoad } from '@microbatch/core';
 import type { TextGenerationInput, TextGenerationOutput } from '@microbatch/inference';
-import { createRedisQueue, createRedisWorker } from '@microbatch/redis';
-import type { RedisQueue, RedisWorker } from '@microbatch/redis';
 import { TEXT_COMPLETION_HANDLERS, createQueuedTextCompletionService } from '@microbatch/serving';
 import type { TextCompletionService } from '@microbatch/serving';
-import { type TestRedis, pollUntil, startRedisServer, waitFor } from '@microbatch/test-kit';
+import { pollUntil, startNatsServer, startRedisServer, waitFor } from '@microbatch/test-kit';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { openQueue, startQueueWorker } from '../src/queue-transport.js';
 
 const usage = { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 };
 /** How long the test holds each warm-up batch: the worker's fit learns at least this per batch. */
@@ -15,45 +16,51 @@ const HOLD_MS = 40;
 const MAX_LATENCY_MS = 100;
 const FLOOD = 10;
 
-let redis: TestRedis;
+const brokers = [
+  { name: 'Redis', start: startRedisServer },
+  { name: 'NATS', start: startNatsServer },
+] as const;
+const fail = (message: string): never => {
+  throw new Error(message);
+};
+let url: string;
 const opened: Array<{ close(): Promise<void> }> = [];
 
-beforeAll(async () => {
-  redis = await startRedisServer();
-});
-afterAll(() => redis.stop());
 afterEach(async () => {
   for (const resource of opened.splice(0).reverse()) await resource.close();
 });
 
 /** One worker thread's worth of model: one request a batch, each held until the test releases it. */
-async function heldWorker(queue: string): Promise<{ worker: RedisWorker; gates: Array<() => void> }> {
+async function heldWorker(queue: string): Promise<{ gates: Array<() => void> }> {
   const gates: Array<() => void> = [];
-  const worker = createRedisWorker<TextGenerationInput, TextGenerationOutput>({
-    url: redis.url,
+  const worker = await startQueueWorker<TextGenerationInput, TextGenerationOutput, never>(
+    url,
     queue,
-    log: false,
-    heartbeatMs: 100,
-    maxBatchSize: 1,
-    concurrency: 1,
-    handlers: {
-      [TEXT_COMPLETION_HANDLERS.generate]: async (inputs) => {
-        await new Promise<void>((resolve) => gates.push(resolve));
-        return inputs.map(() => ({ text: 'done', finish_reason: 'length', usage }));
+    {
+      log: false,
+      heartbeatMs: 100,
+      maxBatchSize: 1,
+      concurrency: 1,
+      handlers: {
+        [TEXT_COMPLETION_HANDLERS.generate]: async (inputs) => {
+          await new Promise<void>((resolve) => gates.push(resolve));
+          return inputs.map(() => ({ text: 'done', finish_reason: 'length', usage }));
+        },
       },
     },
-  });
+    fail,
+  );
   opened.push(worker);
   await worker.ready;
-  return { worker, gates };
+  return { gates };
 }
 
 async function replica(
   queue: string,
   maxLatencyMs?: number,
-): Promise<TextCompletionService & { readonly queue: RedisQueue }> {
-  const redisQueue = createRedisQueue({ url: redis.url, queue });
-  const service = createQueuedTextCompletionService(redisQueue, {
+): Promise<TextCompletionService & { readonly queue: { load(): FleetLoad } }> {
+  const sharedQueue = await openQueue(url, queue, {}, fail);
+  const service = createQueuedTextCompletionService(sharedQueue, {
     id: queue,
     maxLatencyMs,
   });
@@ -65,7 +72,7 @@ async function replica(
     10_000,
   );
   expect(ok).toBe(true);
-  return Object.assign(service, { queue: redisQueue });
+  return Object.assign(service, { queue: sharedQueue });
 }
 
 /** Five requests, one at a time, each held {@link HOLD_MS}: what the replica's estimate learns from. */
@@ -95,7 +102,15 @@ function flood(service: TextCompletionService) {
   return { calls, refused, retryAfter };
 }
 
-describe('a web replica with maxLatencyMs (--max-latency-ms)', () => {
+describe.each(brokers)('a web replica with maxLatencyMs (--max-latency-ms) on $name', (broker) => {
+  let stop: () => Promise<void>;
+  beforeAll(async () => {
+    const started = await broker.start();
+    url = started.url;
+    stop = () => started.stop();
+  });
+  afterAll(() => stop());
+
   it('refuses at once what it predicts late, and answers everything it admitted', async () => {
     const { gates } = await heldWorker('latency');
     const service = await replica('latency', MAX_LATENCY_MS);
