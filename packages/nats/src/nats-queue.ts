@@ -26,7 +26,7 @@ import {
   traceItem,
   unavailable,
 } from '@microbatch/transport';
-import { type BrokerConnection, ensureStream, manager, openBroker } from './broker.js';
+import { type BrokerConnection, ensureStream, isNotFound, manager, openBroker } from './broker.js';
 import { type QueueNames, queueNames } from './names.js';
 import { type NatsQueueOptions, type ResolvedQueueOptions, resolveQueueOptions } from './options.js';
 import { type ReplicaAnnouncement, ReplicaLoads, WorkerRoster } from './worker-roster.js';
@@ -132,6 +132,7 @@ class ReplicaCore implements QueueBackend {
   #client: JetStreamClient | undefined;
   #manager: JetStreamManager | undefined;
   #up = false;
+  #sampling = false;
   #stopped = false;
   #snapshot: QueueSnapshot = EMPTY_SNAPSHOT;
   readonly #probeTimer: NodeJS.Timeout;
@@ -289,11 +290,18 @@ class ReplicaCore implements QueueBackend {
         clockOffsetMs: 0,
       });
     };
-    void this.#manager?.consumers
-      .info(this.#names.stream, this.#names.consumer)
-      .then((info) => sampled(info.num_pending, info.num_ack_pending))
-      // No worker ever created the consumer yet: nothing waits or runs.
-      .catch(() => sampled(0, 0));
+    // One sample in flight at most: a slow server gets no pile of requests.
+    if (this.#manager !== undefined && !this.#sampling) {
+      this.#sampling = true;
+      void this.#manager.consumers
+        .info(this.#names.stream, this.#names.consumer)
+        .then((info) => sampled(info.num_pending, info.num_ack_pending))
+        // No worker ever created the consumer yet: nothing waits or runs. Any other failure keeps the last sample.
+        .catch((error: unknown) => {
+          if (isNotFound(error)) sampled(0, 0);
+        })
+        .finally(() => (this.#sampling = false));
+    }
     if (!this.#workersState.set(alive > 0)) return;
     const queue = this.#settings.queue;
     if (alive > 0) {
