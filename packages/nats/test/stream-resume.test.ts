@@ -30,7 +30,7 @@ async function until(what: string, check: () => boolean | Promise<boolean>): Pro
   if (!ok) throw new Error(`Gave up waiting for ${what}`);
 }
 
-async function startModelWorker(): Promise<ChildHandle> {
+async function startModelWorker(queue = QUEUE): Promise<ChildHandle> {
   const script = fileURLToPath(new URL('../../redis/test/fixtures/model-worker.ts', import.meta.url));
   const child = startProcess({
     args: ['--import', 'tsx', script],
@@ -39,7 +39,7 @@ async function startModelWorker(): Promise<ChildHandle> {
       ...process.env,
       TRANSPORT: 'nats',
       NATS_URL: nats.url,
-      QUEUE,
+      QUEUE: queue,
       MODEL,
       STEP_DELAY_MS: '20',
       CLAIM_IDLE_MS: '300',
@@ -110,6 +110,41 @@ describe('a stream whose worker dies (NATS, the bundled model)', () => {
     } finally {
       await connection.close();
     }
+    await replica.close();
+  }, 180_000);
+
+  it('fails a stream that cannot resume within its deadline (no other worker): 504 after what was sent', async () => {
+    const queue = 'resume-deadline';
+    const lone = await startModelWorker(queue);
+    const replica: NatsQueue = createNatsQueue({ url: nats.url, queue, heartbeatTtlMs: 60_000 });
+    await replica.ready;
+    await until('the worker alive', async () => (await replica.workersAlive()) === 1);
+    const streamer = replica.streamingBatcher<TextGenerationInput, TextGenerationChunk>('stream');
+    const input: TextGenerationInput = { prompt: 'Once upon a time', max_new_tokens: 48, temperature: 0 };
+    // The deadline is three whole uninterrupted runs, as long as this machine takes now: the first chunks always
+    // come within it, and after the kill nobody is left to resume the stream.
+    const started = performance.now();
+    let whole = 0;
+    for await (const _chunk of streamer.stream(input)) whole += 1;
+    const timeoutMs = Math.max(3_000, 3 * (performance.now() - started));
+    const chunks: TextGenerationChunk[] = [];
+    let failure: unknown;
+    try {
+      for await (const chunk of streamer.stream(input, { timeoutMs })) {
+        chunks.push(chunk);
+        if (chunks.length === 6) {
+          lone.child.kill('SIGKILL');
+          await lone.exited;
+        }
+      }
+    } catch (error) {
+      failure = error;
+    }
+    // Chunks the worker sent before the kill landed may still arrive; the stream never completes.
+    expect(chunks.length).toBeGreaterThanOrEqual(6);
+    expect(chunks.length).toBeLessThan(whole);
+    expect(chunks.at(-1)?.finish_reason ?? null).toBeNull();
+    expect(failure).toMatchObject({ code: 'DEADLINE_EXCEEDED' });
     await replica.close();
   }, 180_000);
 });
