@@ -447,9 +447,10 @@ class Worker {
         }
         const sentBefore = progress[index] as number[];
         progress[index] = [...sentBefore, ...tokens];
-        // The progress first, on the same connection: NATS stores it before the chunk can reach the replica, so a
-        // worker taking over never starts before what the caller has (one that dies between the two resends the
-        // chunk's tokens, which the replica drops as sent already).
+        // The progress first, on the same connection (NATS handles one connection's messages in order): what is
+        // stored is never behind what the caller has, so a worker taking over never sends a token twice. One that
+        // dies between the two leaves progress a chunk ahead: the next chunk leaves a gap, and the replica fails the
+        // stream with 503 rather than skip text (as Redis's one-script `CHUNK` never needs to).
         sent = this.#publish(this.#names.progress(entry.entryId), JSON.stringify(progress[index])) && sent;
         const fields = replyFields(entry.itemId, kind, data, batch, {
           offset: sentBefore.length,
