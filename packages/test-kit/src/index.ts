@@ -12,3 +12,7 @@ export { pollUntil, waitFor } from './wait-for.js';
 export { samplesOf } from './metrics-text.js';
 export { startRedisServer } from './redis-server.js';
 export type { TestRedis } from './redis-server.js';
+export { DataType, encodeModel, encodeModelParts, writeModel } from './onnx-writer.js';
+export type { Initializer, ModelSpec, NodeSpec, ValueInfo } from './onnx-writer.js';
+export { llamaConfig, llamaParameters, llamaSignature, writeLlamaModel } from './llama-decoder.js';
+export type { LlamaShape, WrittenLlama } from './llama-decoder.js';
