@@ -29,13 +29,13 @@ async function generate(dir: string): Promise<{ text: string; tokens: number; lo
   try {
     await pool.ready;
     const loadMs = performance.now() - started;
-    const signal = new AbortController().signal;
     const input = { prompt: PROMPT, max_new_tokens: 16, temperature: 0 };
-    const [first, second] = await Promise.all([pool.handler([input], { signal }), pool.handler([input], { signal })]);
+    const [first, second] = await Promise.all([pool.run([input]), pool.run([input])]);
     const a = first?.[0];
     const b = second?.[0];
     if (a instanceof Error || b instanceof Error || a === undefined || b === undefined) {
-      throw new Error(`generation failed: ${String(a instanceof Error ? a.message : b instanceof Error ? b.message : a)}`);
+      const failure = [a, b].find((result) => result instanceof Error);
+      throw new Error(`generation failed: ${failure instanceof Error ? failure.message : 'no result'}`);
     }
     if (a.text !== b.text) throw new Error(`greedy generation differed: ${JSON.stringify([a.text, b.text])}`);
     return { text: a.text, tokens: a.usage.completion_tokens, loadMs };

@@ -6,7 +6,7 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createWorkerPool } from '@microbatch/inference';
-import type { TextGenerationInput, TextGenerationOutput } from '@microbatch/inference';
+import type { TextGenerationInput } from '@microbatch/inference';
 import { llamaParameters, writeLlamaModel } from '@microbatch/test-kit';
 import type { LlamaShape } from '@microbatch/test-kit';
 import { InferenceSession } from 'onnxruntime-node';
@@ -27,7 +27,11 @@ const SHAPE: LlamaShape = {
 };
 const INPUTS: TextGenerationInput[] = [
   { prompt: 'Once upon a time', max_new_tokens: 12, temperature: 0 },
-  { prompt: 'Lily saw a big red ball under a tree. She wanted to play with it, but', max_new_tokens: 20, temperature: 0 },
+  {
+    prompt: 'Lily saw a big red ball under a tree. She wanted to play with it, but',
+    max_new_tokens: 20,
+    temperature: 0,
+  },
   { prompt: 'Tom', max_new_tokens: 7, temperature: 0 },
 ];
 
@@ -45,7 +49,10 @@ afterAll(async () => {
   await rm(root, { recursive: true, force: true });
 });
 
-const sha256 = async (path: string) => createHash('sha256').update(await readFile(path)).digest('hex');
+const sha256 = async (path: string) =>
+  createHash('sha256')
+    .update(await readFile(path))
+    .digest('hex');
 
 describe('writeLlamaModel', () => {
   it('has the inputs and outputs (names, types, symbolic dims) of the bundled transformers.js export', async () => {
@@ -60,11 +67,12 @@ describe('writeLlamaModel', () => {
     const expected = (metadata: typeof bundled.inputMetadata) =>
       metadata.map((info) => {
         if (!info.isTensor) return info;
-        const shape = info.name.includes('.key') || info.name.includes('.value')
-          ? [info.shape[0], SHAPE.kvHeads, info.shape[2], headDim]
-          : info.name === 'logits'
-            ? [info.shape[0], info.shape[1], SHAPE.vocab]
-            : info.shape;
+        const shape =
+          info.name.includes('.key') || info.name.includes('.value')
+            ? [info.shape[0], SHAPE.kvHeads, info.shape[2], headDim]
+            : info.name === 'logits'
+              ? [info.shape[0], info.shape[1], SHAPE.vocab]
+              : info.shape;
         return { ...info, shape };
       });
     expect(written.inputMetadata).toEqual(expected(bundled.inputMetadata));
@@ -103,7 +111,7 @@ describe('writeLlamaModel', () => {
 
   it('generates the same greedy tokens with continuous and request scheduling, batched and alone', async () => {
     const texts = async (scheduling: 'continuous' | 'request', batched: boolean) => {
-      const pool = createWorkerPool<TextGenerationInput, TextGenerationOutput>({
+      const pool = createWorkerPool({
         runner: { task: 'text-generation', model: dir, scheduling },
       });
       try {

@@ -99,10 +99,22 @@ function constants(shape: LlamaShape): Initializer[] {
     int64('shape_o', [3], [0, 0, shape.hidden]),
     // rotate_half as a gather: [x2, x1] with the first half negated.
     float('inv_freq', [headDim], [...invFreq, ...invFreq]),
-    int64('rot_idx', [headDim], Array.from({ length: headDim }, (_, i) => (i + half) % headDim)),
-    float('rot_sign', [headDim], Array.from({ length: headDim }, (_, i) => (i < half ? -1 : 1))),
+    int64(
+      'rot_idx',
+      [headDim],
+      Array.from({ length: headDim }, (_, i) => (i + half) % headDim),
+    ),
+    float(
+      'rot_sign',
+      [headDim],
+      Array.from({ length: headDim }, (_, i) => (i < half ? -1 : 1)),
+    ),
     // Each KV head serves `group` query heads.
-    int64('kv_rep_idx', [shape.heads], Array.from({ length: shape.heads }, (_, i) => Math.floor(i / group))),
+    int64(
+      'kv_rep_idx',
+      [shape.heads],
+      Array.from({ length: shape.heads }, (_, i) => Math.floor(i / group)),
+    ),
   ];
 }
 
@@ -135,7 +147,12 @@ const preamble: NodeSpec[] = [
 function rmsNorm(prefix: string, input: string, weight: string): NodeSpec[] {
   return [
     { op: 'Mul', inputs: [input, input], outputs: [`${prefix}.sq`] },
-    { op: 'ReduceMean', inputs: [`${prefix}.sq`], outputs: [`${prefix}.mean`], attributes: { axes: [-1], keepdims: 1 } },
+    {
+      op: 'ReduceMean',
+      inputs: [`${prefix}.sq`],
+      outputs: [`${prefix}.mean`],
+      attributes: { axes: [-1], keepdims: 1 },
+    },
     { op: 'Add', inputs: [`${prefix}.mean`, 'eps'], outputs: [`${prefix}.var`] },
     { op: 'Sqrt', inputs: [`${prefix}.var`], outputs: [`${prefix}.std`] },
     { op: 'Div', inputs: [input, `${prefix}.std`], outputs: [`${prefix}.norm`] },
@@ -168,8 +185,18 @@ function layer(index: number, input: string): NodeSpec[] {
     ...project('v', 'wv', 'shape_kv'),
     ...rotary(`${l}.qr`, `${l}.q2`),
     ...rotary(`${l}.kr`, `${l}.k2`),
-    { op: 'Concat', inputs: [`past_key_values.${index}.key`, `${l}.kr.out`], outputs: [`present.${index}.key`], attributes: { axis: 2 } },
-    { op: 'Concat', inputs: [`past_key_values.${index}.value`, `${l}.v2`], outputs: [`present.${index}.value`], attributes: { axis: 2 } },
+    {
+      op: 'Concat',
+      inputs: [`past_key_values.${index}.key`, `${l}.kr.out`],
+      outputs: [`present.${index}.key`],
+      attributes: { axis: 2 },
+    },
+    {
+      op: 'Concat',
+      inputs: [`past_key_values.${index}.value`, `${l}.v2`],
+      outputs: [`present.${index}.value`],
+      attributes: { axis: 2 },
+    },
     { op: 'Gather', inputs: [`present.${index}.key`, 'kv_rep_idx'], outputs: [`${l}.krep`], attributes: { axis: 1 } },
     { op: 'Gather', inputs: [`present.${index}.value`, 'kv_rep_idx'], outputs: [`${l}.vrep`], attributes: { axis: 1 } },
     { op: 'Transpose', inputs: [`${l}.krep`], outputs: [`${l}.kT`], attributes: { perm: [0, 1, 3, 2] } },
