@@ -12,6 +12,7 @@
 // `--report` rewrites the BENCHMARKS.md sections from the last results without running anything.
 import { readFile, writeFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
+import { TEXT_GENERATION_DEFAULTS } from '@microbatch/inference';
 import type { TextGenerationRunnerSpec } from '@microbatch/inference';
 import { BENCH_MODEL_NAMES, benchModelDir, ensureBenchModel } from './lib/bench-models.js';
 import { TEXT_MODEL_DIR } from './lib/paths.js';
@@ -38,8 +39,8 @@ const { values: args } = parseArgs({
     scenario: { type: 'string', default: SCENARIOS.join(',') },
     model: { type: 'string' },
     rounds: { type: 'string' },
-    'max-step-tokens': { type: 'string', default: '128' },
-    'prefix-cache-mb': { type: 'string', default: '64' },
+    'max-step-tokens': { type: 'string' },
+    'prefix-cache-mb': { type: 'string' },
     'long-every-ms': { type: 'string', default: '2000' },
     'window-s': { type: 'string', default: '10' },
     report: { type: 'boolean', default: false },
@@ -89,6 +90,11 @@ async function mixedBundled(rounds: number): Promise<Record<string, unknown>> {
     requestsPerClient: 8,
     minRequests: 128,
     request: true,
+    // The loop as it was before issue 27, in the same run: a prefill call of up to 512 tokens and a decode step of
+    // every row (64) per iteration, no prefix cache.
+    asBefore: runnerHas('maxStepTokens')
+      ? runnerOptions({ maxStepTokens: 512 + MAX_BATCH, ...(runnerHas('prefixCacheMb') ? { prefixCacheMb: 0 } : {}) })
+      : undefined,
   });
   await writeFile(new URL('./results/generation.svg', import.meta.url), renderGenerationChart(mixed.chart));
   console.table(mixed.table);
@@ -144,8 +150,10 @@ async function mixedLlama(name: ModelName, rounds: number): Promise<Record<strin
 
 async function main(): Promise<void> {
   const scenarios = listOf('scenario', args.scenario, SCENARIOS);
-  const stepTokens = positive('max-step-tokens', args['max-step-tokens'], 128);
-  const cacheMb = positive('prefix-cache-mb', args['prefix-cache-mb'], 64);
+  // The runner's defaults where it has the options (a build without them refuses those variants by name).
+  const defaults = TEXT_GENERATION_DEFAULTS as Readonly<Record<string, unknown>>;
+  const stepTokens = positive('max-step-tokens', args['max-step-tokens'], Number(defaults.maxStepTokens ?? 64));
+  const cacheMb = positive('prefix-cache-mb', args['prefix-cache-mb'], Number(defaults.prefixCacheMb ?? 64));
   const previous = JSON.parse(await readFile(RESULTS, 'utf8').catch(() => '{}')) as Record<string, unknown>;
   const output: Record<string, unknown> = { ...previous };
   const sizes = { ...(previous.model_sizes as Record<string, unknown> | undefined) };
@@ -174,7 +182,9 @@ async function main(): Promise<void> {
           streams: 8,
           longEveryMs: positive('long-every-ms', args['long-every-ms'], 2000),
           longWords: 510,
-          baselineRunner: {},
+          // Without the budget: what the loop did before it, one prefill call of up to 512 tokens (the old
+          // maxPrefillTokens) and a decode step of every row (32) per iteration.
+          baselineRunner: runnerHas('maxStepTokens') ? runnerOptions({ maxStepTokens: 512 + 32 }) : {},
           budgetRunner: runnerOptions({ maxStepTokens: stepTokens }),
         });
       } else {

@@ -42,6 +42,11 @@ export interface MixedOptions {
   readonly limitBudgetMs?: number;
   /** Runner options of the continuous pool on top of the defaults. */
   readonly continuousRunner?: Partial<TextGenerationRunnerSpec>;
+  /**
+   * A second continuous pool with these runner options, run in every round after the first: the loop as it was
+   * before an option existed (e.g. no step budget, no prefix cache), so its tokens/s is compared in the same run.
+   */
+  readonly asBefore?: Partial<TextGenerationRunnerSpec>;
 }
 
 /** What {@link runMixed} returns: results by concurrency, the chart's points and the console table's rows. */
@@ -157,8 +162,21 @@ export async function runMixed(options: MixedOptions): Promise<MixedResults> {
     pools.request = createWorkerPool({ runner: { task: 'text-generation', model, scheduling: 'request' } });
   }
   const poolOf = (scheduling: Scheduling) => pools[scheduling] as Pool;
+  const before =
+    options.asBefore === undefined
+      ? undefined
+      : createWorkerPool({
+          runner: {
+            task: 'text-generation',
+            model,
+            scheduling: 'continuous',
+            maxSequences: MAX_BATCH,
+            ...options.asBefore,
+          },
+        });
   try {
-    await Promise.all(Object.values(pools).map((pool) => pool.ready));
+    await Promise.all([...Object.values(pools), ...(before === undefined ? [] : [before])].map((pool) => pool.ready));
+    if (before !== undefined) await closedLoop(before, 'continuous', 8, mixedWorkload(16, 99));
     const limiter = await decodeLimiter(model, options.limitBudgetMs);
     const warm = mixedWorkload(16, 99);
     for (const scheduling of schedulings) await closedLoop(poolOf(scheduling), scheduling, 8, warm);
@@ -168,6 +186,7 @@ export async function runMixed(options: MixedOptions): Promise<MixedResults> {
     for (const concurrency of options.concurrencies) {
       const workload = mixedWorkload(Math.max(options.minRequests, concurrency * options.requestsPerClient));
       const runs: Record<Scheduling, RunResult[]> = { continuous: [], request: [] };
+      const beforeRuns: RunResult[] = [];
       const limits: DecodeLimit[] = [];
       const batch = Math.min(concurrency, MAX_BATCH);
       let meanContext = 0;
@@ -180,6 +199,10 @@ export async function runMixed(options: MixedOptions): Promise<MixedResults> {
         for (const scheduling of schedulings) {
           process.stdout.write(`\rc=${concurrency} round ${trial + 1}/${options.rounds} ${scheduling}      `);
           runs[scheduling].push(await closedLoop(poolOf(scheduling), scheduling, concurrency, workload));
+        }
+        if (before !== undefined) {
+          process.stdout.write(`\rc=${concurrency} round ${trial + 1}/${options.rounds} as before      `);
+          beforeRuns.push(await closedLoop(before, 'continuous', concurrency, workload));
         }
         // The workload's mean context: the past a decode step attends to, averaged over every decoded row.
         const samples = runs.continuous.flatMap((run) => run.samples);
@@ -279,16 +302,26 @@ export async function runMixed(options: MixedOptions): Promise<MixedResults> {
         ttftContinuous: ttft(continuous),
         ttftRequest: ttft(request),
       });
+      const asBefore = before === undefined ? undefined : summarize(beforeRuns);
       results[`c${concurrency}`] = {
         concurrency,
         requests: workload.length,
         continuous,
         request,
+        ...(asBefore === undefined
+          ? {}
+          : {
+              continuous_as_before: { runner: options.asBefore, ...asBefore },
+              tokens_per_s_continuous_over_as_before: round(tps(continuous) / tps(asBefore), 2),
+            }),
         decode_limit: limit,
         ratios,
       };
       table[`c=${concurrency}`] = {
         'continuous tok/s': tps(continuous),
+        ...(asBefore === undefined
+          ? {}
+          : { 'as before tok/s': tps(asBefore), 'cont/before': round(tps(continuous) / tps(asBefore), 2) }),
         'request tok/s': tps(request),
         'limit tok/s': limit.tokens_per_s,
         'cont/req': ratios.tokens_per_s_continuous_over_request,
@@ -308,6 +341,6 @@ export async function runMixed(options: MixedOptions): Promise<MixedResults> {
     process.stdout.write('\n');
     return { results, chart, table };
   } finally {
-    await Promise.all(Object.values(pools).map((pool) => pool.close()));
+    await Promise.all([...Object.values(pools), ...(before === undefined ? [] : [before])].map((pool) => pool.close()));
   }
 }

@@ -123,6 +123,13 @@ export function renderSizesSection(data: Results): string {
     }
     lines.push('');
   }
+  const now = (c: string) => at(data.results, c, 'tokens_per_s_continuous_over_as_before') as number | undefined;
+  if (data.results !== undefined) {
+    const runner = JSON.stringify(at(data.results, 'c64', 'continuous_as_before', 'runner') ?? null);
+    targets.push(
+      `| bundled model, mixed workload: tokens/s with the defaults not lower than as before (≥ 0.95x, run-to-run noise; \`${runner}\`), same run | c=32: ${show(now('c32'), 'x')}, c=64: ${show(now('c64'), 'x')} | ${verdict(Number.isFinite(now('c64')) ? (now('c64') as number) >= 0.95 && (now('c32') as number) >= 0.95 : undefined)} |`,
+    );
+  }
   if (targets.length > 0) lines.push('| target (issue 27) | result | |', '| --- | --- | --- |', ...targets);
   return lines.join('\n').trimEnd();
 }
