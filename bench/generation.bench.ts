@@ -151,9 +151,14 @@ async function mixedLlama(name: ModelName, rounds: number): Promise<Record<strin
 async function main(): Promise<void> {
   const scenarios = listOf('scenario', args.scenario, SCENARIOS);
   // The runner's defaults where it has the options (a build without them refuses those variants by name).
-  const defaults = TEXT_GENERATION_DEFAULTS as Readonly<Record<string, unknown>>;
-  const stepTokens = positive('max-step-tokens', args['max-step-tokens'], Number(defaults.maxStepTokens ?? 64));
-  const cacheMb = positive('prefix-cache-mb', args['prefix-cache-mb'], Number(defaults.prefixCacheMb ?? 64));
+  const numberDefault = (key: string, fallback: number) => {
+    const value = (TEXT_GENERATION_DEFAULTS as Readonly<Record<string, unknown>>)[key];
+    return typeof value === 'number' ? value : fallback;
+  };
+  const stepTokens = (args['max-step-tokens'] ?? String(numberDefault('maxStepTokens', 64)))
+    .split(',')
+    .map((value) => positive('max-step-tokens', value, 0));
+  const cacheMb = positive('prefix-cache-mb', args['prefix-cache-mb'], numberDefault('prefixCacheMb', 64));
   const previous = JSON.parse(await readFile(RESULTS, 'utf8').catch(() => '{}')) as Record<string, unknown>;
   const output: Record<string, unknown> = { ...previous };
   const sizes = { ...(previous.model_sizes as Record<string, unknown> | undefined) };
@@ -185,7 +190,7 @@ async function main(): Promise<void> {
           // Without the budget: what the loop did before it, one prefill call of up to 512 tokens (the old
           // maxPrefillTokens) and a decode step of every row (32) per iteration.
           baselineRunner: runnerHas('maxStepTokens') ? runnerOptions({ maxStepTokens: 512 + 32 }) : {},
-          budgetRunner: runnerOptions({ maxStepTokens: stepTokens }),
+          budgetRunners: stepTokens.map((maxStepTokens) => runnerOptions({ maxStepTokens })),
         });
       } else {
         result = await runPrefix({

@@ -3,7 +3,8 @@
 // the long prompts' own time to first token, in three variants run in interleaved rounds:
 //   - `no-long`: the streams alone (the baseline gap),
 //   - `long`: long prompts arriving, the runner without a per-step token budget,
-//   - `long-budget`: the same arrivals with `maxStepTokens` (`--max-step-tokens`) set.
+//   - `long-budget`: the same arrivals with `maxStepTokens` (`--max-step-tokens`) set; more budgets (a comma list)
+//     run as `long-budget-2`, `long-budget-3`, ... so a default can be chosen from one run.
 // A variant whose runner refuses its options (a build without them) is reported as refused, with the reason.
 import type { TextGenerationRunnerSpec } from '@microbatch/inference';
 import { waitForQuiet } from '../lib/machine.js';
@@ -24,12 +25,17 @@ export interface LongPromptOptions {
   readonly longWords: number;
   /** Runner options of the pool without the budget (both no-long and long run on it). */
   readonly baselineRunner: Partial<TextGenerationRunnerSpec>;
-  /** Runner options of the pool with the budget. */
-  readonly budgetRunner: Partial<TextGenerationRunnerSpec>;
+  /** Runner options of the pools with a budget (the first one is `long-budget`). */
+  readonly budgetRunners: readonly Partial<TextGenerationRunnerSpec>[];
 }
 
-const VARIANTS = ['no-long', 'long', 'long-budget'] as const;
-type Variant = (typeof VARIANTS)[number];
+/** One measured configuration: a pool, and whether long prompts arrive. */
+interface Variant {
+  readonly name: string;
+  readonly runner: Partial<TextGenerationRunnerSpec>;
+  readonly long: boolean;
+  readonly entry: { pool: Pool; streamer: Streamer } | { refused: string };
+}
 
 interface RunFigures {
   readonly gapP50Ms: number;
@@ -92,36 +98,37 @@ async function run(streamer: Streamer, options: LongPromptOptions, long: boolean
 export async function runLongPrompts(options: LongPromptOptions): Promise<Record<string, unknown>> {
   const baseline = await variantPool(options.model, options.baselineRunner);
   if ('refused' in baseline) throw new Error(`the baseline pool failed to start: ${baseline.refused}`);
-  const budget = await variantPool(options.model, options.budgetRunner);
-  const pools: Partial<Record<Variant, { pool: Pool; streamer: Streamer }>> = {
-    'no-long': baseline,
-    long: baseline,
-    ...('refused' in budget ? {} : { 'long-budget': budget }),
-  };
-  const runs: Record<Variant, RunFigures[]> = { 'no-long': [], long: [], 'long-budget': [] };
+  const variants: Variant[] = [
+    { name: 'no-long', runner: options.baselineRunner, long: false, entry: baseline },
+    { name: 'long', runner: options.baselineRunner, long: true, entry: baseline },
+  ];
+  for (const [index, runner] of options.budgetRunners.entries()) {
+    const name = index === 0 ? 'long-budget' : `long-budget-${index + 1}`;
+    variants.push({ name, runner, long: true, entry: await variantPool(options.model, runner) });
+  }
+  const pools = new Set(variants.flatMap((variant) => ('refused' in variant.entry ? [] : [variant.entry])));
+  const runs = new Map<string, RunFigures[]>(variants.map((variant) => [variant.name, []]));
   try {
     // Warm-up: every shape once on each pool (a long prompt and the streams).
-    for (const entry of new Set(Object.values(pools))) {
+    for (const entry of pools) {
       await run(entry.streamer, { ...options, windowMs: 2000, longEveryMs: 1000 }, true, 999);
     }
     for (let round = 0; round < options.rounds; round += 1) {
       await waitForQuiet(10_000);
-      for (const variant of VARIANTS) {
-        const entry = pools[variant];
-        if (entry === undefined) continue;
-        process.stdout.write(`\rlong-prompts round ${round + 1}/${options.rounds} ${variant}        `);
-        runs[variant].push(await run(entry.streamer, options, variant !== 'no-long', round));
+      for (const variant of variants) {
+        if ('refused' in variant.entry) continue;
+        process.stdout.write(`\rlong-prompts round ${round + 1}/${options.rounds} ${variant.name}        `);
+        runs.get(variant.name)?.push(await run(variant.entry.streamer, options, variant.long, round));
       }
     }
     process.stdout.write('\n');
   } finally {
-    for (const entry of new Set(Object.values(pools))) {
+    for (const entry of pools) {
       await entry.streamer.close();
       await entry.pool.close();
     }
   }
   const summary = (figures: RunFigures[]) => {
-    if (figures.length === 0) return undefined;
     const ttfts = figures.flatMap((run) => run.longTtfts);
     const promptTokens = figures.flatMap((run) => run.longPromptTokens);
     return {
@@ -139,21 +146,22 @@ export async function runLongPrompts(options: LongPromptOptions): Promise<Record
           }),
     };
   };
-  const results = {
-    'no-long': summary(runs['no-long']),
-    long: summary(runs.long),
-    'long-budget': 'refused' in budget ? { refused: budget.refused } : summary(runs['long-budget']),
-  };
-  const p99 = (variant: Variant) => (results[variant] as { gap_p99_ms?: number } | undefined)?.gap_p99_ms;
-  const base = p99('no-long') ?? Number.NaN;
+  const results: Record<string, Record<string, unknown>> = {};
+  for (const variant of variants) {
+    results[variant.name] =
+      'refused' in variant.entry ? { refused: variant.entry.refused } : summary(runs.get(variant.name) ?? []);
+  }
+  const base = (results['no-long']?.gap_p99_ms as number | undefined) ?? Number.NaN;
+  const ratios: Record<string, number> = {};
+  for (const variant of variants.filter((entry) => entry.long)) {
+    const p99 = (results[variant.name]?.gap_p99_ms as number | undefined) ?? Number.NaN;
+    ratios[`gap_p99_${variant.name.replaceAll('-', '_')}_over_no_long`] = round(p99 / base, 2);
+  }
   return {
     workload: `${options.streams} clients streaming 48-token generations back to back (greedy, short prompts); one ~${Math.round(options.longWords * TOKENS_PER_WORD)}-token prompt (16 tokens, streamed) every ${options.longEveryMs} ms during ${options.windowMs / 1000} s windows; gaps between successive chunks of one generation inside the window`,
     rounds: options.rounds,
-    runners: { baseline: options.baselineRunner, budget: options.budgetRunner },
+    runners: Object.fromEntries(variants.map((variant) => [variant.name, variant.runner])),
     results,
-    ratios: {
-      gap_p99_long_over_no_long: round((p99('long') ?? Number.NaN) / base, 2),
-      gap_p99_long_budget_over_no_long: round((p99('long-budget') ?? Number.NaN) / base, 2),
-    },
+    ratios,
   };
 }

@@ -66,21 +66,17 @@ export function renderSizesSection(data: Results): string {
         '| variant | runner options | stream gap p50 | stream gap p99 (/ no long prompts) | stream tokens/s | long prompts | their TTFT p50 / p99 |',
         '| --- | --- | ---: | ---: | ---: | ---: | ---: |',
       );
-      const runners = entry.runners as { baseline: Json; budget: Json };
-      const ratio = {
-        'no-long': 1,
-        long: at(entry, 'ratios', 'gap_p99_long_over_no_long'),
-        'long-budget': at(entry, 'ratios', 'gap_p99_long_budget_over_no_long'),
-      };
-      for (const variant of ['no-long', 'long', 'long-budget'] as const) {
-        const options = JSON.stringify(variant === 'long-budget' ? runners.budget : runners.baseline);
+      const runners = (entry.runners ?? {}) as Record<string, Json>;
+      for (const [variant, side] of Object.entries((entry.results ?? {}) as Record<string, Json>)) {
+        const ratio =
+          variant === 'no-long' ? 1 : at(entry, 'ratios', `gap_p99_${variant.replaceAll('-', '_')}_over_no_long`);
         const row = refusedOr(
-          at(entry, 'results', variant),
-          (side) =>
-            `${show(side.gap_p50_ms, ' ms')} | ${show(side.gap_p99_ms, ' ms')} (${show(ratio[variant], 'x')}) | ${show(side.stream_tokens_per_s)} | ${side.long_prompts === undefined ? 'none' : `${show(side.long_prompts)} of ~${show(side.long_prompt_tokens_mean)} tokens`} | ${show(side.long_ttft_p50_ms)} / ${show(side.long_ttft_p99_ms)} ms`,
+          side,
+          (figures) =>
+            `${show(figures.gap_p50_ms, ' ms')} | ${show(figures.gap_p99_ms, ' ms')} (${show(ratio, 'x')}) | ${show(figures.stream_tokens_per_s)} | ${figures.long_prompts === undefined ? 'none' : `${show(figures.long_prompts)} of ~${show(figures.long_prompt_tokens_mean)} tokens`} | ${show(figures.long_ttft_p50_ms)} / ${show(figures.long_ttft_p99_ms)} ms`,
           5,
         );
-        lines.push(`| ${variant} | \`${options}\` | ${row} |`);
+        lines.push(`| ${variant} | \`${JSON.stringify(runners[variant] ?? {})}\` | ${row} |`);
       }
       const budget = at(entry, 'ratios', 'gap_p99_long_budget_over_no_long') as number | undefined;
       targets.push(
