@@ -10,6 +10,7 @@
 // The Llama-shaped models are written by `pnpm bench:models` (done here too when missing). Results go to
 // bench/results/generation.json (the parts of a partial run replace theirs) and BENCHMARKS.md.
 // `--report` rewrites the BENCHMARKS.md sections from the last results without running anything.
+import { execFileSync } from 'node:child_process';
 import { readFile, writeFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { TEXT_GENERATION_DEFAULTS } from '@microbatch/inference';
@@ -42,6 +43,7 @@ const { values: args } = parseArgs({
     'max-step-tokens': { type: 'string' },
     'prefix-cache-mb': { type: 'string' },
     'long-every-ms': { type: 'string', default: '2000' },
+    'max-sequences': { type: 'string' },
     'window-s': { type: 'string', default: '10' },
     report: { type: 'boolean', default: false },
   },
@@ -72,6 +74,19 @@ function positive(flag: string, value: string | undefined, fallback: number): nu
  */
 function runnerOptions(options: Record<string, number>): Partial<TextGenerationRunnerSpec> {
   return options;
+}
+
+/** The commit the measured code is at (with `+` when the work tree has changes), for the results. */
+function headCommit(): string {
+  try {
+    const commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
+    const dirty = execFileSync('git', ['status', '--porcelain', '--untracked-files=no', '--', 'packages'], {
+      encoding: 'utf8',
+    });
+    return dirty.trim() === '' ? commit : `${commit}+`;
+  } catch {
+    return 'unknown';
+  }
 }
 
 async function modelDir(name: ModelName): Promise<string> {
@@ -158,6 +173,9 @@ async function main(): Promise<void> {
   const stepTokens = (args['max-step-tokens'] ?? String(numberDefault('maxStepTokens', 64)))
     .split(',')
     .map((value) => positive('max-step-tokens', value, 0));
+  // `--max-sequences` (long-prompts): the loop's rows on every pool of the scenario; the budget must exceed it.
+  const rows: { maxSequences?: number } =
+    args['max-sequences'] === undefined ? {} : { maxSequences: positive('max-sequences', args['max-sequences'], 32) };
   const cacheMb = positive('prefix-cache-mb', args['prefix-cache-mb'], numberDefault('prefixCacheMb', 64));
   const previous = JSON.parse(await readFile(RESULTS, 'utf8').catch(() => '{}')) as Record<string, unknown>;
   const output: Record<string, unknown> = { ...previous };
@@ -171,12 +189,17 @@ async function main(): Promise<void> {
       if (scenario === 'mixed' && name === 'bundled') {
         const machine = { ...machineInfo(), pool: '1 worker, 1 intra-op thread per scheduling' };
         Object.assign(output, await mixedBundled(positive('rounds', args.rounds ?? process.env.ROUNDS, 3)), {
-          run: { started: new Date(began).toISOString(), minutes: Math.round((Date.now() - began) / 6000) / 10 },
+          run: {
+            started: new Date(began).toISOString(),
+            minutes: Math.round((Date.now() - began) / 6000) / 10,
+            commit: headCommit(),
+          },
           machine,
         });
         continue;
       }
       const load = machineInfo().load_average_at_start;
+      const commit = headCommit();
       let result: Record<string, unknown>;
       if (scenario === 'mixed') result = await mixedLlama(name, positive('rounds', args.rounds, 2));
       else if (scenario === 'long-prompts') {
@@ -188,9 +211,12 @@ async function main(): Promise<void> {
           longEveryMs: positive('long-every-ms', args['long-every-ms'], 2000),
           longWords: 510,
           // Without the budget: what the loop did before it, one prefill call of up to 512 tokens (the old
-          // maxPrefillTokens) and a decode step of every row (32) per iteration.
-          baselineRunner: runnerHas('maxStepTokens') ? runnerOptions({ maxStepTokens: 512 + 32 }) : {},
-          budgetRunners: stepTokens.map((maxStepTokens) => runnerOptions({ maxStepTokens })),
+          // maxPrefillTokens) and a decode step of every row per iteration.
+          baselineRunner: runnerOptions({
+            ...rows,
+            ...(runnerHas('maxStepTokens') ? { maxStepTokens: 512 + (rows.maxSequences ?? 32) } : {}),
+          }),
+          budgetRunners: stepTokens.map((maxStepTokens) => runnerOptions({ ...rows, maxStepTokens })),
         });
       } else {
         result = await runPrefix({
@@ -209,6 +235,7 @@ async function main(): Promise<void> {
         started: new Date(began).toISOString(),
         minutes: Math.round((Date.now() - began) / 6000) / 10,
         load_average_at_start: load,
+        commit,
       };
       console.log(JSON.stringify(sizes[key], null, 2));
     }

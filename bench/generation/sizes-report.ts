@@ -56,7 +56,7 @@ export function renderSizesSection(data: Results): string {
   const targets: string[] = [];
   for (const [key, entry] of Object.entries(data.model_sizes)) {
     const [scenario, model] = key.split(':');
-    const when = `${(typeof entry.started === 'string' ? entry.started : '').slice(0, 16).replace('T', ' ')} UTC, ${show(entry.minutes)} min, load average at start ${(entry.load_average_at_start as number[] | undefined)?.join(' / ') ?? '–'}`;
+    const when = `${(typeof entry.started === 'string' ? entry.started : '').slice(0, 16).replace('T', ' ')} UTC, ${show(entry.minutes)} min, load average at start ${(entry.load_average_at_start as number[] | undefined)?.join(' / ') ?? '–'}, commit ${typeof entry.commit === 'string' ? entry.commit : '–'}`;
     lines.push(
       `**${scenario} on llama-${model}** (${when}; medians of ${show(entry.rounds)} interleaved rounds). ${String(entry.workload)}.`,
       '',
