@@ -15,13 +15,13 @@ import type { Pool, Streamed, Streamer } from './streams.js';
 export interface LongPromptOptions {
   readonly model: string;
   readonly rounds: number;
-  /** How long each run measures, in ms. @default 12000 */
+  /** How long each run measures, in ms (`--window-s`, 10 s by default). */
   readonly windowMs: number;
-  /** Generating clients. @default 8 */
+  /** Generating clients (8 in `pnpm bench:generation`). */
   readonly streams: number;
   /** One long prompt every this many ms. */
   readonly longEveryMs: number;
-  /** Words of a long prompt (the story's words are ~0.78 tokens each). @default 510 (~400 tokens) */
+  /** Words of a long prompt (the story's words are ~0.78 tokens each; 510 words: ~400 tokens). */
   readonly longWords: number;
   /** Runner options of the pool without the budget (both no-long and long run on it). */
   readonly baselineRunner: Partial<TextGenerationRunnerSpec>;

@@ -334,9 +334,11 @@ export async function writeLlamaModel(dir: string, shape: LlamaShape, tokenizerD
   const parameters = llamaParameters(shape);
   const existing = await readFile(join(dir, 'config.json'), 'utf8').catch(() => undefined);
   const modelPath = join(dir, 'onnx', 'model.onnx');
-  if (existing === text) {
-    return { dir, parameters, bytes: (await stat(modelPath)).size, written: false };
-  }
+  const size = await stat(modelPath).then(
+    (info) => info.size,
+    () => undefined,
+  );
+  if (existing === text && size !== undefined) return { dir, parameters, bytes: size, written: false };
   await mkdir(join(dir, 'onnx'), { recursive: true });
   const nodes: NodeSpec[] = [...preamble];
   let hidden = 'embeds';
