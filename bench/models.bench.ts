@@ -3,12 +3,13 @@
 // the same tokens) and times its ONNX session alone at 1 intra-op thread: a 128-token prefill, and a decode step
 // at batch 1 and 32 over 128 past tokens. `--size 30m` (or `--size 10m,30m`) limits it to some sizes.
 import { writeFile } from 'node:fs/promises';
+import { relative } from 'node:path';
 import { parseArgs } from 'node:util';
 import { createWorkerPool } from '@microbatch/inference';
 import { BENCH_MODEL_NAMES, benchModelDir, ensureBenchModel } from './lib/bench-models.js';
 import type { BenchModelName } from './lib/bench-models.js';
 import { machineInfo } from './lib/machine.js';
-import { RESULTS_DIR } from './lib/paths.js';
+import { REPO_ROOT, RESULTS_DIR } from './lib/paths.js';
 import { stepTimer } from './lib/step-timer.js';
 
 const { values } = parseArgs({ options: { size: { type: 'string' } } });
@@ -70,7 +71,7 @@ for (const size of sizes) {
     decode_b32_ms: round(decode32, 1),
     prefill_128_in_decode_steps_b32: round(prefill128 / decode32, 1),
   };
-  results[size] = { dir: written.dir, ...row, sample: sample.text };
+  results[size] = { dir: relative(REPO_ROOT, written.dir), ...row, sample: sample.text };
   table[size] = row;
 }
 console.table(table);
