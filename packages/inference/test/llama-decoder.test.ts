@@ -96,6 +96,10 @@ describe('writeLlamaModel', () => {
     expect(await sha256(join(root, 'again', 'onnx', 'model.onnx'))).toBe(await sha256(join(dir, 'onnx', 'model.onnx')));
     const skipped = await writeLlamaModel(dir, SHAPE, TINYSTORIES_DIR);
     expect(skipped).toMatchObject({ written: false, bytes: again.bytes });
+    // A folder whose model file is gone is written again.
+    await rm(join(root, 'again', 'onnx', 'model.onnx'));
+    expect(await writeLlamaModel(join(root, 'again'), SHAPE, TINYSTORIES_DIR)).toMatchObject({ written: true });
+    expect(await sha256(join(root, 'again', 'onnx', 'model.onnx'))).toBe(await sha256(join(dir, 'onnx', 'model.onnx')));
     // Another seed is another model.
     await writeLlamaModel(join(root, 'other'), { ...SHAPE, seed: 6 }, TINYSTORIES_DIR);
     expect(await sha256(join(root, 'other', 'onnx', 'model.onnx'))).not.toBe(
