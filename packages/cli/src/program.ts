@@ -1,4 +1,5 @@
 import { DEFAULTS } from '@microbatch/core';
+import { TEXT_GENERATION_DEFAULTS } from '@microbatch/inference';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { LOG_FORMATS } from './logger.js';
 
@@ -39,7 +40,7 @@ export const TASKS = ['text-generation', 'feature-extraction'] as const;
 /** Flags that mean something for one task only: given for the other, they are refused rather than ignored. */
 const TASK_FLAGS: Readonly<Record<(typeof TASKS)[number], readonly string[]>> = {
   'text-generation': ['maxBatchCost', 'pooling', 'normalize', 'truncatableDimensions'],
-  'feature-extraction': ['scheduling', 'queue', 'maxSequences'],
+  'feature-extraction': ['scheduling', 'queue', 'maxSequences', 'maxStepTokens', 'prefixCacheMb'],
 };
 
 /** The flag a camel-cased option key is spelled as on the command line. */
@@ -62,6 +63,10 @@ export interface ServeFlags {
   readonly maxBatchSize?: number;
   /** `--scheduling continuous` only: the most sequences one worker decodes together. */
   readonly maxSequences?: number;
+  /** `--scheduling continuous` only: the most tokens (decode rows + prefill chunk) one loop iteration runs. */
+  readonly maxStepTokens?: number;
+  /** `--scheduling continuous` only: each worker's prefix KV cache in MiB (0: none). */
+  readonly prefixCacheMb?: number;
   /** `--scheduling request` only: how long the first request of a batch waits for company. */
   readonly batchWaitMs?: number;
   /** Refuse (503 `OVERLOADED`) what is predicted to take longer than this; absent: no limit. */
@@ -106,6 +111,10 @@ export interface WorkerFlags {
   readonly maxBatchSize?: number;
   /** `--scheduling continuous` only: the most sequences one worker thread decodes together. */
   readonly maxSequences?: number;
+  /** `--scheduling continuous` only: the most tokens (decode rows + prefill chunk) one loop iteration runs. */
+  readonly maxStepTokens?: number;
+  /** `--scheduling continuous` only: each worker thread's prefix KV cache in MiB (0: none). */
+  readonly prefixCacheMb?: number;
   readonly batchWaitMs?: number;
   readonly workers?: number;
   readonly threads?: number;
@@ -130,6 +139,8 @@ const FLAG_MODES: Readonly<Record<string, { readonly flag: string; readonly mode
   },
   maxBatchSize: { flag: '--max-batch-size', modes: ['serve request', 'worker continuous', 'worker request'] },
   maxSequences: { flag: '--max-sequences', modes: ['serve continuous', 'worker continuous'] },
+  maxStepTokens: { flag: '--max-step-tokens', modes: ['serve continuous', 'worker continuous'] },
+  prefixCacheMb: { flag: '--prefix-cache-mb', modes: ['serve continuous', 'worker continuous'] },
   batchWaitMs: { flag: '--batch-wait-ms', modes: ['serve request', 'worker continuous', 'worker request'] },
   maxLatencyMs: { flag: '--max-latency-ms', modes: ['serve continuous', 'serve request', 'web replica'] },
   maxQueueSize: { flag: '--max-queue-size', modes: ['serve continuous', 'serve request', 'web replica'] },
@@ -155,6 +166,9 @@ function whyUseless(key: string, mode: Mode): string {
   }
   if (key === 'maxSequences') {
     return 'with --scheduling request there is no decode loop; a batch holds up to --max-batch-size requests';
+  }
+  if (key === 'maxStepTokens' || key === 'prefixCacheMb') {
+    return 'with --scheduling request there is no decode loop (each batch is one generate call over whole prompts)';
   }
   return (
     'with --scheduling continuous the batcher hands the decode loop one request at a time (a batch of 1); ' +
@@ -182,6 +196,26 @@ function integer(min: number, max = Number.MAX_SAFE_INTEGER): (value: string) =>
     }
     return parsed;
   };
+}
+
+function megabytes(value: string): number {
+  const parsed = Number(value);
+  if (value.trim() === '' || !Number.isFinite(parsed) || parsed < 0)
+    throw new InvalidArgumentError('Expected a number of MiB >= 0 (0: no prefix cache).');
+  return parsed;
+}
+
+/** The step budget must leave room beside every decode row: checked here to name the flags, not the runner option. */
+function stepBudgetError(flags: {
+  readonly maxStepTokens?: number;
+  readonly maxSequences?: number;
+}): string | undefined {
+  const rows = flags.maxSequences ?? TEXT_GENERATION_DEFAULTS.maxSequences;
+  if (flags.maxStepTokens === undefined || flags.maxStepTokens > rows) return undefined;
+  return (
+    `--max-step-tokens (${flags.maxStepTokens}) must exceed --max-sequences (${rows}): a step decodes every ` +
+    'running row and needs room for a prompt token'
+  );
 }
 
 function redisUrl(value: string): string {
@@ -291,6 +325,21 @@ export function createProgram(
       integer(1),
     )
     .option(
+      '--max-step-tokens <n>',
+      "--scheduling continuous: the most tokens one decode-loop step runs, its rows' decode tokens plus a prefill " +
+        'chunk: longer prompts are prefilled in chunks, and running streams get a token every step (default: 64, or ' +
+        'twice --max-sequences when that is more; must exceed --max-sequences). Smaller: steadier streams while long ' +
+        'prompts arrive; larger: their first token sooner. Refused under request scheduling and with --queue',
+      integer(2),
+    )
+    .option(
+      '--prefix-cache-mb <mb>',
+      "--scheduling continuous: each worker thread's prefix KV cache, in MiB (default: 64; 0: none): prompts that " +
+        'start like earlier ones (a system prompt, a chat template) reuse its 16-token blocks and prefill only the ' +
+        'rest. Refused under request scheduling and with --queue',
+      megabytes,
+    )
+    .option(
       '--batch-wait-ms <ms>',
       '--scheduling request: how long the first request of a batch waits for company (default: ' +
         `${DEFAULTS.batchWaitTimeoutMs}, work-conserving: a batch goes when a worker is free). Refused under ` +
@@ -347,7 +396,7 @@ export function createProgram(
           : flags.task === 'feature-extraction'
             ? 'serve request'
             : (`serve ${flags.scheduling}` as const);
-      const refused = uselessFlag(command, mode);
+      const refused = uselessFlag(command, mode) ?? stepBudgetError(flags);
       if (refused !== undefined) command.error(`error: ${refused}`);
       return serve(flags);
     });
@@ -381,6 +430,21 @@ export function createProgram(
       integer(1),
     )
     .option(
+      '--max-step-tokens <n>',
+      "--scheduling continuous: the most tokens one decode-loop step runs, its rows' decode tokens plus a prefill " +
+        'chunk: longer prompts are prefilled in chunks, and running streams get a token every step (default: 64, or ' +
+        'twice --max-sequences when that is more; must exceed --max-sequences). Smaller: steadier streams while long ' +
+        'prompts arrive; larger: their first token sooner. Refused under request scheduling',
+      integer(2),
+    )
+    .option(
+      '--prefix-cache-mb <mb>',
+      "--scheduling continuous: each worker thread's prefix KV cache, in MiB (default: 64; 0: none): prompts that " +
+        'start like earlier ones (a system prompt, a chat template) reuse its 16-token blocks and prefill only the ' +
+        'rest. Refused under request scheduling',
+      megabytes,
+    )
+    .option(
       '--batch-wait-ms <ms>',
       'after a pull that found fewer than --max-batch-size entries, wait this long to top the batch up (default: ' +
         `${DEFAULTS.batchWaitTimeoutMs}: take what is waiting)`,
@@ -401,7 +465,7 @@ export function createProgram(
       integer(1),
     )
     .action((flags: WorkerFlags, command: Command) => {
-      const refused = uselessFlag(command, `worker ${flags.scheduling}`);
+      const refused = uselessFlag(command, `worker ${flags.scheduling}`) ?? stepBudgetError(flags);
       if (refused !== undefined) command.error(`error: ${refused}`);
       return worker(flags);
     });

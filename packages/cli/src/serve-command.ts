@@ -62,6 +62,8 @@ export async function serveCommand(flags: ServeFlags, fail: (message: string) =>
         scheduling: flags.scheduling,
         maxBatchSize: flags.maxBatchSize,
         maxSequences: flags.maxSequences,
+        maxStepTokens: flags.maxStepTokens,
+        prefixCacheMb: flags.prefixCacheMb,
         batchWaitTimeoutMs: flags.batchWaitMs,
         maxLatencyMs: flags.maxLatencyMs,
         maxQueueSize: flags.maxQueueSize,
@@ -87,6 +89,8 @@ export async function serveCommand(flags: ServeFlags, fail: (message: string) =>
           readiness: flags.readiness,
           ...dropUndefined({
             maxSequences: flags.maxSequences,
+            maxStepTokens: flags.maxStepTokens,
+            prefixCacheMb: flags.prefixCacheMb,
             threads: flags.threads,
             executionProvider: flags.executionProvider,
           }),

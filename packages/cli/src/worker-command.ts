@@ -34,7 +34,11 @@ export async function workerCommand(flags: WorkerFlags, fail: (message: string) 
     task: 'text-generation',
     model,
     scheduling,
-    ...dropUndefined({ maxSequences: flags.maxSequences }),
+    ...dropUndefined({
+      maxSequences: flags.maxSequences,
+      maxStepTokens: flags.maxStepTokens,
+      prefixCacheMb: flags.prefixCacheMb,
+    }),
   } as const;
   const pool = createWorkerPool({ runner, ...dropUndefined({ size: workers, threads, executionProvider }) });
   // What runs: read back from the pool where it knows, the flags given otherwise (the rest are the defaults).
@@ -46,7 +50,15 @@ export async function workerCommand(flags: WorkerFlags, fail: (message: string) 
       workers: pool.size,
       maxBatchSize: maxBatchSize ?? DEFAULTS.maxBatchSize,
       batchWaitMs: batchWaitMs ?? DEFAULTS.batchWaitTimeoutMs,
-      ...dropUndefined({ maxSequences: flags.maxSequences, threads, executionProvider, claimIdleMs, maxDeliveries }),
+      ...dropUndefined({
+        maxSequences: flags.maxSequences,
+        maxStepTokens: flags.maxStepTokens,
+        prefixCacheMb: flags.prefixCacheMb,
+        threads,
+        executionProvider,
+        claimIdleMs,
+        maxDeliveries,
+      }),
     },
     'microbatch worker',
   );

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { bundledModelDir } from '@microbatch/serving';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startServerProcess } from '@microbatch/test-kit';
+import { samplesOf, startServerProcess } from '@microbatch/test-kit';
 
 const BIN = fileURLToPath(new URL('../bin/microbatch.js', import.meta.url));
 /** The CLI's ready line, as pino writes it off a terminal. */
@@ -92,11 +92,70 @@ describe('microbatch serve', () => {
       '--max-sequences',
       'with --scheduling request there is no decode loop',
     ],
+    [
+      ['serve', '--model', MODEL, '--scheduling', 'request', '--max-step-tokens', '64'],
+      '--max-step-tokens',
+      'with --scheduling request there is no decode loop (each batch is one generate call over whole prompts)',
+    ],
+    [
+      ['serve', '--model', MODEL, '--scheduling', 'request', '--prefix-cache-mb', '8'],
+      '--prefix-cache-mb',
+      'with --scheduling request there is no decode loop',
+    ],
+    [
+      ['worker', ...QUEUE, '--scheduling', 'request', '--prefix-cache-mb', '0'],
+      '--prefix-cache-mb',
+      'with --scheduling request there is no decode loop',
+    ],
+    [['serve', ...QUEUE, '--max-step-tokens', '64'], '--max-step-tokens', 'a web replica (--queue) runs no model'],
+    [['serve', ...QUEUE, '--prefix-cache-mb', '8'], '--prefix-cache-mb', 'a web replica (--queue) runs no model'],
   ])('refuses %j at once, naming the flag, with exit code 1', async (args, flag, why) => {
     const { code, stdout, stderr } = await run(args);
     expect(code).toBe(1);
     expect(stderr).toContain(`error: ${flag} has no effect here: ${why}`);
     expect(stdout).toBe(''); // nothing started, nothing logged
+  });
+
+  it.each([
+    [
+      ['--max-step-tokens', '1'],
+      "error: option '--max-step-tokens <n>' argument '1' is invalid. Expected an integer from 2 up.",
+    ],
+    [
+      ['--prefix-cache-mb', '-1'],
+      "error: option '--prefix-cache-mb <mb>' argument '-1' is invalid. Expected a number of MiB >= 0",
+    ],
+    [
+      ['--max-step-tokens', '16'],
+      'error: --max-step-tokens (16) must exceed --max-sequences (32): a step decodes every running row and needs room',
+    ],
+    [
+      ['--max-step-tokens', '8', '--max-sequences', '8'],
+      'error: --max-step-tokens (8) must exceed --max-sequences (8)',
+    ],
+    [
+      ['--task', 'feature-extraction', '--prefix-cache-mb', '8'],
+      'error: --prefix-cache-mb does not apply to --task feature-extraction',
+    ],
+  ])('refuses the loop budgets %j, naming them, before starting', async (flags, message) => {
+    const { code, stdout, stderr } = await run(['serve', '--model', MODEL, ...flags]);
+    expect(code).toBe(1);
+    expect(stderr).toContain(message);
+    expect(stdout).toBe('');
+  });
+
+  it('documents the loop budgets in --help', async () => {
+    for (const command of ['serve', 'worker']) {
+      const { code, stdout } = await run([command, '--help']);
+      expect(code).toBe(0);
+      const help = stdout.replaceAll(/\s+/g, ' ');
+      expect(help).toContain(
+        '--max-step-tokens <n> --scheduling continuous: the most tokens one decode-loop step runs',
+      );
+      expect(help).toContain('(default: 64, or twice --max-sequences when that is more; must exceed --max-sequences)');
+      expect(help).toContain("--prefix-cache-mb <mb> --scheduling continuous: each worker thread's prefix KV cache");
+      expect(help).toContain('(default: 64; 0: none)');
+    }
   });
 
   it('prints its version with --version', async () => {
@@ -135,6 +194,8 @@ describe('microbatch serve', () => {
 
   it('serves the Koa example on a free port, answers the query script in batches, and exits 0 on SIGTERM', async () => {
     const args = [BIN, 'serve', '--model', MODEL, '--framework', 'koa', '--port', '0', '--max-sequences', '4'];
+    // A prefix cache of three 16-token blocks of this model (16,448 bytes each).
+    args.push('--max-step-tokens', '24', '--prefix-cache-mb', '0.05');
     const server = await startServerProcess({ args, env: { ...process.env, PORT: '0' }, ready: READY });
     const story = await fetch(`${server.url}/?text=Once+upon+a+time`);
     expect(story.status).toBe(200);
@@ -165,6 +226,32 @@ describe('microbatch serve', () => {
     for (const [id, size] of sizes) expect(answers.filter((match) => match[1] === id).length).toBeLessThanOrEqual(size);
     expect(Math.max(...sizes.values())).toBeGreaterThan(1);
     expect(query).toMatch(/^Batches seen: batch w0-[0-9a-f]{4}:\d+: size \d \(\d of these queries\)(, .+)*$/m);
+    // The prefix cache on /metrics: every prompt so far is shorter than a block. A ~41-token prompt stores two
+    // blocks, the same prompt again reuses both (32 tokens), and another one of its length stores two more, evicting
+    // the least recently used block of the first.
+    const lily =
+      'Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her friends and her dog. ';
+    const tom =
+      'One day, a boy named Tom found a big red box under his bed. He opened it and saw a shiny toy car inside it. ';
+    for (const prompt of [lily + tom, lily + tom, tom + lily]) {
+      const answer = await fetch(`${server.url}/v1/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ prompt, max_tokens: 2 }),
+      });
+      expect(answer.status).toBe(200);
+    }
+    const metrics = await (await fetch(`${server.url}/metrics`)).text();
+    const cache = ['lookups_total', 'hits_total', 'tokens_total', 'evictions_total', 'bytes'].flatMap((metric) =>
+      samplesOf(metrics, `microbatch_prefix_cache_${metric}`),
+    );
+    expect(cache).toEqual([
+      'microbatch_prefix_cache_lookups_total{name="inference"} 14',
+      'microbatch_prefix_cache_hits_total{name="inference"} 1',
+      'microbatch_prefix_cache_tokens_total{name="inference"} 32',
+      'microbatch_prefix_cache_evictions_total{name="inference"} 1',
+      `microbatch_prefix_cache_bytes{name="inference"} ${3 * 16_448}`,
+    ]);
     server.child.kill('SIGTERM');
     expect((await server.exited).code).toBe(0);
     // Not on a terminal, the CLI logs JSON lines (pino): the settings, the decode loop and the shutdown as fields.
@@ -176,18 +263,20 @@ describe('microbatch serve', () => {
       // What runs, read back: the batcher hands the loop one request at a time; the loop's rows are 4.
       maxBatchSize: 1,
       maxSequences: 4,
+      maxStepTokens: 24,
+      prefixCacheMb: 0.05,
       scheduling: 'continuous',
     });
     // Continuous scheduling: the loop's activity at most once a second, no single-request "batch" records; every
-    // sequence that joined (the story, the completion, the nine queries) left, at most 4 rows a step.
+    // sequence that joined (the story, the completion, the nine queries, the three long prompts) left, at most 4 rows a step.
     const loop = lines.filter((line) => line.msg === 'decode loop');
     expect(loop[0]).toMatchObject({
       pool: 'inference',
       steps: expect.any(Number),
       tokensPerSecond: expect.any(Number),
     });
-    expect(loop.reduce((sum, line) => sum + Number(line.joined), 0)).toBe(11);
-    expect(loop.reduce((sum, line) => sum + Number(line.left), 0)).toBe(11);
+    expect(loop.reduce((sum, line) => sum + Number(line.joined), 0)).toBe(14);
+    expect(loop.reduce((sum, line) => sum + Number(line.left), 0)).toBe(14);
     expect(Math.max(...loop.map((line) => Number(line.maxRows)))).toBe(Math.max(...sizes.values()));
     expect(lines.some((line) => line.msg === 'batch')).toBe(false);
     expect(lines.at(-1)).toMatchObject({ level: 30, msg: 'drained and closed; exiting' });

@@ -6,7 +6,12 @@ export type {
   WorkerPoolOptions,
   WorkerPoolStats,
 } from './pool/pool-types.js';
-export { END_OF_STORY, TEXT_GENERATION_DEFAULTS, textGenerationBatchKey } from './spec/runner-spec.js';
+export {
+  END_OF_STORY,
+  TEXT_GENERATION_DEFAULTS,
+  defaultMaxStepTokens,
+  textGenerationBatchKey,
+} from './spec/runner-spec.js';
 export type {
   ChunkOf,
   ClassificationLabel,

@@ -93,9 +93,9 @@ describe('continuous scheduling', () => {
   });
 
   it('gives the one-by-one greedy tokens for mixed prompts, max_tokens and staggered arrivals', async () => {
-    // A small loop and prefill budget: requests queue in the worker, long prompts are prefilled in chunks, and
+    // A small loop and step budget: requests queue in the worker, long prompts are prefilled in chunks, and
     // rows of very different lengths share steps.
-    const continuous = pool({ maxSequences: 3, maxPrefillTokens: 8 });
+    const continuous = pool({ maxSequences: 3, maxStepTokens: 11 });
     await continuous.ready;
     const inputs: TextGenerationInput[] = [
       { prompt: 'Once upon a time, ', max_new_tokens: 40, temperature: 0 },

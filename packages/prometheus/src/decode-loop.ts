@@ -1,7 +1,7 @@
 // The decode loops of continuous text generation in Prometheus: the rows of each step are the real batch sizes
 // there (the batcher in front of a loop hands it one request at a time).
 import { fail, isObjectLike } from '@microbatch/core/util';
-import { Counter, Histogram } from 'prom-client';
+import { Counter, Gauge, Histogram } from 'prom-client';
 import type { Instrumentation } from './instrument.js';
 import { type AnyRegistry, type InstrumentOptions, resolveOptions } from './options.js';
 
@@ -12,6 +12,14 @@ export interface DecodeLoopActivity {
   readonly tokens: number;
   readonly joined: number;
   readonly left: number;
+  /** The reporting worker: the prefix cache's bytes are a level per worker, summed over them. */
+  readonly worker?: number;
+  /** The prefix cache's window: newcomers looked up, hits, prompt tokens reused, blocks evicted, bytes held now. */
+  readonly prefixCacheLookups?: number;
+  readonly prefixCacheHits?: number;
+  readonly prefixCacheTokens?: number;
+  readonly prefixCacheEvictions?: number;
+  readonly prefixCacheBytes?: number;
 }
 
 /**
@@ -33,13 +41,34 @@ interface DecodeMetrics {
   readonly tokens: Counter<'name'>;
   readonly joined: Counter<'name'>;
   readonly left: Counter<'name'>;
+  readonly cacheLookups: Counter<'name'>;
+  readonly cacheHits: Counter<'name'>;
+  readonly cacheTokens: Counter<'name'>;
+  readonly cacheEvictions: Counter<'name'>;
+  readonly cacheBytes: Gauge<'name'>;
 }
+
+/** The counters, in the order they are created, reset and removed. */
+const COUNTERS = [
+  'tokens',
+  'joined',
+  'left',
+  'cacheLookups',
+  'cacheHits',
+  'cacheTokens',
+  'cacheEvictions',
+] as const satisfies ReadonlyArray<keyof DecodeMetrics>;
 
 const NAMES = {
   rows: 'decode_rows',
   tokens: 'decode_tokens_total',
   joined: 'decode_joined_total',
   left: 'decode_left_total',
+  cacheLookups: 'prefix_cache_lookups_total',
+  cacheHits: 'prefix_cache_hits_total',
+  cacheTokens: 'prefix_cache_tokens_total',
+  cacheEvictions: 'prefix_cache_evictions_total',
+  cacheBytes: 'prefix_cache_bytes',
 } as const satisfies Record<keyof DecodeMetrics, string>;
 
 const HELP = {
@@ -47,6 +76,11 @@ const HELP = {
   tokens: 'Tokens the decode loops generated.',
   joined: 'Sequences that joined a decode loop (got their first token).',
   left: 'Sequences that left a decode loop (finished or cancelled).',
+  cacheLookups: "Newcomers whose prompt was looked up in a decode loop's prefix KV cache.",
+  cacheHits: 'Newcomers that reused cached prefix blocks of their prompt.',
+  cacheTokens: 'Prompt tokens whose KV came from the prefix cache instead of a prefill.',
+  cacheEvictions: 'Prefix-cache blocks evicted (least recently used) to stay within the byte budget.',
+  cacheBytes: 'Bytes the prefix KV caches hold, summed over the workers.',
 } as const satisfies Record<keyof DecodeMetrics, string>;
 
 /** Metrics shared by every loop instrumented into one registry and prefix, with the names that use them. */
@@ -78,6 +112,11 @@ function metricsFor(registry: AnyRegistry, prefix: string, buckets: readonly num
     tokens: counter('tokens'),
     joined: counter('joined'),
     left: counter('left'),
+    cacheLookups: counter('cacheLookups'),
+    cacheHits: counter('cacheHits'),
+    cacheTokens: counter('cacheTokens'),
+    cacheEvictions: counter('cacheEvictions'),
+    cacheBytes: new Gauge({ name: prefix + NAMES.cacheBytes, help: HELP.cacheBytes, labelNames, registers }),
   };
   const created = { metrics, names: new Set<string>() };
   byPrefix.set(prefix, created);
@@ -87,7 +126,9 @@ function metricsFor(registry: AnyRegistry, prefix: string, buckets: readonly num
 /**
  * Records the decode loops of a continuous text-generation pool in a prom-client registry, labelled `name` =
  * `source.name`: the histogram `decode_rows` (rows per step, from every step the loops ran; buckets
- * `buckets.batchSize`) and the counters `decode_tokens_total`, `decode_joined_total` and `decode_left_total`. Give
+ * `buckets.batchSize`), the counters `decode_tokens_total`, `decode_joined_total` and `decode_left_total`, and the
+ * prefix KV cache's `prefix_cache_lookups_total`, `prefix_cache_hits_total`, `prefix_cache_tokens_total` (prompt
+ * tokens reused), `prefix_cache_evictions_total` and the gauge `prefix_cache_bytes` (summed over the workers). Give
  * the batchers in front of the loop `batchSizes: false`: their batches are single requests.
  *
  * @example
@@ -113,7 +154,10 @@ export function instrumentDecodeLoop(
   set.names.add(name);
   const m = set.metrics;
   m.rows.zero({ name });
-  for (const counter of [m.tokens, m.joined, m.left]) counter.inc({ name }, 0);
+  for (const key of COUNTERS) m[key].inc({ name }, 0);
+  m.cacheBytes.set({ name }, 0);
+  /** Each worker's prefix-cache bytes at its last report. */
+  const bytesByWorker = new Map<number, number>();
   const off = source.onDecodeActivity((activity) => {
     activity.stepsByRows.forEach((count, rows) => {
       for (let step = 0; step < count; step += 1) m.rows.observe({ name }, rows);
@@ -121,6 +165,16 @@ export function instrumentDecodeLoop(
     m.tokens.inc({ name }, activity.tokens);
     m.joined.inc({ name }, activity.joined);
     m.left.inc({ name }, activity.left);
+    m.cacheLookups.inc({ name }, activity.prefixCacheLookups ?? 0);
+    m.cacheHits.inc({ name }, activity.prefixCacheHits ?? 0);
+    m.cacheTokens.inc({ name }, activity.prefixCacheTokens ?? 0);
+    m.cacheEvictions.inc({ name }, activity.prefixCacheEvictions ?? 0);
+    if (activity.prefixCacheBytes !== undefined) {
+      bytesByWorker.set(activity.worker ?? 0, activity.prefixCacheBytes);
+      let bytes = 0;
+      for (const each of bytesByWorker.values()) bytes += each;
+      m.cacheBytes.set({ name }, bytes);
+    }
   });
   let active = true;
   return {
@@ -131,7 +185,8 @@ export function instrumentDecodeLoop(
       off();
       set.names.delete(name);
       m.rows.remove({ name });
-      for (const counter of [m.tokens, m.joined, m.left]) counter.remove({ name });
+      for (const key of COUNTERS) m[key].remove({ name });
+      m.cacheBytes.remove({ name });
       if (set.names.size > 0) return;
       for (const key of Object.keys(NAMES) as Array<keyof DecodeMetrics>) {
         if (registry.getSingleMetric(prefix + NAMES[key]) === m[key]) registry.removeSingleMetric(prefix + NAMES[key]);

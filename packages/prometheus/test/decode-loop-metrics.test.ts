@@ -58,6 +58,36 @@ describe('instrumentDecodeLoop', () => {
     expect(registry.getSingleMetric('microbatch_decode_rows')).toBeUndefined();
   });
 
+  it('counts the prefix cache’s lookups, hits, reused tokens and evictions, and sums its bytes over the workers', async () => {
+    const registry = new Registry();
+    const loop = fakeLoop('inference');
+    const metrics = instrumentDecodeLoop(loop, { registry });
+    const window = { stepsByRows: [0, 1], tokens: 1, joined: 1, left: 0 };
+    const zero = await registry.metrics();
+    expect(samplesOf(zero, 'microbatch_prefix_cache_bytes')).toEqual([
+      'microbatch_prefix_cache_bytes{name="inference"} 0',
+    ]);
+    loop.report({ ...window, worker: 0, prefixCacheLookups: 3, prefixCacheHits: 2, prefixCacheTokens: 48 });
+    loop.report({ ...window, worker: 0, prefixCacheEvictions: 0, prefixCacheBytes: 4000 });
+    loop.report({ ...window, worker: 1, prefixCacheLookups: 1, prefixCacheEvictions: 5, prefixCacheBytes: 1000 });
+    // Worker 0's cache shrank (evictions and finished sequences): its latest level replaces its earlier one.
+    loop.report({ ...window, worker: 0, prefixCacheHits: 1, prefixCacheTokens: 16, prefixCacheBytes: 3000 });
+    const text = await registry.metrics();
+    const series = ['lookups_total', 'hits_total', 'tokens_total', 'evictions_total', 'bytes'].flatMap((metric) =>
+      samplesOf(text, `microbatch_prefix_cache_${metric}`),
+    );
+    expect(series).toEqual([
+      'microbatch_prefix_cache_lookups_total{name="inference"} 4',
+      'microbatch_prefix_cache_hits_total{name="inference"} 3',
+      'microbatch_prefix_cache_tokens_total{name="inference"} 64',
+      'microbatch_prefix_cache_evictions_total{name="inference"} 5',
+      'microbatch_prefix_cache_bytes{name="inference"} 4000',
+    ]);
+    metrics.unregister();
+    expect(registry.getSingleMetric('microbatch_prefix_cache_hits_total')).toBeUndefined();
+    expect(registry.getSingleMetric('microbatch_prefix_cache_bytes')).toBeUndefined();
+  });
+
   it('leaves out the batch sizes of a batcher instrumented with batchSizes: false, keeping its other series', async () => {
     const registry = new Registry();
     const feeding = createBatcher(async (inputs: number[]) => inputs, { name: 'generate', maxBatchSize: 1 });

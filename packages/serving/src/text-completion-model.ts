@@ -4,7 +4,13 @@ import { DEFAULTS, createBatcher, createStreamingBatcher } from '@microbatch/cor
 import { otelTracer } from '@microbatch/core/otel';
 import { dropUndefined } from '@microbatch/core/util';
 import type { Batcher, BatcherBase, StreamingBatcher } from '@microbatch/core';
-import { createTextGenerationParser, createTextGenerationValidator, createWorkerPool } from '@microbatch/inference';
+import {
+  TEXT_GENERATION_DEFAULTS,
+  createTextGenerationParser,
+  createTextGenerationValidator,
+  createWorkerPool,
+  defaultMaxStepTokens,
+} from '@microbatch/inference';
 import type {
   TextGenerationChunk,
   TextGenerationInput,
@@ -52,6 +58,17 @@ export interface TextCompletionModelOptions {
    * @default the runner's own (32, see `@microbatch/inference`'s text-generation runner)
    */
   readonly maxSequences?: number;
+  /**
+   * `'continuous'` scheduling: the most tokens one decode-loop iteration runs (its rows' decode tokens plus prefill
+   * chunks); longer prompts are prefilled in chunks, running streams advance at every step. Not with `'request'`.
+   * @default the runner's own (64, or twice `maxSequences` when that is more)
+   */
+  readonly maxStepTokens?: number;
+  /**
+   * `'continuous'` scheduling: each worker's prefix KV cache, in MiB (0: none). Not with `'request'`.
+   * @default the runner's own (64)
+   */
+  readonly prefixCacheMb?: number;
   /**
    * How requests share the model (see `@microbatch/inference`): `'continuous'` joins each request to the worker's
    * running decode loop at its next step and answers it the step it finishes; `'request'` runs each batch as one
@@ -166,16 +183,20 @@ export interface TextCompletionModel extends TextCompletionService {
 }
 
 /**
- * The work one generation weighs, for admission: its prompt (about 4 characters a token; the tokenizer may not be
- * loaded yet) plus the tokens it may generate. 16 prompts x 256 tokens weigh what they cost.
+ * The work one generation weighs, for admission's latency estimate: the tokens it may generate (a decode step each)
+ * plus its prompt (about 4 characters a token; the tokenizer may not be loaded yet) at `promptTokensPerStep` tokens
+ * a step. Under request scheduling a prompt token weighs what a generated one does (the default, 1); the continuous
+ * loop prefills up to its step budget (`maxStepTokens`) a step, so there a 450-token prompt adds about
+ * 450 / maxStepTokens steps, and a 5-token one about none.
  *
  * @example
  * ```ts
  * textCompletionCost({ prompt: 'Once upon a time ', max_new_tokens: 16 }); // 21
+ * textCompletionCost({ prompt: 'x'.repeat(1800), max_new_tokens: 16 }, 64); // 16 + 450 / 64
  * ```
  */
-export function textCompletionCost(input: TextGenerationInput): number {
-  return Math.ceil(input.prompt.length / 4) + (input.max_new_tokens ?? 16);
+export function textCompletionCost(input: TextGenerationInput, promptTokensPerStep = 1): number {
+  return Math.ceil(input.prompt.length / 4) / promptTokensPerStep + (input.max_new_tokens ?? 16);
 }
 
 /**
@@ -208,7 +229,16 @@ export function createTextCompletionModel(options: TextCompletionModelOptions): 
   }
   checkScheduledOptions(scheduling, options);
   const pool = createWorkerPool({
-    runner: { task: 'text-generation', model, scheduling, ...dropUndefined({ maxSequences: options.maxSequences }) },
+    runner: {
+      task: 'text-generation',
+      model,
+      scheduling,
+      ...dropUndefined({
+        maxSequences: options.maxSequences,
+        maxStepTokens: options.maxStepTokens,
+        prefixCacheMb: options.prefixCacheMb,
+      }),
+    },
     ...dropUndefined({ size: options.workers, threads: options.threads, executionProvider: options.executionProvider }),
   });
   // Whole and streamed completions are separate batchers (their handlers differ) on the same workers. The pool says
@@ -233,15 +263,22 @@ export function createTextCompletionModel(options: TextCompletionModelOptions): 
   }
   // Each batch an OpenTelemetry span linked to the requests it served, once the app registers an SDK.
   const tracer = otelTracer();
+  // The continuous loop prefills a prompt over steps of its budget: its tokens weigh that much less than decoding.
+  const stepTokens =
+    options.maxStepTokens ?? defaultMaxStepTokens(options.maxSequences ?? TEXT_GENERATION_DEFAULTS.maxSequences);
+  const cost =
+    pool.scheduling === 'continuous'
+      ? (input: TextGenerationInput) => textCompletionCost(input, stepTokens)
+      : (input: TextGenerationInput) => textCompletionCost(input);
   const generate = createBatcher(pool.handler, {
     ...batcherOptions,
-    cost: textCompletionCost,
+    cost,
     tracer,
     name: 'generate',
   });
   const streamer = createStreamingBatcher(pool.streamingHandler, {
     ...batcherOptions,
-    cost: textCompletionCost,
+    cost,
     tracer,
     name: 'stream',
   });
@@ -306,6 +343,14 @@ function checkScheduledOptions(scheduling: 'continuous' | 'request', options: Te
       `\`maxSequences\` (${String(options.maxSequences)}) bounds the decode loop of 'continuous' scheduling; with ` +
         "'request' scheduling set `maxBatchSize`, the most requests one batch holds",
     );
+  }
+  for (const key of ['maxStepTokens', 'prefixCacheMb'] as const) {
+    if (scheduling === 'request' && options[key] !== undefined) {
+      throw new TypeError(
+        `\`${key}\` (${String(options[key])}) bounds the decode loop of 'continuous' scheduling; with 'request' ` +
+          'scheduling no loop runs',
+      );
+    }
   }
   if (scheduling === 'continuous' && options.batchWaitTimeoutMs !== undefined && options.batchWaitTimeoutMs !== 0) {
     throw new TypeError(

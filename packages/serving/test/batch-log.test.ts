@@ -101,7 +101,9 @@ function fakeLoop(name = 'inference') {
       return () => void listeners.delete(listener);
     },
     report(activity: Partial<DecodeActivity>) {
-      const full = { worker: 0, ms: 5, steps: 0, stepsByRows: [], tokens: 0, joined: 0, left: 0, ...activity };
+      const cache = { prefixCacheLookups: 0, prefixCacheHits: 0, prefixCacheTokens: 0, prefixCacheEvictions: 0 };
+      const counts = { worker: 0, ms: 5, steps: 0, stepsByRows: [], tokens: 0, joined: 0, left: 0 };
+      const full = { ...counts, ...cache, prefixCacheBytes: 0, ...activity };
       for (const listener of listeners) listener(full);
     },
     get listening() {

@@ -30,6 +30,12 @@ describe('createTextCompletionModel options', () => {
 
   it.each([
     [{ scheduling: 'request', maxSequences: 4 }, '`maxSequences` (4) bounds the decode loop'],
+    [{ scheduling: 'request', maxStepTokens: 64 }, "`maxStepTokens` (64) bounds the decode loop of 'continuous'"],
+    [{ scheduling: 'request', prefixCacheMb: 0 }, "`prefixCacheMb` (0) bounds the decode loop of 'continuous'"],
+    [
+      { maxSequences: 16, maxStepTokens: 16 },
+      'Expected `runner.maxStepTokens` to be an integer > `runner.maxSequences`',
+    ],
     [{ batchWaitTimeoutMs: 5 }, "`batchWaitTimeoutMs` (5) has no effect with 'continuous' scheduling"],
   ] as const)('refuses %j, which has no effect under that scheduling', (options, message) => {
     expect(() => createTextCompletionModel({ model, log: false, ...options })).toThrow(message);

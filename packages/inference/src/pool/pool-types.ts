@@ -110,6 +110,16 @@ export interface DecodeActivity {
   readonly joined: number;
   /** Sequences that finished or were cancelled after joining. */
   readonly left: number;
+  /** Newcomers whose prompt was looked up in the prefix cache (0 without a cache: `runner.prefixCacheMb: 0`). */
+  readonly prefixCacheLookups: number;
+  /** Newcomers that reused cached blocks of their prompt. */
+  readonly prefixCacheHits: number;
+  /** Prompt tokens whose KV came from the prefix cache instead of a prefill. */
+  readonly prefixCacheTokens: number;
+  /** Cached blocks evicted to stay within the budget. */
+  readonly prefixCacheEvictions: number;
+  /** Bytes the worker's prefix cache holds at the end of the window (a level, not a count). */
+  readonly prefixCacheBytes: number;
 }
 
 /**
@@ -187,7 +197,9 @@ export interface WorkerPool<I, O, C = never> {
   /**
    * Each worker's runner counters; for continuous text generation: `decodeSteps`, `decodedRows`, `prefillCalls`,
    * `joinedRunning` (newcomers merged into a running batch), `maxRows`, and ms in `decodeRunMs` / `prefillRunMs`
-   * (session.run), `composeMs` (KV copies) and `loopMs` (whole iterations). `{}` for runners without counters.
+   * (session.run), `composeMs` (KV copies), `loopMs` (whole iterations), and the prefix cache's `prefixCacheLookups`,
+   * `prefixCacheHits`, `prefixCacheTokens`, `prefixCacheEvictions` and `prefixCacheBytes`. `{}` for runners without
+   * counters.
    */
   runnerStats(): Promise<Readonly<Record<string, number>>[]>;
   /** Rejects queued and running batches with `CLOSED` and terminates every worker. */

@@ -12,6 +12,7 @@ import type { DecodeBatch, TextGenerationRunnerSpec } from '../spec/runner-types
 import { calibrateStepCost } from './continuous/calibrate.js';
 import { DecodeLoop } from './continuous/decode-loop.js';
 import { MAX_LENGTH_GROUPS } from './continuous/length-groups.js';
+import { PREFIX_BLOCK_TOKENS, PrefixCache } from './continuous/prefix-cache.js';
 import type { StepCostModel } from './continuous/length-groups.js';
 import type { ModelGeometry } from './continuous/padded-batch.js';
 import { Sequence } from './continuous/sequence.js';
@@ -91,11 +92,29 @@ export async function loadContinuousGenerationRunner(spec: Spec, init: WorkerIni
     positionIds: session.inputNames.includes('position_ids'),
   };
   const eos = generation.eos_token_id ?? config.eos_token_id ?? tokenizer.eos_token_id;
+  const blockBytes = PrefixCache.blockBytes(geometry);
+  if (spec.prefixCacheMb > 0 && spec.prefixCacheMb * 2 ** 20 < blockBytes) {
+    throw new Error(
+      `runner.prefixCacheMb (${spec.prefixCacheMb}) holds no ${PREFIX_BLOCK_TOKENS}-token block of this model ` +
+        `(${(blockBytes / 2 ** 20).toFixed(3)} MiB each): give it at least that, or 0 for no prefix cache`,
+    );
+  }
   const costModel = await calibrateStepCost(session, geometry);
   return new ContinuousGenerationRunner(init.index, spec, tokenizer, session, geometry, costModel, {
     contextLength: spec.contextLength > 0 ? spec.contextLength : (config.max_position_embeddings ?? 512),
     eosTokenIds: new Set<number>([eos ?? []].flat().map(Number)),
   });
+}
+
+/** The prefix cache's counters as runner stats. */
+function prefixCacheStats(cache: ReturnType<DecodeLoop['prefixCache']>): Record<string, number> {
+  return {
+    prefixCacheLookups: cache.lookups,
+    prefixCacheHits: cache.hits,
+    prefixCacheTokens: cache.tokens,
+    prefixCacheEvictions: cache.evictions,
+    prefixCacheBytes: cache.bytes,
+  };
 }
 
 /** One input of a `run()` call: its sequence, and whether its first chunk (which carries its batch) went out. */
@@ -151,7 +170,8 @@ class ContinuousGenerationRunner implements Runner {
       geometry,
       {
         maxSequences: spec.maxSequences,
-        maxPrefillTokens: spec.maxPrefillTokens,
+        maxStepTokens: spec.maxStepTokens,
+        prefixCacheBytes: Math.floor(spec.prefixCacheMb * 2 ** 20),
         maxGroups: MAX_LENGTH_GROUPS,
         costModel,
       },
@@ -193,6 +213,7 @@ class ContinuousGenerationRunner implements Runner {
     const { callMs, rowMs, rowPastMs, copyMs } = this.#costModel;
     return {
       ...this.#loop.stats,
+      ...prefixCacheStats(this.#loop.prefixCache()),
       costCallMs: callMs,
       costRowMs: rowMs,
       costRowPastMs: rowPastMs,

@@ -46,7 +46,8 @@ export const TEXT_GENERATION_DEFAULTS = {
   seed: -1,
   scheduling: 'continuous',
   maxSequences: 32,
-  maxPrefillTokens: 512,
+  maxStepTokens: 64,
+  prefixCacheMb: 64,
 } as const satisfies Required<TextGenerationRunnerSpec>;
 
 const FEATURE_EXTRACTION_DEFAULTS = {
@@ -89,6 +90,52 @@ function checkStringArray(name: string, value: unknown): readonly string[] {
   return value as readonly string[];
 }
 
+/**
+ * The decode loop's step budget (`runner.maxStepTokens`) when none is given: 64 tokens, or twice `maxSequences` when
+ * that is more, so a step always has room for its rows and as many prompt tokens.
+ *
+ * @example
+ * ```ts
+ * defaultMaxStepTokens(32); // 64
+ * defaultMaxStepTokens(48); // 96
+ * ```
+ */
+export function defaultMaxStepTokens(maxSequences: number): number {
+  return Math.max(TEXT_GENERATION_DEFAULTS.maxStepTokens, 2 * maxSequences);
+}
+
+/**
+ * Checks the continuous loop's budgets (refused under request scheduling, where no loop reads them) and resolves the
+ * step budget's default.
+ */
+function checkLoopBudgets(
+  resolved: Required<TextGenerationRunnerSpec>,
+  given: Partial<TextGenerationRunnerSpec>,
+): { maxStepTokens: number; prefixCacheMb: number } {
+  if (resolved.scheduling === 'request') {
+    for (const key of ['maxStepTokens', 'prefixCacheMb'] as const) {
+      if (given[key] !== undefined) {
+        throw new TypeError(
+          `\`runner.${key}\` (${String(given[key])}) bounds the decode loop of 'continuous' scheduling; with ` +
+            "`scheduling: 'request'` no loop runs: remove it",
+        );
+      }
+    }
+  }
+  checkNumber('runner.prefixCacheMb', resolved.prefixCacheMb, 0, Number.MAX_SAFE_INTEGER);
+  if (given.maxStepTokens === undefined) {
+    return { maxStepTokens: defaultMaxStepTokens(resolved.maxSequences), prefixCacheMb: resolved.prefixCacheMb };
+  }
+  const { maxStepTokens, maxSequences } = resolved;
+  if (!Number.isInteger(maxStepTokens) || maxStepTokens <= maxSequences) {
+    throw new TypeError(
+      `Expected \`runner.maxStepTokens\` to be an integer > \`runner.maxSequences\` (${maxSequences}: a step decodes ` +
+        `every running row and needs room for a prompt token), got \`${String(maxStepTokens)}\` (${typeof maxStepTokens})`,
+    );
+  }
+  return { maxStepTokens, prefixCacheMb: resolved.prefixCacheMb };
+}
+
 /** Whether a task's runner can stream per-step output. */
 export function taskStreams(task: RunnerSpec['task']): boolean {
   return task === 'text-generation';
@@ -123,9 +170,18 @@ export function resolveRunnerSpec(spec: RunnerSpec): ResolvedRunnerSpec {
             `\`maxBatchSize\`, got \`runner.maxBatchSize: ${String(given.maxBatchSize)}\``,
         );
       }
+      if ('maxPrefillTokens' in given) {
+        throw new TypeError(
+          '`runner.maxPrefillTokens` is now `runner.maxStepTokens` (the tokens of a whole loop iteration: its decode ' +
+            `rows and its prefill), got \`runner.maxPrefillTokens: ${String(given.maxPrefillTokens)}\``,
+        );
+      }
       checkInteger('runner.maxSequences', resolved.maxSequences, 1);
-      checkInteger('runner.maxPrefillTokens', resolved.maxPrefillTokens, 1);
-      return { ...resolved, stop: [...resolved.stop] };
+      return {
+        ...resolved,
+        ...checkLoopBudgets(resolved, given as Partial<TextGenerationRunnerSpec>),
+        stop: [...resolved.stop],
+      };
     }
     case 'feature-extraction': {
       const resolved = { ...FEATURE_EXTRACTION_DEFAULTS, ...given, model } as Required<FeatureExtractionRunnerSpec>;

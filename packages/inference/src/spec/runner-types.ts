@@ -62,12 +62,21 @@ export interface TextGenerationRunnerSpec {
    */
   readonly maxSequences?: number;
   /**
-   * `'continuous'` only: the most prompt tokens (padded) one prefill call processes between two decode steps, so a
-   * newcomer's prefill delays the running sequences by a bounded time. A longer prompt is prefilled in chunks of
-   * this size, one chunk between two decode steps.
-   * @default 512
+   * `'continuous'` only: the most tokens one iteration of the decode loop runs (vLLM's `max_num_batched_tokens`):
+   * a decode token for each running row plus the (padded) prompt tokens of its prefill calls. A prompt longer than
+   * what is left is prefilled in chunks over the next iterations; running rows decode at every iteration, so a long
+   * prompt delays each of their tokens by at most one chunk's prefill. Must exceed `maxSequences`. Smaller: steadier
+   * streams while long prompts arrive; larger: those prompts' first token sooner.
+   * @default 64, or `2 * maxSequences` when that is more
    */
-  readonly maxPrefillTokens?: number;
+  readonly maxStepTokens?: number;
+  /**
+   * `'continuous'` only: the prefix KV cache's budget per worker, in MiB (0: no cache). Prompts' KV is kept in
+   * 16-token blocks (hashed chains), least recently used evicted first; a newcomer whose prompt starts with cached
+   * blocks reuses them and prefills only the rest.
+   * @default 64
+   */
+  readonly prefixCacheMb?: number;
 }
 
 /**

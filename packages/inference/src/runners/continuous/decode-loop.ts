@@ -1,15 +1,19 @@
 // The iteration-level scheduler: one loop per worker runs decode steps over the active sequences and, between
-// them, admits newcomers. Each iteration does at most one prefill call (newcomers whose padded prompts fit the
-// prefill budget and whose padding pays, or one chunk of a prompt longer than the budget), then one decode step
-// for every running row (a session.run per length group). A row that finishes or is cancelled leaves before the
+// them, admits newcomers. Each iteration runs at most `maxStepTokens` tokens (vLLM's `max_num_batched_tokens`):
+// one decode step for every running row (a session.run per length group; running rows are never held back), and,
+// with what is left, prefills: the next chunk of a prompt being prefilled in chunks, then newcomers in padded
+// groups whose padding pays, or, for one whose prompt does not fit what is left or starts with blocks of the prefix
+// cache (`prefix-cache.ts`), its first chunk after its cached prefix. A row that finishes or is cancelled leaves before the
 // next step: the group's last row takes its slot. A newcomer takes a free slot in the group whose past fits it
 // best, or that group is recomposed with it. The groups are recomputed (every row's KV copied) only when the
 // modelled saving over the next steps pays for the copy (`running-groups.ts`).
 import type { InferenceSession, Tensor } from 'onnxruntime-node';
-import { prefillFeeds, presentSource } from './padded-batch.js';
 import { releaseBuffers } from './released-buffers.js';
-import type { KvSource, ModelGeometry } from './padded-batch.js';
+import type { ModelGeometry } from './padded-batch.js';
 import type { StepCostModel } from './length-groups.js';
+import { PrefillCalls } from './prefill-calls.js';
+import { PrefixCache } from './prefix-cache.js';
+import type { PrefixCacheCounters } from './prefix-cache.js';
 import { RunningGroups } from './running-groups.js';
 import { tokenLogprobs } from './logprobs.js';
 import { sampleToken } from './sampler.js';
@@ -23,8 +27,13 @@ import type { DecodeLoopStats } from './loop-stats.js';
 export interface DecodeLoopOptions {
   /** The most sequences decoded together (the rows of a step). */
   readonly maxSequences: number;
-  /** The most (padded) prompt tokens one prefill call may process; longer prompts are prefilled in chunks of this size. */
-  readonly maxPrefillTokens: number;
+  /**
+   * The most tokens one iteration runs: its decode rows plus its prefill calls' (padded) prompt tokens. A prompt
+   * longer than what is left is prefilled in chunks over the next iterations; running rows decode at every one.
+   */
+  readonly maxStepTokens: number;
+  /** The prefix cache's budget in bytes (0: no cache). */
+  readonly prefixCacheBytes: number;
   /** The most length groups a decode step is split into (1: one padded batch). */
   readonly maxGroups: number;
   /** The modelled cost of a decode call, which decides the length groups. */
@@ -49,6 +58,8 @@ export class DecodeLoop {
   readonly #options: DecodeLoopOptions;
   readonly #hooks: DecodeLoopHooks;
   readonly #scratch: Float64Array;
+  readonly #cache: PrefixCache | undefined;
+  readonly #prefills: PrefillCalls;
   #waiting: Sequence[] = [];
   #chunking: Sequence | undefined;
   /** The running rows, by length groups, each with its own left-padded KV cache. */
@@ -70,6 +81,18 @@ export class DecodeLoop {
     this.#hooks = hooks;
     this.#scratch = new Float64Array(geometry.vocabSize);
     this.#groups = new RunningGroups<Sequence>(geometry, options.costModel, options.maxGroups, this.stats);
+    this.#cache = options.prefixCacheBytes > 0 ? new PrefixCache(geometry, options.prefixCacheBytes) : undefined;
+    this.#prefills = new PrefillCalls(session, geometry, this.stats, this.#cache, (sequence, logits) =>
+      this.#take(sequence, logits),
+    );
+  }
+
+  /** The prefix cache's counters and the bytes it holds (all 0 without a cache). */
+  prefixCache(): PrefixCacheCounters & { readonly bytes: number } {
+    const cache = this.#cache;
+    return cache === undefined
+      ? { lookups: 0, hits: 0, tokens: 0, evictions: 0, bytes: 0 }
+      : { ...cache.counters, bytes: cache.bytes };
   }
 
   /** Queues sequences; they join the running batch at the next iteration with room for them. */
@@ -104,7 +127,7 @@ export class DecodeLoop {
         if (this.#running().length > 0) await this.#decode();
         // A report goes out before the answers of the sequences that ended in this step, so whoever hears an answer
         // has heard the step that produced it (a server that drains and exits logs it).
-        if (this.#activity.due(this.#endStep())) this.#hooks.activity(this.#activity.take());
+        if (this.#activity.due(this.#endStep())) this.#hooks.activity(this.#activity.take(this.prefixCache()));
         const answerStart = now();
         this.#hooks.afterIteration();
         this.stats.answerMs += now() - answerStart;
@@ -130,7 +153,7 @@ export class DecodeLoop {
       this.#hooks.failed(error);
     }
     // Idle: what the last window saw goes out now rather than with the next burst.
-    if (this.#activity.due(true)) this.#hooks.activity(this.#activity.take());
+    if (this.#activity.due(true)) this.#hooks.activity(this.#activity.take(this.prefixCache()));
   }
 
   /**
@@ -170,95 +193,53 @@ export class DecodeLoop {
     }
   }
 
-  /** Runs at most one prefill call; returns the sequences that got their first token and keep generating. */
+  /**
+   * Spends the step's token budget on prefills: what is left of `maxStepTokens` after the running rows' decode (each
+   * newcomer that gets its first token here also decodes in this step: one token more). First the next chunk of the
+   * prompt being prefilled, then newcomers in arrival order: one whose prompt starts with cached blocks, or does not
+   * fit the budget whole, is prefilled in chunks from this step on; the others in padded groups. Returns the
+   * sequences that got their first token and keep generating.
+   */
   async #prefill(): Promise<Sequence[]> {
-    const budget = this.#options.maxPrefillTokens;
-    const busy = this.#running().filter((sequence) => !sequence.done).length + (this.#chunking === undefined ? 0 : 1);
-    let free = this.#options.maxSequences - busy;
-    if (this.#chunking !== undefined) return this.#prefillChunk(this.#chunking);
-    const head = this.#waiting[0];
-    if (head === undefined || free <= 0) return [];
-    if (head.prompt.length > budget) {
-      this.#waiting.shift();
-      this.#chunking = head;
-      return this.#prefillChunk(head);
-    }
-    // The oldest newcomer always goes; the others join it when they still fit the budget (padded to the group's
-    // longest) and the padding they add costs less than prefilling them in a call of their own a step later (a
-    // padded prompt token costs about what a decoded row does: `rowMs`).
-    const { callMs, rowMs } = this.#groups.model;
-    const group: Sequence[] = [];
-    let longest = 0;
-    for (const sequence of this.#waiting) {
-      if (free === 0) break;
-      const padded = Math.max(longest, sequence.prompt.length) * (group.length + 1);
-      if (padded > budget) continue;
-      const wasted = padded - longest * group.length - sequence.prompt.length;
-      if (group.length > 0 && wasted * rowMs > callMs + rowMs) continue;
-      longest = Math.max(longest, sequence.prompt.length);
-      group.push(sequence);
+    const running = this.#running().filter((sequence) => !sequence.done).length;
+    let budget = this.#options.maxStepTokens - running;
+    let free = this.#options.maxSequences - running - (this.#chunking === undefined ? 0 : 1);
+    const joining: Sequence[] = [];
+    while (budget > 0) {
+      const chunking = this.#chunking;
+      if (chunking !== undefined) {
+        const remaining = chunking.prompt.length - chunking.prefilled;
+        // The last chunk needs a token more (its decode); without room for it, stop one token short.
+        const size = remaining + 1 <= budget ? remaining : Math.min(budget, remaining - 1);
+        if (size === 0) break;
+        budget -= size;
+        if (await this.#prefills.chunk(chunking, size)) {
+          budget -= 1;
+          this.#chunking = undefined;
+          this.#activity.joined(1);
+          if (!chunking.done) joining.push(chunking);
+        }
+        continue;
+      }
+      const head = this.#waiting[0];
+      if (head === undefined || free <= 0) break;
       free -= 1;
+      if (this.#prefills.cached(head) || head.prompt.length + 1 > budget) {
+        this.#waiting.shift();
+        this.#prefills.start(head);
+        this.#chunking = head;
+        continue;
+      }
+      const group = this.#prefills.pick(this.#waiting, budget, free + 1, this.#groups.model);
+      const admitted = new Set(group);
+      this.#waiting = this.#waiting.filter((sequence) => !admitted.has(sequence));
+      free -= group.length - 1;
+      budget -= group.length * (group.reduce((max, each) => Math.max(max, each.prompt.length), 0) + 1);
+      await this.#prefills.group(group);
+      this.#activity.joined(group.length);
+      joining.push(...group.filter((sequence) => !sequence.done));
     }
-    const admitted = new Set(group);
-    this.#waiting = this.#waiting.filter((sequence) => !admitted.has(sequence));
-    const outputs = await this.#runPrefill(
-      group.map((sequence) => sequence.prompt),
-      undefined,
-      longest,
-    );
-    const source = presentSource(outputs, longest, this.#geometry);
-    const logits = outputs.logits?.data as Float32Array;
-    const { vocabSize } = this.#geometry;
-    group.forEach((sequence, index) => {
-      sequence.source = source;
-      sequence.row = index;
-      sequence.length = sequence.prompt.length;
-      sequence.prefilled = sequence.prompt.length;
-      const last = (index * longest + longest - 1) * vocabSize;
-      this.#take(sequence, logits.subarray(last, last + vocabSize));
-    });
-    // Logits for every prompt position, a megabyte or more: freed now rather than by the next full collection.
-    releaseBuffers([logits]);
-    this.#activity.joined(group.length);
-    return group.filter((sequence) => !sequence.done);
-  }
-
-  /** Prefills the next chunk of a long prompt; returns it once its last chunk produced its first token. */
-  async #prefillChunk(sequence: Sequence): Promise<Sequence[]> {
-    const chunk = sequence.prompt.slice(sequence.prefilled, sequence.prefilled + this.#options.maxPrefillTokens);
-    const past = sequence.source === undefined ? undefined : { source: sequence.source, length: sequence.length };
-    const outputs = await this.#runPrefill([chunk], past, chunk.length);
-    // The previous chunk's KV (this sequence's own, read by this run only) and, until the last chunk, the logits.
-    if (past !== undefined) releaseBuffers(past.source.data);
-    const logits = outputs.logits?.data as Float32Array;
-    sequence.length += chunk.length;
-    sequence.prefilled += chunk.length;
-    sequence.source = presentSource(outputs, sequence.length, this.#geometry);
-    sequence.row = 0;
-    if (sequence.prefilled < sequence.prompt.length) {
-      releaseBuffers([logits]);
-      return [];
-    }
-    this.#chunking = undefined;
-    const { vocabSize } = this.#geometry;
-    this.#take(sequence, logits.subarray((chunk.length - 1) * vocabSize, chunk.length * vocabSize));
-    releaseBuffers([logits]);
-    this.#activity.joined(1);
-    return sequence.done ? [] : [sequence];
-  }
-
-  async #runPrefill(
-    chunks: readonly (readonly number[])[],
-    past: { readonly source: KvSource; readonly length: number } | undefined,
-    longest: number,
-  ): Promise<Record<string, Tensor>> {
-    const feeds = prefillFeeds(chunks, past, this.#geometry);
-    const started = now();
-    const outputs = (await this.#session.run(feeds)) as Record<string, Tensor>;
-    this.stats.prefillRunMs += now() - started;
-    this.stats.prefillCalls += 1;
-    this.stats.prefillTokens += chunks.length * longest;
-    return outputs;
+    return joining;
   }
 
   #running(): Sequence[] {

@@ -1,6 +1,7 @@
 // What the decode loop did since its last report: the pool hears it a few times a second and hands it to the
 // loop's log and metrics on the main thread (`pool.onDecodeActivity`).
 import type { DecodeActivity } from '../../pool/pool-types.js';
+import type { PrefixCacheCounters } from './prefix-cache.js';
 
 /** How often a busy loop reports its activity; an idle loop reports once, when it stops. */
 export const ACTIVITY_REPORT_MS = 250;
@@ -16,6 +17,8 @@ export class ActivityCounter {
   #tokens = 0;
   #joined = 0;
   #left = 0;
+  /** The prefix cache's cumulative counters at the last report. */
+  #cache: PrefixCacheCounters = { lookups: 0, hits: 0, tokens: 0, evictions: 0 };
 
   /** A step in which `rows` sequences got `tokens` tokens (a newcomer gets two: prefill's and the decode step's). */
   step(rows: number, tokens: number): void {
@@ -40,9 +43,10 @@ export class ActivityCounter {
     return any && (force || performance.now() - this.#started >= ACTIVITY_REPORT_MS);
   }
 
-  /** The window's counters; starts a new window. */
-  take(): ActivityWindow {
+  /** The window's counters (the prefix cache's as the change since the last window, and the bytes it holds now). */
+  take(cache: PrefixCacheCounters & { readonly bytes: number }): ActivityWindow {
     const now = performance.now();
+    const last = this.#cache;
     const window: ActivityWindow = {
       ms: now - this.#started,
       steps: this.#steps,
@@ -50,7 +54,13 @@ export class ActivityCounter {
       tokens: this.#tokens,
       joined: this.#joined,
       left: this.#left,
+      prefixCacheLookups: cache.lookups - last.lookups,
+      prefixCacheHits: cache.hits - last.hits,
+      prefixCacheTokens: cache.tokens - last.tokens,
+      prefixCacheEvictions: cache.evictions - last.evictions,
+      prefixCacheBytes: cache.bytes,
     };
+    this.#cache = { lookups: cache.lookups, hits: cache.hits, tokens: cache.tokens, evictions: cache.evictions };
     this.#started = now;
     this.#steps = 0;
     this.#stepsByRows = [];

@@ -2,7 +2,7 @@
 
 /** Counters of the loop, cumulative since the worker started. */
 export interface DecodeLoopStats {
-  /** Loop iterations (each: at most one prefill call, then at most one decode step). */
+  /** Loop iterations (each: prefill calls within what the step budget leaves, then at most one decode step). */
   iterations: number;
   decodeSteps: number;
   /** session.run calls of decode steps (one per length group). */
@@ -12,6 +12,7 @@ export interface DecodeLoopStats {
   /** Tokens generated: by decode steps, and each sequence's first one by its (last) prefill call. */
   generatedTokens: number;
   prefillCalls: number;
+  /** Prompt tokens prefilled, padding included (a cached prefix is not prefilled). */
   prefillTokens: number;
   /** Newcomers merged into a batch that was already decoding. */
   joinedRunning: number;

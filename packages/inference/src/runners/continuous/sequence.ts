@@ -13,6 +13,8 @@ export class Sequence implements KvRow {
   next = -1;
   /** Prompt tokens already prefilled, for prompts prefilled in chunks. */
   prefilled = 0;
+  /** Prompt tokens whose KV came from the prefix cache. */
+  cachedTokens = 0;
   cancelled = false;
   /** The loop step (iteration) in which it last got a token, so a step counts each sequence once. */
   lastStep = -1;
