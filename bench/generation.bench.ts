@@ -1,302 +1,119 @@
-// Continuous (iteration-level) vs request-level text generation on a mixed workload, and both against the decode
-// limit (the ONNX session alone, full batches at the workload's mean context), measured in one run.
-//
-// Closed loop: `c` clients each send their next request as soon as their previous one is answered; half of them
-// stream (time to first token), half wait for the whole completion (latency per max_tokens class). Rounds are
-// interleaved (continuous, request, continuous, request, ...) and medians reported.
+// `pnpm bench:generation`: text generation in the decode loop, each figure against a baseline measured in the same
+// run (rounds interleaved, medians). Scenarios (`--scenario`, comma-separated; all by default):
+//   - `mixed`: continuous vs request-level scheduling on a mixed-length workload at c=8/32/64, against the decode
+//     limit (generation/mixed.ts), on the bundled model and on the ~30M Llama-shaped one (`--model bundled,30m`;
+//     on the larger model continuous only at c=32/64, as request-level batches run to their longest request);
+//   - `long-prompts`: running streams' inter-token gap while ~400-token prompts arrive, with and without a per-step
+//     token budget (generation/long-prompts.ts; the ~30M model unless `--model`);
+//   - `prefix`: time to first token of requests sharing a ~380-token prefix with and without the prefix KV cache
+//     (generation/prefix.ts; the ~30M model unless `--model`).
+// The Llama-shaped models are written by `pnpm bench:models` (done here too when missing). Results go to
+// bench/results/generation.json (the parts of a partial run replace theirs) and BENCHMARKS.md.
+// `--report` rewrites the BENCHMARKS.md sections from the last results without running anything.
+import { execFileSync } from 'node:child_process';
 import { readFile, writeFile } from 'node:fs/promises';
-import { fileURLToPath } from 'node:url';
-import { createBatcher, createStreamingBatcher } from '@microbatch/core';
-import { createWorkerPool } from '@microbatch/inference';
-import type { TextGenerationChunk, TextGenerationInput, TextGenerationOutput, WorkerPool } from '@microbatch/inference';
+import { parseArgs } from 'node:util';
+import { TEXT_GENERATION_DEFAULTS } from '@microbatch/inference';
+import type { TextGenerationRunnerSpec } from '@microbatch/inference';
+import { BENCH_MODEL_NAMES, benchModelDir, ensureBenchModel } from './lib/bench-models.js';
+import { TEXT_MODEL_DIR } from './lib/paths.js';
 import { renderGenerationChart } from './generation/chart.js';
-import type { ChartPoint } from './generation/chart.js';
-import { decodeLimiter } from './generation/decode-limit.js';
-import type { DecodeLimit, SpreadLimit } from './generation/decode-limit.js';
+import { runLongPrompts } from './generation/long-prompts.js';
 import { measureMemoryInChild } from './generation/memory.js';
+import { MAX_BATCH, runMixed } from './generation/mixed.js';
+import { runPrefix } from './generation/prefix.js';
+import { runnerHas } from './generation/streams.js';
 import { writeGenerationSection } from './generation/report.js';
-import { machineInfo, waitForQuiet } from './lib/machine.js';
-import { median, round, summarize } from './generation/summary.js';
-import type { RunResult, Sample } from './generation/summary.js';
-import { MAX_TOKENS_CLASSES, mixedWorkload } from './generation/workload.js';
+import { writeModelSizesSection } from './generation/sizes-report.js';
+import { machineInfo } from './lib/machine.js';
+import { MAX_TOKENS_CLASSES } from './generation/workload.js';
 
-const MODEL = fileURLToPath(new URL('../models/tinystories-656k', import.meta.url));
-const CONCURRENCIES = (process.env.CONCURRENCY ?? '8,32,64').split(',').map(Number);
-const ROUNDS = Number(process.env.ROUNDS ?? 3);
-/** The most sequences per model call in both schedulings. */
-const MAX_BATCH = 64;
-const SCHEDULINGS = ['continuous', 'request'] as const;
-type Scheduling = (typeof SCHEDULINGS)[number];
-type Pool = WorkerPool<TextGenerationInput, TextGenerationOutput, TextGenerationChunk>;
+const SCENARIOS = ['mixed', 'long-prompts', 'prefix'] as const;
+type Scenario = (typeof SCENARIOS)[number];
+const MODELS = ['bundled', ...BENCH_MODEL_NAMES] as const;
+type ModelName = (typeof MODELS)[number];
+const RESULTS = new URL('./results/generation.json', import.meta.url);
+const BENCHMARKS = new URL('../BENCHMARKS.md', import.meta.url);
 
-function batchers(pool: Pool, scheduling: Scheduling) {
-  const options =
-    scheduling === 'continuous'
-      ? { ...pool.batcherOptions, batchWaitTimeoutMs: 0, maxQueueSize: 10_000 }
-      : { ...pool.batcherOptions, maxBatchSize: MAX_BATCH, batchWaitTimeoutMs: 5, maxQueueSize: 10_000 };
-  return {
-    generate: createBatcher(pool.handler, options),
-    streamer: createStreamingBatcher(pool.streamingHandler, options),
-  };
+const { values: args } = parseArgs({
+  options: {
+    scenario: { type: 'string', default: SCENARIOS.join(',') },
+    model: { type: 'string' },
+    rounds: { type: 'string' },
+    'max-step-tokens': { type: 'string' },
+    'prefix-cache-mb': { type: 'string' },
+    'long-every-ms': { type: 'string', default: '2000' },
+    'max-sequences': { type: 'string' },
+    'window-s': { type: 'string', default: '10' },
+    report: { type: 'boolean', default: false },
+  },
+});
+
+function listOf<T extends string>(flag: string, value: string, allowed: readonly T[]): T[] {
+  const items = value.split(',').filter((item) => item !== '');
+  for (const item of items) {
+    if (!allowed.includes(item as T)) {
+      throw new TypeError(`Expected \`--${flag}\` to list some of ${allowed.join(', ')}, got \`${item}\``);
+    }
+  }
+  return items as T[];
+}
+
+function positive(flag: string, value: string | undefined, fallback: number): number {
+  if (value === undefined) return fallback;
+  const number = Number(value);
+  if (!Number.isInteger(number) || number < 0) {
+    throw new TypeError(`Expected \`--${flag}\` to be an integer >= 0, got \`${value}\``);
+  }
+  return number;
 }
 
 /**
- * Runs `c` clients over the workload until every request of it has been answered; throughput is all completion
- * tokens over the whole run (as vLLM's benchmark_serving counts). The workload has 8 requests per client; the drain
- * at the end, with fewer and fewer clients, is not small (the longest generations are 128 tokens), so continuous
- * runs also report the rate while every client was busy.
+ * Runner options given as plain data: the per-step budget and the prefix cache (issue 27) are checked by the runner
+ * that runs them, which refuses them where it does not have them (the scenario then reports the refusal).
  */
-async function closedLoop(
-  pool: Pool,
-  scheduling: Scheduling,
-  concurrency: number,
-  workload: readonly TextGenerationInput[],
-): Promise<RunResult> {
-  const { generate, streamer } = batchers(pool, scheduling);
-  const before = (await pool.runnerStats())[0];
-  let allTokens = 0;
-  const samples: Sample[] = [];
-  let next = 0;
-  let steady: Promise<{ tokensPerSecond: number; rowsPerStep: number }> | undefined;
-  const started = performance.now();
-  // The worker's counters when the first client finds no more work: from then on the run drains.
-  const steadyRate = async () => {
-    const stats = (await pool.runnerStats())[0] ?? {};
-    const delta = (key: string) => (stats[key] ?? 0) - (before?.[key] ?? 0);
-    return {
-      tokensPerSecond: (delta('generatedTokens') * 1000) / (performance.now() - started),
-      rowsPerStep: delta('decodedRows') / delta('decodeSteps'),
-    };
-  };
-  const client = async (index: number) => {
-    const streamed = index % 2 === 0;
-    while (next < workload.length) {
-      const input = workload[next++] as TextGenerationInput;
-      const sent = performance.now();
-      let ttft: number | undefined;
-      let usage: TextGenerationOutput['usage'] | null = null;
-      if (streamed) {
-        for await (const chunk of streamer.stream(input)) {
-          if (ttft === undefined && (chunk.text.length > 0 || chunk.finish_reason !== null))
-            ttft = performance.now() - sent;
-          usage = chunk.usage ?? usage;
-        }
-      } else {
-        usage = (await generate(input)).usage;
-      }
-      const tokens = usage?.completion_tokens ?? 0;
-      allTokens += tokens;
-      samples.push({
-        maxTokens: input.max_new_tokens as number,
-        streamed,
-        latencyMs: performance.now() - sent,
-        ttftMs: ttft,
-        tokens,
-        promptTokens: usage?.prompt_tokens ?? 0,
-      });
-    }
-    if (scheduling === 'continuous') steady ??= steadyRate();
-  };
-  await Promise.all(Array.from({ length: concurrency }, (_, index) => client(index)));
-  const wallMs = performance.now() - started;
-  await Promise.all([generate.close(), streamer.close()]);
-  const after = (await pool.runnerStats())[0];
-  const delta = Object.fromEntries(
-    Object.keys(after ?? {}).map((key) => [key, (after?.[key] ?? 0) - (before?.[key] ?? 0)]),
-  );
-  const tokens = samples.reduce((sum, sample) => sum + sample.tokens, 0);
-  return {
-    tokensPerSecond: (tokens * 1000) / wallMs,
-    steadyTokensPerSecond: (await steady)?.tokensPerSecond,
-    steadyRowsPerStep: (await steady)?.rowsPerStep,
-    workerCpuMsPerToken: (delta.threadCpuMs ?? 0) / allTokens,
-    wallMs,
-    samples,
-    steps: scheduling === 'continuous' ? delta : undefined,
-  };
+function runnerOptions(options: Record<string, number>): Partial<TextGenerationRunnerSpec> {
+  return options;
 }
 
-async function main(): Promise<void> {
-  const machine = machineInfo();
-  const started = new Date();
-  const pools = {
-    continuous: createWorkerPool({
-      runner: { task: 'text-generation', model: MODEL, scheduling: 'continuous', maxSequences: MAX_BATCH },
-    }),
-    request: createWorkerPool({ runner: { task: 'text-generation', model: MODEL, scheduling: 'request' } }),
-  } satisfies Record<Scheduling, Pool>;
-  await Promise.all(Object.values(pools).map((pool) => pool.ready));
-  const limiter = await decodeLimiter(MODEL);
-  const warm = mixedWorkload(16, 99);
-  for (const scheduling of SCHEDULINGS) await closedLoop(pools[scheduling], scheduling, 8, warm);
-
-  const results: Record<string, unknown> = {};
-  const chart: ChartPoint[] = [];
-  const table: Record<string, Record<string, number | string>> = {};
-  for (const concurrency of CONCURRENCIES) {
-    const workload = mixedWorkload(Math.max(128, concurrency * 8));
-    const runs: Record<Scheduling, RunResult[]> = { continuous: [], request: [] };
-    const limits: DecodeLimit[] = [];
-    const batch = Math.min(concurrency, MAX_BATCH);
-    let meanContext = 0;
-    let promptTokens = 0;
-    let tokens = 0;
-    // Interleaved: each round runs continuous, request, then the decode limit, so load on the machine hits all alike.
-    for (let trial = 0; trial < ROUNDS; trial += 1) {
-      // Start each round when nobody else keeps the 2 cores busy, if that happens within 20 s.
-      await waitForQuiet(20_000);
-      for (const scheduling of SCHEDULINGS) {
-        process.stdout.write(`\rc=${concurrency} round ${trial + 1}/${ROUNDS} ${scheduling}      `);
-        runs[scheduling].push(await closedLoop(pools[scheduling], scheduling, concurrency, workload));
-      }
-      // The workload's mean context: the past a decode step attends to, averaged over every decoded row.
-      const samples = runs.continuous.flatMap((run) => run.samples);
-      tokens = samples.reduce((sum, sample) => sum + sample.tokens, 0);
-      const steps = runs.continuous.map((run) => run.steps ?? {});
-      const attended = steps.reduce((sum, step) => sum + (step.attendedReal ?? 0), 0);
-      const rows = steps.reduce((sum, step) => sum + (step.decodedRows ?? 0), 0);
-      meanContext = Math.max(1, Math.round(attended / rows) - 1);
-      promptTokens = samples.reduce((sum, sample) => sum + sample.promptTokens, 0);
-      const meanPrompt = Math.max(1, Math.round(promptTokens / samples.length));
-      // Every decode step's KV length of every request (its prompt, then one more per token after the first).
-      const lengths = samples.flatMap((sample) =>
-        Array.from({ length: Math.max(0, sample.tokens - 1) }, (_, k) => sample.promptTokens + k),
-      );
-      limits.push(await limiter(batch, meanContext, 200, meanPrompt, lengths));
-    }
-    const stepMs = median(limits.map((l) => l.stepMs));
-    const prefillMsPerToken = median(limits.map((l) => l.prefillMsPerToken));
-    // The same hardware bound with the workload's prompts prefilled too (full batches, no scheduling or JS):
-    // completion tokens over (decode time + prefill time).
-    const decodeMsPerToken = stepMs / batch;
-    const promptPerCompletion = promptTokens / tokens;
-    const spread = (pick: (limit: SpreadLimit) => number) =>
-      median(limits.map((l) => (l.spread === undefined ? Number.NaN : pick(l.spread))));
-    // The decode limit for rows of the workload's own lengths: the limit slowed by what the spread costs.
-    const spreadTokensPerSecond = median(limits.map((l) => l.tokensPerSecond)) / spread((l) => l.costOverEven);
-    const limit = {
-      batch,
-      past: meanContext,
-      step_ms: round(stepMs, 3),
-      tokens_per_s: round(median(limits.map((l) => l.tokensPerSecond)), 0),
-      // The same full batches run as 1, 2 or 4 equal calls, whichever was fastest in each round.
-      best_split_tokens_per_s: round(median(limits.map((l) => l.bestSplit.tokensPerSecond)), 0),
-      best_split_calls: median(limits.map((l) => l.bestSplit.calls)),
-      prefill_ms_per_token: round(prefillMsPerToken, 4),
-      cpu_ms_per_token: round(median(limits.map((l) => l.cpuMsPerToken)), 4),
-      with_prefill_tokens_per_s: round(1000 / (decodeMsPerToken + promptPerCompletion * prefillMsPerToken), 0),
-      // The same bound for rows of the workload's own lengths, split into length groups as the loop splits them.
-      spread_tokens_per_s: round(spreadTokensPerSecond, 0),
-      spread_cost_over_even: round(
-        spread((l) => l.costOverEven),
-        2,
-      ),
-      spread_calls_per_step: round(
-        spread((l) => l.callsPerStep),
-        2,
-      ),
-      spread_padding_overhead: round(
-        spread((l) => l.paddingOverhead),
-        2,
-      ),
-      spread_with_prefill_tokens_per_s: round(
-        1000 / (1000 / spreadTokensPerSecond + promptPerCompletion * prefillMsPerToken),
-        0,
-      ),
-    };
-    const continuous = summarize(runs.continuous);
-    const request = summarize(runs.request);
-    const tps = (summary: Record<string, unknown>) => summary.tokens_per_s as number;
-    const p50 = (summary: Record<string, unknown>, max: number) =>
-      (summary.latency_by_max_tokens as Record<number, { p50_ms: number }>)[max]?.p50_ms as number;
-    const ttft = (summary: Record<string, unknown>) => (summary.ttft as { p50_ms: number }).p50_ms;
-    const cpuPerToken = (summary: Record<string, unknown>) => summary.worker_cpu_ms_per_token as number;
-    const ratios = {
-      tokens_per_s_continuous_over_request: round(tps(continuous) / tps(request), 2),
-      p50_8_tokens_continuous_over_request: round(p50(continuous, 8) / p50(request, 8), 2),
-      ttft_p50_continuous_over_request: round(ttft(continuous) / ttft(request), 2),
-      tokens_per_s_continuous_over_decode_limit: round(tps(continuous) / limit.tokens_per_s, 2),
-      tokens_per_s_continuous_over_best_split_limit: round(tps(continuous) / limit.best_split_tokens_per_s, 2),
-      // While every client was busy (no drain), the same ratio.
-      steady_tokens_per_s_continuous_over_decode_limit: round(
-        (continuous.steady_tokens_per_s as number) / limit.tokens_per_s,
-        2,
-      ),
-      tokens_per_s_continuous_over_limit_with_prefill: round(tps(continuous) / limit.with_prefill_tokens_per_s, 2),
-      // The bound for rows of this length spread batched in rectangular calls, incl. prefill, over the decode limit.
-      spread_limit_with_prefill_over_decode_limit: round(
-        limit.spread_with_prefill_tokens_per_s / limit.tokens_per_s,
-        2,
-      ),
-      tokens_per_s_continuous_over_spread_limit_with_prefill: round(
-        tps(continuous) / limit.spread_with_prefill_tokens_per_s,
-        2,
-      ),
-      // Load-independent: tokens per second of worker CPU (busy-machine waits excluded), continuous over the limit.
-      cpu_efficiency_continuous_over_decode_limit: round(limit.cpu_ms_per_token / cpuPerToken(continuous), 2),
-      cpu_efficiency_continuous_over_request: round(cpuPerToken(request) / cpuPerToken(continuous), 2),
-    };
-    chart.push({
-      concurrency,
-      continuous: tps(continuous),
-      request: tps(request),
-      decodeLimit: limit.tokens_per_s,
-      limitWithPrefill: limit.with_prefill_tokens_per_s,
-      ttftContinuous: ttft(continuous),
-      ttftRequest: ttft(request),
+/** The commit the measured code is at (with `+` when the work tree has changes), for the results. */
+function headCommit(): string {
+  try {
+    const commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
+    const dirty = execFileSync('git', ['status', '--porcelain', '--untracked-files=no', '--', 'packages'], {
+      encoding: 'utf8',
     });
-    results[`c${concurrency}`] = {
-      concurrency,
-      requests: workload.length,
-      continuous,
-      request,
-      decode_limit: limit,
-      ratios,
-    };
-    table[`c=${concurrency}`] = {
-      'continuous tok/s': tps(continuous),
-      'request tok/s': tps(request),
-      'limit tok/s': limit.tokens_per_s,
-      'cont/req': ratios.tokens_per_s_continuous_over_request,
-      'cont/limit': ratios.tokens_per_s_continuous_over_decode_limit,
-      'cont/limit split': ratios.tokens_per_s_continuous_over_best_split_limit,
-      'steady cont/limit': ratios.steady_tokens_per_s_continuous_over_decode_limit,
-      'limit+prefill tok/s': limit.with_prefill_tokens_per_s,
-      'cont/(limit+prefill)': ratios.tokens_per_s_continuous_over_limit_with_prefill,
-      'spread+prefill/limit': ratios.spread_limit_with_prefill_over_decode_limit,
-      'cont/(spread+prefill)': ratios.tokens_per_s_continuous_over_spread_limit_with_prefill,
-      'CPU eff. c/limit': ratios.cpu_efficiency_continuous_over_decode_limit,
-      'CPU eff. c/r': ratios.cpu_efficiency_continuous_over_request,
-      '8-tok p50 c/r': ratios.p50_8_tokens_continuous_over_request,
-      'TTFT p50 c/r': ratios.ttft_p50_continuous_over_request,
-    };
+    return dirty.trim() === '' ? commit : `${commit}+`;
+  } catch {
+    return 'unknown';
   }
-  process.stdout.write('\n');
-  await Promise.all(Object.values(pools).map((pool) => pool.close()));
-  // Memory after long prompts, in child processes of their own (one continuous pool each, nothing else running).
-  process.stdout.write('memory after long prompts...\n');
-  const memory = {
-    glibc_defaults: await measureMemoryInChild(MODEL),
-    mmap_threshold_64k: await measureMemoryInChild(MODEL, { MALLOC_MMAP_THRESHOLD_: '65536' }),
-  };
-  const output = {
-    run: { started: started.toISOString(), minutes: Math.round((Date.now() - started.getTime()) / 6000) / 10 },
-    machine: { ...machine, pool: '1 worker, 1 intra-op thread per scheduling' },
-    max_batch_size: MAX_BATCH,
-    rounds: ROUNDS,
-    workload:
-      'greedy; prompts of 3-48 words (~5-65 tokens); max_tokens uniform over 8/16/32/64/128; half the clients stream',
-    results,
-    memory,
-  };
-  await writeFile(new URL('./results/generation.json', import.meta.url), `${JSON.stringify(output, null, 2)}\n`);
-  await writeFile(new URL('./results/generation.svg', import.meta.url), renderGenerationChart(chart));
-  await writeGenerationSection(
-    new URL('../BENCHMARKS.md', import.meta.url),
-    output as unknown as Parameters<typeof writeGenerationSection>[1],
-  );
-  console.table(table);
-  for (const [key, value] of Object.entries(results)) {
+}
+
+async function modelDir(name: ModelName): Promise<string> {
+  if (name === 'bundled') return TEXT_MODEL_DIR;
+  await ensureBenchModel(name);
+  return benchModelDir(name);
+}
+
+/** The bundled model's mixed runs: the original benchmark (request-level too, memory after long prompts). */
+async function mixedBundled(rounds: number): Promise<Record<string, unknown>> {
+  const concurrencies = (process.env.CONCURRENCY ?? '8,32,64').split(',').map(Number);
+  const mixed = await runMixed({
+    model: TEXT_MODEL_DIR,
+    concurrencies,
+    rounds,
+    requestsPerClient: 8,
+    minRequests: 128,
+    request: true,
+    // The loop as it was before issue 27, in the same run: a prefill call of up to 512 tokens and a decode step of
+    // every row (64) per iteration, no prefix cache.
+    asBefore: runnerHas('maxStepTokens')
+      ? runnerOptions({ maxStepTokens: 512 + MAX_BATCH, ...(runnerHas('prefixCacheMb') ? { prefixCacheMb: 0 } : {}) })
+      : undefined,
+  });
+  await writeFile(new URL('./results/generation.svg', import.meta.url), renderGenerationChart(mixed.chart));
+  console.table(mixed.table);
+  for (const [key, value] of Object.entries(mixed.results)) {
     const { continuous, request } = value as { continuous: Record<string, unknown>; request: Record<string, unknown> };
     console.log(`${key} latency p50/p99 ms by max_tokens (continuous | request):`);
     const rows: Record<string, Record<string, string>> = {};
@@ -309,13 +126,134 @@ async function main(): Promise<void> {
     console.log('  TTFT p50/p99 ms:', continuous.ttft, request.ttft);
     console.log('  continuous step split:', continuous.steps);
   }
+  // Memory after long prompts, in child processes of their own (one continuous pool each, nothing else running).
+  process.stdout.write('memory after long prompts...\n');
+  const memory = {
+    glibc_defaults: await measureMemoryInChild(TEXT_MODEL_DIR),
+    mmap_threshold_64k: await measureMemoryInChild(TEXT_MODEL_DIR, { MALLOC_MMAP_THRESHOLD_: '65536' }),
+  };
   console.log('memory after long prompts (MiB):', memory);
+  return {
+    max_batch_size: MAX_BATCH,
+    rounds,
+    workload:
+      'greedy; prompts of 3-48 words (~5-65 tokens); max_tokens uniform over 8/16/32/64/128; half the clients stream',
+    results: mixed.results,
+    memory,
+  };
 }
 
-if (process.argv.includes('--report')) {
-  // Rewrites the BENCHMARKS.md section from the last results, without running anything.
-  const results = JSON.parse(await readFile(new URL('./results/generation.json', import.meta.url), 'utf8'));
-  await writeGenerationSection(new URL('../BENCHMARKS.md', import.meta.url), results);
-} else {
-  await main();
+/** A Llama-shaped model's mixed runs: continuous only, c=32 and c=64, 2 requests per client, a time-bounded limit. */
+async function mixedLlama(name: ModelName, rounds: number): Promise<Record<string, unknown>> {
+  const mixed = await runMixed({
+    model: await modelDir(name),
+    concurrencies: [32, 64],
+    rounds,
+    requestsPerClient: 2,
+    minRequests: 64,
+    request: false,
+    limitBudgetMs: 1000,
+  });
+  console.table(mixed.table);
+  return {
+    rounds,
+    workload:
+      'the same mixed workload, 2 requests per client, continuous scheduling only (request-level batches run to their longest request: minutes a run at this size)',
+    results: mixed.results,
+  };
 }
+
+async function main(): Promise<void> {
+  const scenarios = listOf('scenario', args.scenario, SCENARIOS);
+  // The runner's defaults where it has the options (a build without them refuses those variants by name).
+  const numberDefault = (key: string, fallback: number) => {
+    const value = (TEXT_GENERATION_DEFAULTS as Readonly<Record<string, unknown>>)[key];
+    return typeof value === 'number' ? value : fallback;
+  };
+  const stepTokens = (args['max-step-tokens'] ?? String(numberDefault('maxStepTokens', 64)))
+    .split(',')
+    .map((value) => positive('max-step-tokens', value, 0));
+  // `--max-sequences` (long-prompts): the loop's rows on every pool of the scenario; the budget must exceed it.
+  const rows: { maxSequences?: number } =
+    args['max-sequences'] === undefined ? {} : { maxSequences: positive('max-sequences', args['max-sequences'], 32) };
+  const cacheMb = positive('prefix-cache-mb', args['prefix-cache-mb'], numberDefault('prefixCacheMb', 64));
+  const previous = JSON.parse(await readFile(RESULTS, 'utf8').catch(() => '{}')) as Record<string, unknown>;
+  const output: Record<string, unknown> = { ...previous };
+  const sizes = { ...(previous.model_sizes as Record<string, unknown> | undefined) };
+  const run = async (scenario: Scenario, fallbackModels: string) => {
+    const models = listOf('model', args.model ?? fallbackModels, MODELS);
+    for (const name of models) {
+      const key = `${scenario}:${name}`;
+      const began = Date.now();
+      console.log(`\n== ${scenario} on ${name === 'bundled' ? 'the bundled model' : `llama-${name}`} ==`);
+      if (scenario === 'mixed' && name === 'bundled') {
+        const machine = { ...machineInfo(), pool: '1 worker, 1 intra-op thread per scheduling' };
+        Object.assign(output, await mixedBundled(positive('rounds', args.rounds ?? process.env.ROUNDS, 3)), {
+          run: {
+            started: new Date(began).toISOString(),
+            minutes: Math.round((Date.now() - began) / 6000) / 10,
+            commit: headCommit(),
+          },
+          machine,
+        });
+        continue;
+      }
+      const load = machineInfo().load_average_at_start;
+      const commit = headCommit();
+      let result: Record<string, unknown>;
+      if (scenario === 'mixed') result = await mixedLlama(name, positive('rounds', args.rounds, 2));
+      else if (scenario === 'long-prompts') {
+        result = await runLongPrompts({
+          model: await modelDir(name),
+          rounds: positive('rounds', args.rounds, 3),
+          windowMs: positive('window-s', args['window-s'], 10) * 1000,
+          streams: 8,
+          longEveryMs: positive('long-every-ms', args['long-every-ms'], 2000),
+          longWords: 510,
+          // Without the budget: what the loop did before it, one prefill call of up to 512 tokens (the old
+          // maxPrefillTokens) and a decode step of every row per iteration.
+          baselineRunner: runnerOptions({
+            ...rows,
+            ...(runnerHas('maxStepTokens') ? { maxStepTokens: 512 + (rows.maxSequences ?? 32) } : {}),
+          }),
+          budgetRunners: stepTokens.map((maxStepTokens) => runnerOptions({ ...rows, maxStepTokens })),
+        });
+      } else {
+        result = await runPrefix({
+          model: await modelDir(name),
+          rounds: positive('rounds', args.rounds, 3),
+          requests: 12,
+          clients: 1,
+          prefixWords: 485,
+          cacheRunner: runnerOptions({ prefixCacheMb: cacheMb }),
+          // A build without the cache is the baseline as it is.
+          noCacheRunner: runnerHas('prefixCacheMb') ? runnerOptions({ prefixCacheMb: 0 }) : {},
+        });
+      }
+      sizes[key] = {
+        ...result,
+        started: new Date(began).toISOString(),
+        minutes: Math.round((Date.now() - began) / 6000) / 10,
+        load_average_at_start: load,
+        commit,
+      };
+      console.log(JSON.stringify(sizes[key], null, 2));
+    }
+  };
+  for (const scenario of scenarios) await run(scenario, scenario === 'mixed' ? 'bundled,30m' : '30m');
+  output.model_sizes = sizes;
+  await writeFile(RESULTS, `${JSON.stringify(output, null, 2)}\n`);
+  await writeReport(output);
+}
+
+async function writeReport(output: Record<string, unknown>): Promise<void> {
+  if (output.results !== undefined) {
+    await writeGenerationSection(BENCHMARKS, output as unknown as Parameters<typeof writeGenerationSection>[1]);
+  }
+  if (output.model_sizes !== undefined) {
+    await writeModelSizesSection(BENCHMARKS, output as unknown as Parameters<typeof writeModelSizesSection>[1]);
+  }
+}
+
+if (args.report) await writeReport(JSON.parse(await readFile(RESULTS, 'utf8')) as Record<string, unknown>);
+else await main();

@@ -6,6 +6,7 @@
 // lengths from the workload's own decode steps and runs them split into length groups exactly as the decode loop
 // splits them (its splitter and inputs; the fastest of its splits into 1 to 8 groups): what a scheduler over this
 // graph that batches rows in rectangular calls could reach at that spread, with no prefill, copies, sampling or JS.
+import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { seededRandom } from '@microbatch/core/util';
@@ -69,9 +70,14 @@ export interface SpreadLimit {
 /** Full batches drawn for the spread limit (the first 4 warm up). */
 const SPREAD_STEPS = 48;
 
-/** Loads the model once (1 intra-op thread, as the pool's workers) and returns a measuring function. */
+/**
+ * Loads the model once (1 intra-op thread, as the pool's workers) and returns a measuring function. With `budgetMs`,
+ * each timed loop (decode steps, each split, prefill runs) stops once it has run that long (at least 5 runs), and the
+ * length-spread draws are cut to fit 4x that budget: for models whose steps take 100 ms and more.
+ */
 export async function decodeLimiter(
   modelDir: string,
+  budgetMs = Number.POSITIVE_INFINITY,
 ): Promise<
   (
     batch: number,
@@ -88,13 +94,15 @@ export async function decodeLimiter(
     enableCpuMemArena: false,
   });
   const pasts = session.inputNames.filter((name) => name.startsWith('past_key_values.'));
-  // The bundled model's geometry (README of models/: 4 KV heads of 16, vocabulary 2048, pad id 0).
+  // The model's geometry from its config.json, read as the runner reads it (pad id 0: the bundled tokenizer's <unk>).
+  const config = JSON.parse(readFileSync(join(modelDir, 'config.json'), 'utf8')) as Record<string, number>;
+  const heads = config.num_attention_heads ?? 1;
   const geometry: ModelGeometry = {
     pastNames: pasts,
     presentNames: pasts.map((name) => name.replace('past_key_values.', 'present.')),
-    kvHeads: 4,
-    headDim: 16,
-    vocabSize: 2048,
+    kvHeads: config.num_key_value_heads ?? heads,
+    headDim: config.head_dim ?? (config.hidden_size ?? heads) / heads,
+    vocabSize: config.vocab_size ?? 0,
     padTokenId: 0,
     positionIds: session.inputNames.includes('position_ids'),
   };
@@ -139,7 +147,10 @@ export async function decodeLimiter(
     let calls = 0;
     let padded = 0;
     let real = 0;
+    const spreadStarted = performance.now();
+    let measured = 0;
     for (const [index, rows] of draws.entries()) {
+      if (index >= 8 && performance.now() - spreadStarted > 4 * budgetMs) break;
       const splits = new Map<string, number[][]>();
       for (const most of [1, 2, 3, 4, 6, 8]) {
         let start = 0;
@@ -155,13 +166,13 @@ export async function decodeLimiter(
       }
       // The first draws warm the shapes up.
       if (index < 4) continue;
+      measured += 1;
       split += best.ms;
       even += evenMs;
       calls += best.groups.length;
       padded += best.groups.reduce((sum, group) => sum + group.length * (Math.max(...group) + 1), 0);
       real += rows.reduce((sum, length) => sum + length + 1, 0);
     }
-    const measured = SPREAD_STEPS - 4;
     return { costOverEven: split / even, callsPerStep: calls / measured, paddingOverhead: padded / real };
   };
   // Outputs are freed at once, as the decode loop frees them: left to V8, ~4 MB of fresh buffers a step start full
@@ -175,25 +186,37 @@ export async function decodeLimiter(
     const feeds = prefillFeeds(prompts, undefined, geometry) as unknown as Record<string, Ort.Tensor>;
     await runFreed(feeds);
     const started = performance.now();
-    for (let i = 0; i < runs; i += 1) await runFreed(feeds);
-    return (performance.now() - started) / runs;
+    let done = 0;
+    while (done < runs && (done < 5 || performance.now() - started < budgetMs)) {
+      await runFreed(feeds);
+      done += 1;
+    }
+    return (performance.now() - started) / done;
   };
   return async (batch, past, steps, promptLength, lengths) => {
     const { feeds } = decodeInputs(new Array<number>(batch).fill(past));
     for (let i = 0; i < 5; i += 1) await runFreed(feeds);
     const started = performance.now();
     const cpuBefore = threadCpuMs();
-    for (let i = 0; i < steps; i += 1) await runFreed(feeds);
-    const stepMs = (performance.now() - started) / steps;
-    const cpuMsPerToken = (threadCpuMs() - cpuBefore) / (steps * batch);
+    let done = 0;
+    while (done < steps && (done < 5 || performance.now() - started < budgetMs)) {
+      await runFreed(feeds);
+      done += 1;
+    }
+    const stepMs = (performance.now() - started) / done;
+    const cpuMsPerToken = (threadCpuMs() - cpuBefore) / (done * batch);
     // The same full batch run as 2 or 4 calls of equal rows, measured the same way.
     const split: SplitLimit[] = [];
     for (const calls of [2, 4].filter((count) => batch % count === 0)) {
       const { feeds: part } = decodeInputs(new Array<number>(batch / calls).fill(past));
       for (let i = 0; i < 5; i += 1) await runFreed(part);
       const start = performance.now();
-      for (let i = 0; i < steps * calls; i += 1) await runFreed(part);
-      split.push({ calls, stepMs: (performance.now() - start) / steps });
+      let runs = 0;
+      while (runs < steps * calls && (runs < 5 * calls || performance.now() - start < budgetMs)) {
+        await runFreed(part);
+        runs += 1;
+      }
+      split.push({ calls, stepMs: (performance.now() - start) / (runs / calls) });
     }
     const best = split.reduce((fastest, next) => (next.stepMs < fastest.stepMs ? next : fastest), { calls: 1, stepMs });
     const prefillMsPerToken = (await prefillMs(4, promptLength, 20)) / (4 * promptLength);

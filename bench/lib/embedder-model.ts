@@ -1,8 +1,8 @@
 // The ONNX model of the embeddings workload: token embeddings, a stack of residual feed-forward blocks
 // over [seq, hidden] and a masked mean pool. It is written from JS with the inference tests' ONNX writer (no python
 // `onnx` here) and is big enough that a batch costs real matmul time, so the benchmark measures the model, not HTTP.
-import { DataType, encodeModel } from '../../packages/inference/test/helpers/onnx-writer.js';
-import type { Initializer, NodeSpec } from '../../packages/inference/test/helpers/onnx-writer.js';
+import { DataType, encodeModel } from '@microbatch/test-kit';
+import type { Initializer, NodeSpec } from '@microbatch/test-kit';
 import { seededRandom } from '@microbatch/core/util';
 
 /** Shape of the generated model; part of its file name, so a change builds a new file. */

@@ -14,3 +14,7 @@ export { startRedisServer } from './redis-server.js';
 export type { TestRedis } from './redis-server.js';
 export { startNatsServer } from './nats-server.js';
 export type { TestNats } from './nats-server.js';
+export { DataType, encodeModel, encodeModelParts, writeModel } from './onnx-writer.js';
+export type { Initializer, ModelSpec, NodeSpec, ValueInfo } from './onnx-writer.js';
+export { llamaConfig, llamaParameters, llamaSignature, writeLlamaModel } from './llama-decoder.js';
+export type { LlamaShape, WrittenLlama } from './llama-decoder.js';

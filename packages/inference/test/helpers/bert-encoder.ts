@@ -6,8 +6,8 @@
 import { copyFile, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { DataType, encodeModel } from './onnx-writer.js';
-import type { Initializer } from './onnx-writer.js';
+import { DataType, encodeModel } from '@microbatch/test-kit';
+import type { Initializer } from '@microbatch/test-kit';
 
 /** The real WordPiece tokenizer and config of all-MiniLM-L6-v2, without weights. */
 export const MINILM_TOKENIZER_DIR = fileURLToPath(

@@ -4,8 +4,8 @@
 import { copyFile, mkdir, mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { DataType, encodeModel } from './onnx-writer.js';
-import type { Initializer, NodeSpec, ValueInfo } from './onnx-writer.js';
+import { DataType, encodeModel } from '@microbatch/test-kit';
+import type { Initializer, NodeSpec, ValueInfo } from '@microbatch/test-kit';
 import { TINYSTORIES_DIR } from './paths.js';
 
 export const VOCAB = 2048;

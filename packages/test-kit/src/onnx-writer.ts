@@ -1,8 +1,9 @@
 // A minimal ONNX (protobuf) writer for test models: no python `onnx` package is available here, and ModelProto
 // needs only varints, length-delimited fields and little-endian raw tensor data. Field numbers follow onnx.proto3.
+import { open, rename } from 'node:fs/promises';
 
 /** ONNX `TensorProto.DataType` values used by the test models. */
-export const DataType = { FLOAT: 1, INT32: 6, INT64: 7 } as const;
+export const DataType = { FLOAT: 1, INT32: 6, INT64: 7, BOOL: 9 } as const;
 type DataTypeValue = (typeof DataType)[keyof typeof DataType];
 
 /** A graph input/output: name, element type and shape (numbers are fixed dims, strings symbolic ones). */
@@ -36,10 +37,24 @@ export interface ModelSpec {
   readonly nodes: readonly NodeSpec[];
   /** @default 17 */
   readonly opset?: number;
+  /** The model's `producer_name`. @default 'microbatch-test' */
+  readonly producer?: string;
+  /** @default 'test-graph' */
+  readonly graphName?: string;
 }
 
+/**
+ * Protobuf bytes as a list of parts: scalars and tags go to a small pending buffer, large payloads (raw tensor data)
+ * are kept as the caller's own arrays, so a model of hundreds of MB is written without copying it byte by byte.
+ */
 class Writer {
-  readonly #bytes: number[] = [];
+  readonly #parts: Uint8Array[] = [];
+  #pending: number[] = [];
+  #length = 0;
+
+  get length(): number {
+    return this.#length + this.#pending.length;
+  }
 
   varint(value: number | bigint): this {
     // Negative int64 values are encoded as 10-byte two's complement varints.
@@ -47,7 +62,7 @@ class Writer {
     do {
       const byte = Number(rest & 0x7fn);
       rest >>= 7n;
-      this.#bytes.push(rest === 0n ? byte : byte | 0x80);
+      this.#pending.push(rest === 0n ? byte : byte | 0x80);
     } while (rest !== 0n);
     return this;
   }
@@ -62,8 +77,7 @@ class Writer {
 
   bytes(field: number, value: Uint8Array): this {
     this.tag(field, 2).varint(value.length);
-    for (const byte of value) this.#bytes.push(byte);
-    return this;
+    return this.#append([value]);
   }
 
   string(field: number, value: string): this {
@@ -73,17 +87,44 @@ class Writer {
   message(field: number, build: (writer: Writer) => void): this {
     const inner = new Writer();
     build(inner);
-    return this.bytes(field, inner.finish());
+    const parts = inner.parts();
+    this.tag(field, 2).varint(inner.length);
+    return this.#append(parts);
   }
 
-  finish(): Uint8Array {
-    return Uint8Array.from(this.#bytes);
+  #flush(): void {
+    if (this.#pending.length === 0) return;
+    this.#parts.push(Uint8Array.from(this.#pending));
+    this.#length += this.#pending.length;
+    this.#pending = [];
+  }
+
+  #append(parts: readonly Uint8Array[]): this {
+    for (const part of parts) {
+      // Small parts are copied into the pending buffer; large ones are kept as they are.
+      if (part.length < 4096) for (const byte of part) this.#pending.push(byte);
+      else {
+        this.#flush();
+        this.#parts.push(part);
+        this.#length += part.length;
+      }
+    }
+    return this;
+  }
+
+  parts(): Uint8Array[] {
+    this.#flush();
+    return this.#parts;
   }
 }
 
 function rawData(type: DataTypeValue, values: ArrayLike<number>): Uint8Array {
-  if (type === DataType.FLOAT) return new Uint8Array(Float32Array.from(values).buffer);
+  if (type === DataType.FLOAT) {
+    const floats = values instanceof Float32Array ? values : Float32Array.from(values);
+    return new Uint8Array(floats.buffer, floats.byteOffset, floats.byteLength);
+  }
   if (type === DataType.INT32) return new Uint8Array(Int32Array.from(values).buffer);
+  if (type === DataType.BOOL) return Uint8Array.from(values, (value) => (value === 0 ? 0 : 1));
   return new Uint8Array(BigInt64Array.from(Array.from(values, (value) => BigInt(value))).buffer);
 }
 
@@ -116,19 +157,20 @@ function writeNode(writer: Writer, node: NodeSpec, index: number): void {
 }
 
 /**
- * Encodes a model as ONNX protobuf bytes (IR version 8).
+ * Encodes a model as ONNX protobuf bytes (IR version 8), as a list of parts to write one after the other: raw tensor
+ * data is not copied (a large model is written with {@link writeModel}).
  *
  * @example
  * ```ts
- * await writeFile('model.onnx', encodeModel({ inputs, outputs, initializers, nodes }));
+ * const parts = encodeModelParts({ inputs, outputs, initializers, nodes });
  * ```
  */
-export function encodeModel(spec: ModelSpec): Uint8Array {
+export function encodeModelParts(spec: ModelSpec): Uint8Array[] {
   const model = new Writer();
-  model.int(1, 8).string(2, 'microbatch-test');
+  model.int(1, 8).string(2, spec.producer ?? 'microbatch-test');
   model.message(7, (graph) => {
     spec.nodes.forEach((node, index) => graph.message(1, (writer) => writeNode(writer, node, index)));
-    graph.string(2, 'test-graph');
+    graph.string(2, spec.graphName ?? 'test-graph');
     for (const init of spec.initializers) {
       graph.message(5, (tensor) => {
         for (const dim of init.dims) tensor.int(1, dim);
@@ -139,5 +181,42 @@ export function encodeModel(spec: ModelSpec): Uint8Array {
     for (const output of spec.outputs) graph.message(12, (writer) => writeValueInfo(writer, output));
   });
   model.message(8, (opset) => opset.string(1, '').int(2, spec.opset ?? 17));
-  return model.finish();
+  return model.parts();
+}
+
+/**
+ * Encodes a model as ONNX protobuf bytes (IR version 8).
+ *
+ * @example
+ * ```ts
+ * await writeFile('model.onnx', encodeModel({ inputs, outputs, initializers, nodes }));
+ * ```
+ */
+export function encodeModel(spec: ModelSpec): Uint8Array {
+  return Buffer.concat(encodeModelParts(spec));
+}
+
+/**
+ * Writes a model to `path` part by part (no copy of its weights into one buffer), under a temporary name first, so
+ * an interrupted run never leaves a truncated model behind. Returns the file's size in bytes.
+ *
+ * @example
+ * ```ts
+ * await writeModel('onnx/model.onnx', { inputs, outputs, initializers, nodes });
+ * ```
+ */
+export async function writeModel(path: string, spec: ModelSpec): Promise<number> {
+  const partial = `${path}.${process.pid}.partial`;
+  const file = await open(partial, 'w');
+  let size = 0;
+  try {
+    for (const part of encodeModelParts(spec)) {
+      await file.write(part);
+      size += part.length;
+    }
+  } finally {
+    await file.close();
+  }
+  await rename(partial, path);
+  return size;
 }

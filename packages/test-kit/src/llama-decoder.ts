@@ -1,0 +1,368 @@
+// A Llama-shaped ONNX decoder with made-up weights (as vLLM's `--load-format dummy`): the architecture of the real
+// thing (grouped-query attention, RMSNorm, SwiGLU MLP, rotary embeddings, a KV cache) in the layout transformers.js
+// exports use, so the runners load it unchanged. Its text is noise; its timing is the real model's. The graph is the
+// same as the bundled tinystories-656k's, with every size a parameter.
+import { copyFile, mkdir, readFile, rename, stat, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { DataType, writeModel } from './onnx-writer.js';
+import type { Initializer, NodeSpec, ValueInfo } from './onnx-writer.js';
+
+/** The sizes of a generated decoder. */
+export interface LlamaShape {
+  readonly hidden: number;
+  readonly layers: number;
+  /** Query heads. */
+  readonly heads: number;
+  /** Key/value heads (grouped-query attention when fewer than `heads`; must divide it). */
+  readonly kvHeads: number;
+  /** The SwiGLU MLP's width. */
+  readonly intermediate: number;
+  readonly vocab: number;
+  /** `max_position_embeddings`. */
+  readonly positions: number;
+  /** Seeds the weights: the same shape and seed give the same bytes. */
+  readonly seed: number;
+}
+
+const EOS_TOKEN_ID = 2;
+const RMS_EPS = 1e-6;
+const ROPE_THETA = 10_000;
+
+/** The parameters of a shape (tied input/output embedding counted once), as `config.json` reports them. */
+export function llamaParameters(shape: LlamaShape): number {
+  const headDim = shape.hidden / shape.heads;
+  const attention = 2 * shape.hidden * shape.hidden + 2 * shape.hidden * shape.kvHeads * headDim;
+  const mlp = 3 * shape.hidden * shape.intermediate;
+  return shape.vocab * shape.hidden + shape.layers * (attention + mlp + 2 * shape.hidden) + shape.hidden;
+}
+
+function checkShape(shape: LlamaShape): void {
+  for (const [key, value] of Object.entries(shape)) {
+    if (!Number.isInteger(value) || value < (key === 'seed' ? 0 : 1)) {
+      throw new TypeError(`Expected \`${key}\` to be a positive integer, got \`${String(value)}\``);
+    }
+  }
+  if (shape.hidden % shape.heads !== 0 || (shape.hidden / shape.heads) % 2 !== 0) {
+    throw new TypeError(`Expected \`hidden\` (${shape.hidden}) to split into \`heads\` (${shape.heads}) of even size`);
+  }
+  if (shape.heads % shape.kvHeads !== 0) {
+    throw new TypeError(`Expected \`kvHeads\` (${shape.kvHeads}) to divide \`heads\` (${shape.heads})`);
+  }
+}
+
+/** Uniform values on [-scale, scale) from a mulberry32 stream seeded by `seed`: fast and the same every time. */
+function uniform(length: number, scale: number, seed: number): Float32Array {
+  const values = new Float32Array(length);
+  let state = seed >>> 0;
+  for (let i = 0; i < length; i += 1) {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    values[i] = ((((t ^ (t >>> 14)) >>> 0) / 4294967296) * 2 - 1) * scale;
+  }
+  return values;
+}
+
+const float = (name: string, dims: number[], values: ArrayLike<number>): Initializer => ({
+  name,
+  type: DataType.FLOAT,
+  dims,
+  values,
+});
+const int64 = (name: string, dims: number[], values: number[]): Initializer => ({
+  name,
+  type: DataType.INT64,
+  dims,
+  values,
+});
+
+/** The graph's constants: rotary tables, mask values, reshape targets. */
+function constants(shape: LlamaShape): Initializer[] {
+  const headDim = shape.hidden / shape.heads;
+  const half = headDim / 2;
+  const invFreq = Array.from({ length: half }, (_, i) => ROPE_THETA ** (-(2 * i) / headDim));
+  const group = shape.heads / shape.kvHeads;
+  return [
+    float('eps', [], [RMS_EPS]),
+    float('scale', [], [1 / Math.sqrt(headDim)]),
+    float('neg_big', [], [-3.4028234663852886e38]),
+    float('zero_f', [], [0]),
+    int64('ax_last', [1], [-1]),
+    int64('ax_1', [1], [1]),
+    int64('ax_0', [1], [0]),
+    int64('ax_12', [2], [1, 2]),
+    int64('i64_0', [], [0]),
+    int64('i64_1', [], [1]),
+    int64('shape_q', [4], [0, 0, shape.heads, headDim]),
+    int64('shape_kv', [4], [0, 0, shape.kvHeads, headDim]),
+    int64('shape_o', [3], [0, 0, shape.hidden]),
+    // rotate_half as a gather: [x2, x1] with the first half negated.
+    float('inv_freq', [headDim], [...invFreq, ...invFreq]),
+    int64(
+      'rot_idx',
+      [headDim],
+      Array.from({ length: headDim }, (_, i) => (i + half) % headDim),
+    ),
+    float(
+      'rot_sign',
+      [headDim],
+      Array.from({ length: headDim }, (_, i) => (i < half ? -1 : 1)),
+    ),
+    // Each KV head serves `group` query heads.
+    int64(
+      'kv_rep_idx',
+      [shape.heads],
+      Array.from({ length: shape.heads }, (_, i) => Math.floor(i / group)),
+    ),
+  ];
+}
+
+/** Rotary position tables and the additive causal + padding mask every layer shares. */
+const preamble: NodeSpec[] = [
+  { op: 'Gather', inputs: ['embed', 'input_ids'], outputs: ['embeds'], attributes: { axis: 0 } },
+  { op: 'Cast', inputs: ['position_ids'], outputs: ['pos_f'], attributes: { to: DataType.FLOAT } },
+  { op: 'Unsqueeze', inputs: ['pos_f', 'ax_last'], outputs: ['pos_u'] },
+  { op: 'Mul', inputs: ['pos_u', 'inv_freq'], outputs: ['freqs'] },
+  { op: 'Cos', inputs: ['freqs'], outputs: ['cos0'] },
+  { op: 'Unsqueeze', inputs: ['cos0', 'ax_1'], outputs: ['cos'] },
+  { op: 'Sin', inputs: ['freqs'], outputs: ['sin0'] },
+  { op: 'Unsqueeze', inputs: ['sin0', 'ax_1'], outputs: ['sin'] },
+  { op: 'Shape', inputs: ['attention_mask'], outputs: ['T1'], attributes: { start: 1, end: 2 } },
+  { op: 'Shape', inputs: ['input_ids'], outputs: ['S1'], attributes: { start: 1, end: 2 } },
+  { op: 'Squeeze', inputs: ['T1', 'ax_0'], outputs: ['T0'] },
+  { op: 'Sub', inputs: ['T1', 'S1'], outputs: ['P1'] },
+  { op: 'Squeeze', inputs: ['P1', 'ax_0'], outputs: ['P0'] },
+  { op: 'Range', inputs: ['i64_0', 'T0', 'i64_1'], outputs: ['kidx0'] },
+  { op: 'Unsqueeze', inputs: ['kidx0', 'ax_0'], outputs: ['kidx'] },
+  { op: 'Range', inputs: ['P0', 'T0', 'i64_1'], outputs: ['qidx0'] },
+  { op: 'Unsqueeze', inputs: ['qidx0', 'ax_1'], outputs: ['qidx'] },
+  { op: 'LessOrEqual', inputs: ['kidx', 'qidx'], outputs: ['causal'] },
+  { op: 'Cast', inputs: ['attention_mask'], outputs: ['am_b'], attributes: { to: DataType.BOOL } },
+  { op: 'Unsqueeze', inputs: ['am_b', 'ax_12'], outputs: ['pad'] },
+  { op: 'And', inputs: ['causal', 'pad'], outputs: ['allowed'] },
+  { op: 'Where', inputs: ['allowed', 'zero_f', 'neg_big'], outputs: ['mask_bias'] },
+];
+
+function rmsNorm(prefix: string, input: string, weight: string): NodeSpec[] {
+  return [
+    { op: 'Mul', inputs: [input, input], outputs: [`${prefix}.sq`] },
+    {
+      op: 'ReduceMean',
+      inputs: [`${prefix}.sq`],
+      outputs: [`${prefix}.mean`],
+      attributes: { axes: [-1], keepdims: 1 },
+    },
+    { op: 'Add', inputs: [`${prefix}.mean`, 'eps'], outputs: [`${prefix}.var`] },
+    { op: 'Sqrt', inputs: [`${prefix}.var`], outputs: [`${prefix}.std`] },
+    { op: 'Div', inputs: [input, `${prefix}.std`], outputs: [`${prefix}.norm`] },
+    { op: 'Mul', inputs: [`${prefix}.norm`, weight], outputs: [`${prefix}.out`] },
+  ];
+}
+
+function rotary(prefix: string, input: string): NodeSpec[] {
+  return [
+    { op: 'Gather', inputs: [input, 'rot_idx'], outputs: [`${prefix}.g`], attributes: { axis: 3 } },
+    { op: 'Mul', inputs: [`${prefix}.g`, 'rot_sign'], outputs: [`${prefix}.rot`] },
+    { op: 'Mul', inputs: [input, 'cos'], outputs: [`${prefix}.c`] },
+    { op: 'Mul', inputs: [`${prefix}.rot`, 'sin'], outputs: [`${prefix}.s`] },
+    { op: 'Add', inputs: [`${prefix}.c`, `${prefix}.s`], outputs: [`${prefix}.out`] },
+  ];
+}
+
+/** One decoder layer: pre-norm GQA attention with rotary embeddings and a KV cache, then a pre-norm SwiGLU MLP. */
+function layer(index: number, input: string): NodeSpec[] {
+  const l = `l${index}`;
+  const project = (name: string, weight: string, target: string): NodeSpec[] => [
+    { op: 'MatMul', inputs: [`${l}.ln1n.out`, `${l}.${weight}`], outputs: [`${l}.${name}0`] },
+    { op: 'Reshape', inputs: [`${l}.${name}0`, target], outputs: [`${l}.${name}1`] },
+    { op: 'Transpose', inputs: [`${l}.${name}1`], outputs: [`${l}.${name}2`], attributes: { perm: [0, 2, 1, 3] } },
+  ];
+  return [
+    ...rmsNorm(`${l}.ln1n`, input, `${l}.ln1`),
+    ...project('q', 'wq', 'shape_q'),
+    ...project('k', 'wk', 'shape_kv'),
+    ...project('v', 'wv', 'shape_kv'),
+    ...rotary(`${l}.qr`, `${l}.q2`),
+    ...rotary(`${l}.kr`, `${l}.k2`),
+    {
+      op: 'Concat',
+      inputs: [`past_key_values.${index}.key`, `${l}.kr.out`],
+      outputs: [`present.${index}.key`],
+      attributes: { axis: 2 },
+    },
+    {
+      op: 'Concat',
+      inputs: [`past_key_values.${index}.value`, `${l}.v2`],
+      outputs: [`present.${index}.value`],
+      attributes: { axis: 2 },
+    },
+    { op: 'Gather', inputs: [`present.${index}.key`, 'kv_rep_idx'], outputs: [`${l}.krep`], attributes: { axis: 1 } },
+    { op: 'Gather', inputs: [`present.${index}.value`, 'kv_rep_idx'], outputs: [`${l}.vrep`], attributes: { axis: 1 } },
+    { op: 'Transpose', inputs: [`${l}.krep`], outputs: [`${l}.kT`], attributes: { perm: [0, 1, 3, 2] } },
+    { op: 'MatMul', inputs: [`${l}.qr.out`, `${l}.kT`], outputs: [`${l}.sc0`] },
+    { op: 'Mul', inputs: [`${l}.sc0`, 'scale'], outputs: [`${l}.sc1`] },
+    { op: 'Add', inputs: [`${l}.sc1`, 'mask_bias'], outputs: [`${l}.sc2`] },
+    { op: 'Softmax', inputs: [`${l}.sc2`], outputs: [`${l}.probs`], attributes: { axis: -1 } },
+    { op: 'MatMul', inputs: [`${l}.probs`, `${l}.vrep`], outputs: [`${l}.o0`] },
+    { op: 'Transpose', inputs: [`${l}.o0`], outputs: [`${l}.o1`], attributes: { perm: [0, 2, 1, 3] } },
+    { op: 'Reshape', inputs: [`${l}.o1`, 'shape_o'], outputs: [`${l}.o2`] },
+    { op: 'MatMul', inputs: [`${l}.o2`, `${l}.wo`], outputs: [`${l}.o3`] },
+    { op: 'Add', inputs: [input, `${l}.o3`], outputs: [`${l}.res1`] },
+    ...rmsNorm(`${l}.ln2n`, `${l}.res1`, `${l}.ln2`),
+    { op: 'MatMul', inputs: [`${l}.ln2n.out`, `${l}.wg`], outputs: [`${l}.g`] },
+    { op: 'Sigmoid', inputs: [`${l}.g`], outputs: [`${l}.sig`] },
+    { op: 'Mul', inputs: [`${l}.g`, `${l}.sig`], outputs: [`${l}.silu`] },
+    { op: 'MatMul', inputs: [`${l}.ln2n.out`, `${l}.wu`], outputs: [`${l}.u`] },
+    { op: 'Mul', inputs: [`${l}.silu`, `${l}.u`], outputs: [`${l}.act`] },
+    { op: 'MatMul', inputs: [`${l}.act`, `${l}.wd`], outputs: [`${l}.d`] },
+    { op: 'Add', inputs: [`${l}.res1`, `${l}.d`], outputs: [`${l}.res2`] },
+  ];
+}
+
+/** The weights: uniform, scaled by 1/sqrt(fan-in) so activations stay O(1) through the residual stack. */
+function weights(shape: LlamaShape): Initializer[] {
+  const headDim = shape.hidden / shape.heads;
+  const kv = shape.kvHeads * headDim;
+  let stream = 0;
+  // Each tensor draws from its own stream, so one tensor's size never shifts another's values.
+  const matrix = (name: string, rows: number, cols: number) =>
+    float(name, [rows, cols], uniform(rows * cols, 1 / Math.sqrt(rows), shape.seed * 7919 + (stream += 1)));
+  const ones = (name: string) => float(name, [shape.hidden], new Float32Array(shape.hidden).fill(1));
+  // The output projection is the embedding (tied, as in the bundled model). The EOS row is zero, so its logit is 0
+  // while the largest of the others is positive: greedy decoding runs to max_tokens (like benchmarks' ignore_eos).
+  const embed = float('embed', [shape.vocab, shape.hidden], uniform(shape.vocab * shape.hidden, 0.1, shape.seed));
+  (embed.values as Float32Array).fill(0, EOS_TOKEN_ID * shape.hidden, (EOS_TOKEN_ID + 1) * shape.hidden);
+  const all = [embed, ones('final_ln')];
+  for (let index = 0; index < shape.layers; index += 1) {
+    const l = `l${index}`;
+    all.push(
+      matrix(`${l}.wq`, shape.hidden, shape.hidden),
+      matrix(`${l}.wk`, shape.hidden, kv),
+      matrix(`${l}.wv`, shape.hidden, kv),
+      matrix(`${l}.wo`, shape.hidden, shape.hidden),
+      matrix(`${l}.wg`, shape.hidden, shape.intermediate),
+      matrix(`${l}.wu`, shape.hidden, shape.intermediate),
+      matrix(`${l}.wd`, shape.intermediate, shape.hidden),
+      ones(`${l}.ln1`),
+      ones(`${l}.ln2`),
+    );
+  }
+  return all;
+}
+
+/** The inputs and outputs of a transformers.js decoder export with a KV cache, for `layers` layers. */
+export function llamaSignature(shape: Pick<LlamaShape, 'layers' | 'kvHeads' | 'hidden' | 'heads' | 'vocab'>): {
+  inputs: ValueInfo[];
+  outputs: ValueInfo[];
+} {
+  const headDim = shape.hidden / shape.heads;
+  const kv = (name: string, length: string): ValueInfo => ({
+    name,
+    type: DataType.FLOAT,
+    shape: ['batch_size', shape.kvHeads, length, headDim],
+  });
+  const inputs: ValueInfo[] = [
+    { name: 'input_ids', type: DataType.INT64, shape: ['batch_size', 'sequence_length'] },
+    { name: 'attention_mask', type: DataType.INT64, shape: ['batch_size', 'total_sequence_length'] },
+    { name: 'position_ids', type: DataType.INT64, shape: ['batch_size', 'sequence_length'] },
+  ];
+  const outputs: ValueInfo[] = [
+    { name: 'logits', type: DataType.FLOAT, shape: ['batch_size', 'sequence_length', shape.vocab] },
+  ];
+  for (let index = 0; index < shape.layers; index += 1) {
+    for (const part of ['key', 'value']) {
+      inputs.push(kv(`past_key_values.${index}.${part}`, 'past_sequence_length'));
+      outputs.push(kv(`present.${index}.${part}`, 'total_sequence_length'));
+    }
+  }
+  return { inputs, outputs };
+}
+
+/** The `config.json` of a shape: a LlamaForCausalLM as transformers writes it, plus what generated it. */
+export function llamaConfig(shape: LlamaShape): Record<string, unknown> {
+  return {
+    architectures: ['LlamaForCausalLM'],
+    attention_bias: false,
+    bos_token_id: 1,
+    eos_token_id: EOS_TOKEN_ID,
+    head_dim: shape.hidden / shape.heads,
+    hidden_act: 'silu',
+    hidden_size: shape.hidden,
+    intermediate_size: shape.intermediate,
+    max_position_embeddings: shape.positions,
+    mlp_bias: false,
+    model_type: 'llama',
+    num_attention_heads: shape.heads,
+    num_hidden_layers: shape.layers,
+    num_key_value_heads: shape.kvHeads,
+    rms_norm_eps: RMS_EPS,
+    rope_scaling: null,
+    rope_theta: ROPE_THETA,
+    tie_word_embeddings: true,
+    torch_dtype: 'float32',
+    use_cache: true,
+    vocab_size: shape.vocab,
+    microbatch_dummy_weights: { seed: shape.seed, parameters: llamaParameters(shape) },
+  };
+}
+
+/** What {@link writeLlamaModel} did. */
+export interface WrittenLlama {
+  readonly dir: string;
+  readonly parameters: number;
+  /** `onnx/model.onnx`'s size in bytes. */
+  readonly bytes: number;
+  /** False when the folder already held this shape (nothing was written). */
+  readonly written: boolean;
+}
+
+/**
+ * Writes a Llama-shaped decoder in transformers.js layout into `dir`: `onnx/model.onnx`, `config.json` and the
+ * tokenizer files of `tokenizerDir` (whose vocabulary must have `shape.vocab` ids). Skips a folder whose
+ * `config.json` already describes this shape; `config.json` is written last, so an interrupted run is redone.
+ *
+ * @example
+ * ```ts
+ * await writeLlamaModel('models/bench/llama-30m', shape, 'models/tinystories-656k');
+ * ```
+ */
+export async function writeLlamaModel(dir: string, shape: LlamaShape, tokenizerDir: string): Promise<WrittenLlama> {
+  checkShape(shape);
+  const config = llamaConfig(shape);
+  const text = `${JSON.stringify(config, null, 2)}\n`;
+  const parameters = llamaParameters(shape);
+  const existing = await readFile(join(dir, 'config.json'), 'utf8').catch(() => undefined);
+  const modelPath = join(dir, 'onnx', 'model.onnx');
+  const size = await stat(modelPath).then(
+    (info) => info.size,
+    () => undefined,
+  );
+  if (existing === text && size !== undefined) return { dir, parameters, bytes: size, written: false };
+  await mkdir(join(dir, 'onnx'), { recursive: true });
+  const nodes: NodeSpec[] = [...preamble];
+  let hidden = 'embeds';
+  for (let index = 0; index < shape.layers; index += 1) {
+    nodes.push(...layer(index, hidden));
+    hidden = `l${index}.res2`;
+  }
+  nodes.push(
+    ...rmsNorm('final_norm', hidden, 'final_ln'),
+    { op: 'Transpose', inputs: ['embed'], outputs: ['lm_head_T'], attributes: { perm: [1, 0] } },
+    { op: 'MatMul', inputs: ['final_norm.out', 'lm_head_T'], outputs: ['logits'] },
+  );
+  const bytes = await writeModel(modelPath, {
+    ...llamaSignature(shape),
+    initializers: [...constants(shape), ...weights(shape)],
+    nodes,
+    producer: 'microbatch-dummy-llama',
+    graphName: 'llama',
+  });
+  for (const file of ['tokenizer.json', 'tokenizer_config.json', 'special_tokens_map.json', 'generation_config.json']) {
+    await copyFile(join(tokenizerDir, file), join(dir, file));
+  }
+  const partial = join(dir, `config.json.${process.pid}.partial`);
+  await writeFile(partial, text);
+  await rename(partial, join(dir, 'config.json'));
+  return { dir, parameters, bytes, written: true };
+}
