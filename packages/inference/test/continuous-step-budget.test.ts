@@ -60,6 +60,25 @@ describe('the step budget', () => {
     expect(stats.prefillCalls).toBeGreaterThanOrEqual(16);
   });
 
+  it('never cuts a prompt that fits a step whole: a newcomer that does not fit what is left waits for the next step', async () => {
+    const seeds = Array.from({ length: 300 }, (_, seed) => seed).filter(
+      (seed) => alone(distinct(4, seed), 12).length === 12,
+    );
+    const streams = seeds.slice(0, 2).map((seed) => sequence(distinct(4, seed), 12));
+    // Three 20-token prompts at once beside 2 (then 3, 4) running rows: a step's room (40 less the rows) holds one
+    // whole, not two, so the second and third would be cut at what the first left.
+    const newcomers = [1, 2, 3].map((seed) => sequence(distinct(20, seed + 100), 3));
+    const plan = [
+      ...streams.map((each) => ({ at: 0, sequence: each })),
+      ...newcomers.map((each) => ({ at: 2, sequence: each })),
+    ];
+    const stats = await runLoop(plan, options({ maxSequences: 5, maxStepTokens: 40 }));
+    for (const { sequence: each } of plan) expect(idsOf(each)).toEqual(alone(each.prompt, maxOf(each)));
+    // The streams' padded call, then one call per newcomer, each its whole prompt: no chunks.
+    expect(stats.prefillCalls).toBe(4);
+    expect(stats.prefillTokens).toBe(2 * 4 + 3 * 20);
+  });
+
   it('gives the same tokens with whole and chunked prefill, with the cache on and off, as sequences join mid-run', async () => {
     const shared = prompt(40, 3);
     // Lengths around the 16-token blocks and the chunks; some share a prefix of 40, 33 or 16 tokens.
@@ -124,6 +143,38 @@ describe('the prefix cache', () => {
     expect(plan.map(({ sequence: each }) => each.cachedTokens)).toEqual([0, 32, 16, 16, 0]);
     const promptTokens = prompts.reduce((sum, each) => sum + each.length, 0);
     expect(stats.prefillTokens).toBe(promptTokens - 64);
+  });
+
+  it('reuses a cached prefix only when it spares more than a call of its own costs', async () => {
+    const shared = prompt(40, 3);
+    const run = async (model: typeof costModel) => {
+      // The first stores 2 blocks at its prefill; while it runs, the next two arrive together, each starting with them.
+      const plan = [
+        { at: 0, sequence: sequence([...shared, 1], 8) },
+        { at: 2, sequence: sequence([...shared, 2, 3], 3) },
+        { at: 2, sequence: sequence([...shared, 4, 5], 3) },
+      ];
+      let cache = { lookups: 0, hits: 0, tokens: 0 };
+      const stats = await runLoop(
+        plan,
+        options({ maxStepTokens: 128, prefixCacheBytes: 64 * BLOCK_BYTES, costModel: model }),
+        (_, loop) => {
+          cache = loop.prefixCache();
+        },
+      );
+      for (const { sequence: each } of plan) expect(idsOf(each)).toEqual(alone(each.prompt, maxOf(each)));
+      return { calls: stats.prefillCalls, prefilled: stats.prefillTokens, ...cache };
+    };
+    // Cheap calls: each newcomer reuses its 32 cached tokens and is prefilled alone after them.
+    expect(await run(costModel)).toMatchObject({ calls: 3, prefilled: 41 + 2 * 10, lookups: 3, hits: 2, tokens: 64 });
+    // A call costing more than 32 prompt tokens: both are looked up, reuse nothing and share one padded call.
+    expect(await run({ ...costModel, callMs: 1 })).toMatchObject({
+      calls: 2,
+      prefilled: 41 + 2 * 42,
+      lookups: 3,
+      hits: 0,
+      tokens: 0,
+    });
   });
 
   it('never holds more than its byte budget under a stream of distinct prompts, evicting the oldest', async () => {
