@@ -145,38 +145,6 @@ describe('the prefix cache', () => {
     expect(stats.prefillTokens).toBe(promptTokens - 64);
   });
 
-  it('reuses a cached prefix only when it spares more than a call of its own costs', async () => {
-    const shared = prompt(40, 3);
-    const run = async (model: typeof costModel) => {
-      // The first stores 2 blocks at its prefill; while it runs, the next two arrive together, each starting with them.
-      const plan = [
-        { at: 0, sequence: sequence([...shared, 1], 8) },
-        { at: 2, sequence: sequence([...shared, 2, 3], 3) },
-        { at: 2, sequence: sequence([...shared, 4, 5], 3) },
-      ];
-      let cache = { lookups: 0, hits: 0, tokens: 0 };
-      const stats = await runLoop(
-        plan,
-        options({ maxStepTokens: 128, prefixCacheBytes: 64 * BLOCK_BYTES, costModel: model }),
-        (_, loop) => {
-          cache = loop.prefixCache();
-        },
-      );
-      for (const { sequence: each } of plan) expect(idsOf(each)).toEqual(alone(each.prompt, maxOf(each)));
-      return { calls: stats.prefillCalls, prefilled: stats.prefillTokens, ...cache };
-    };
-    // Cheap calls: each newcomer reuses its 32 cached tokens and is prefilled alone after them.
-    expect(await run(costModel)).toMatchObject({ calls: 3, prefilled: 41 + 2 * 10, lookups: 3, hits: 2, tokens: 64 });
-    // A call costing more than 32 prompt tokens: both are looked up, reuse nothing and share one padded call.
-    expect(await run({ ...costModel, callMs: 1 })).toMatchObject({
-      calls: 2,
-      prefilled: 41 + 2 * 42,
-      lookups: 3,
-      hits: 0,
-      tokens: 0,
-    });
-  });
-
   it('never holds more than its byte budget under a stream of distinct prompts, evicting the oldest', async () => {
     const budget = 5 * BLOCK_BYTES + BLOCK_BYTES / 2;
     const prompts = Array.from({ length: 30 }, (_, seed) => distinct(2 * PREFIX_BLOCK_TOKENS + 3, seed));

@@ -2,10 +2,10 @@
 // them, admits newcomers. Each iteration runs at most `maxStepTokens` tokens (vLLM's `max_num_batched_tokens`):
 // one decode step for every running row (a session.run per length group; running rows are never held back), and,
 // with what is left, prefills: the next chunk of a prompt being prefilled in chunks, then newcomers in padded
-// groups whose padding pays, or, for one whose prompt does not fit a step's room for prefills or starts with enough
-// blocks of the prefix cache (`prefix-cache.ts`) to pay for a call of its own, its first chunk after its cached
-// prefix. A newcomer that fits a step's room but not what is left of this one waits for the next (one call, not two). A row that finishes or is cancelled leaves before the
-// next step: the group's last row takes its slot. A newcomer takes a free slot in the group whose past fits it
+// groups whose padding pays, or, for one whose prompt does not fit a step's room for prefills or starts with
+// blocks of the prefix cache (`prefix-cache.ts`), its first chunk after its cached prefix. A newcomer that fits a
+// step's room but not what is left of this one waits for the next (one call, not two). A row that finishes or is
+// cancelled leaves before the next step: the group's last row takes its slot. A newcomer takes a free slot in the group whose past fits it
 // best, or that group is recomposed with it. The groups are recomputed (every row's KV copied) only when the
 // modelled saving over the next steps pays for the copy (`running-groups.ts`).
 import type { InferenceSession, Tensor } from 'onnxruntime-node';
@@ -197,9 +197,8 @@ export class DecodeLoop {
   /**
    * Spends the step's token budget on prefills: what is left of `maxStepTokens` after the running rows' decode (each
    * newcomer that gets its first token here also decodes in this step: one token more). First the next chunk of the
-   * prompt being prefilled, then newcomers in arrival order: one whose prompt starts with cached blocks worth a call of
-   * its own, or does not fit a step's room whole, is prefilled in chunks from this step on; the others in padded
-   * groups, and one that fits a step's room but not what is left of this one waits for the next step. Returns the
+   * prompt being prefilled, then newcomers in arrival order: one whose prompt starts with cached blocks, or does not
+   * fit a step's room whole, is prefilled in chunks from this step on; the others in padded groups, and one that fits a step's room but not what is left of this one waits for the next step. Returns the
    * sequences that got their first token and keep generating.
    */
   async #prefill(): Promise<Sequence[]> {
@@ -227,7 +226,7 @@ export class DecodeLoop {
       }
       const head = this.#waiting[0];
       if (head === undefined || free <= 0) break;
-      const cached = this.#prefills.cached(head, this.#groups.model);
+      const cached = this.#prefills.cached(head);
       // One that would fit a step's room but not what is left of this one waits for the next step (where it goes
       // first): one call then instead of a chunk now and the rest in another call.
       if (!cached && head.prompt.length + 1 > budget && head.prompt.length + 1 <= room) break;

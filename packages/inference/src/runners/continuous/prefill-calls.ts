@@ -6,7 +6,6 @@ import type { StepCostModel } from './length-groups.js';
 import type { DecodeLoopStats } from './loop-stats.js';
 import { prefillFeeds, presentSource } from './padded-batch.js';
 import type { KvSource, ModelGeometry } from './padded-batch.js';
-import { PREFIX_BLOCK_TOKENS } from './prefix-cache.js';
 import type { PrefixCache } from './prefix-cache.js';
 import { releaseBuffers } from './released-buffers.js';
 import type { Sequence } from './sequence.js';
@@ -35,14 +34,9 @@ export class PrefillCalls {
     this.#first = first;
   }
 
-  /**
-   * Whether a newcomer reuses its prompt's cached blocks (it is then prefilled alone, after them): only when the
-   * prompt tokens they spare cost more than the call of its own it then needs (a padded prompt token costs about what
-   * a decoded row does: `rowMs`). A smaller hit is prefilled whole with the others.
-   */
-  cached(sequence: Sequence, model: StepCostModel): boolean {
-    const blocks = this.#cache?.peek(sequence.prompt) ?? 0;
-    return blocks > 0 && blocks * PREFIX_BLOCK_TOKENS * model.rowMs > model.callMs;
+  /** Whether a newcomer's prompt starts with cached blocks (it is then prefilled alone, after them). */
+  cached(sequence: Sequence): boolean {
+    return (this.#cache?.peek(sequence.prompt) ?? 0) > 0;
   }
 
   /** Readies a newcomer for chunks: its past is the cached prefix when there is one (looked up once, counted). */
@@ -59,8 +53,8 @@ export class PrefillCalls {
   /**
    * The newcomers of the next padded call, from `waiting` in arrival order: the first always (the caller checked it
    * fits), the others while they fit `budget` (padded to the longest, plus each one's decode token), have no cached
-   * prefix worth a call of its own (`cached`), and the padding they add costs less than a call of their own (a padded prompt token costs about what
-   * a decoded row does: `rowMs`). At most `free`. Each is counted as a lookup that reused nothing.
+   * prefix, and the padding they add costs less than a call of their own (a padded prompt token costs about what
+   * a decoded row does: `rowMs`). At most `free`. Each is looked up in the cache once (a miss).
    */
   pick(waiting: readonly Sequence[], budget: number, free: number, model: StepCostModel): Sequence[] {
     const group: Sequence[] = [];
@@ -71,13 +65,12 @@ export class PrefillCalls {
       if (padded + group.length + 1 > budget) continue;
       if (group.length > 0) {
         const wasted = padded - longest * group.length - sequence.prompt.length;
-        if (wasted * model.rowMs > model.callMs + model.rowMs || this.cached(sequence, model)) continue;
+        if (wasted * model.rowMs > model.callMs + model.rowMs || this.cached(sequence)) continue;
       }
       longest = Math.max(longest, sequence.prompt.length);
       group.push(sequence);
     }
-    // Looked up (counted), not taken: a hit too small to pay for a call of its own is prefilled with the group.
-    this.#cache?.miss(group.length);
+    for (const sequence of group) this.#cache?.take(sequence.prompt);
     return group;
   }
 

@@ -87,11 +87,6 @@ export class PrefixCache {
     return this.#chain(prompt).length;
   }
 
-  /** Counts `newcomers` lookups that reuse nothing (no cached blocks, or too few to pay for a call of their own). */
-  miss(newcomers: number): void {
-    this.counters.lookups += newcomers;
-  }
-
   /**
    * Looks `prompt` up for a newcomer (counted) and returns a past of its own holding the cached prefix's KV, with
    * its length in tokens; `undefined` on a miss. The blocks used become the most recent.
