@@ -60,6 +60,25 @@ describe('the step budget', () => {
     expect(stats.prefillCalls).toBeGreaterThanOrEqual(16);
   });
 
+  it('never cuts a prompt that fits a step whole: a newcomer that does not fit what is left waits for the next step', async () => {
+    const seeds = Array.from({ length: 300 }, (_, seed) => seed).filter(
+      (seed) => alone(distinct(4, seed), 12).length === 12,
+    );
+    const streams = seeds.slice(0, 2).map((seed) => sequence(distinct(4, seed), 12));
+    // Three 20-token prompts at once beside 2 (then 3, 4) running rows: a step's room (40 less the rows) holds one
+    // whole, not two, so the second and third would be cut at what the first left.
+    const newcomers = [1, 2, 3].map((seed) => sequence(distinct(20, seed + 100), 3));
+    const plan = [
+      ...streams.map((each) => ({ at: 0, sequence: each })),
+      ...newcomers.map((each) => ({ at: 2, sequence: each })),
+    ];
+    const stats = await runLoop(plan, options({ maxSequences: 5, maxStepTokens: 40 }));
+    for (const { sequence: each } of plan) expect(idsOf(each)).toEqual(alone(each.prompt, maxOf(each)));
+    // The streams' padded call, then one call per newcomer, each its whole prompt: no chunks.
+    expect(stats.prefillCalls).toBe(4);
+    expect(stats.prefillTokens).toBe(2 * 4 + 3 * 20);
+  });
+
   it('gives the same tokens with whole and chunked prefill, with the cache on and off, as sequences join mid-run', async () => {
     const shared = prompt(40, 3);
     // Lengths around the 16-token blocks and the chunks; some share a prefix of 40, 33 or 16 tokens.

@@ -2,9 +2,10 @@
 // them, admits newcomers. Each iteration runs at most `maxStepTokens` tokens (vLLM's `max_num_batched_tokens`):
 // one decode step for every running row (a session.run per length group; running rows are never held back), and,
 // with what is left, prefills: the next chunk of a prompt being prefilled in chunks, then newcomers in padded
-// groups whose padding pays, or, for one whose prompt does not fit what is left or starts with blocks of the prefix
-// cache (`prefix-cache.ts`), its first chunk after its cached prefix. A row that finishes or is cancelled leaves before the
-// next step: the group's last row takes its slot. A newcomer takes a free slot in the group whose past fits it
+// groups whose padding pays, or, for one whose prompt does not fit a step's room for prefills or starts with
+// blocks of the prefix cache (`prefix-cache.ts`), its first chunk after its cached prefix. A newcomer that fits a
+// step's room but not what is left of this one waits for the next (one call, not two). A row that finishes or is
+// cancelled leaves before the next step: the group's last row takes its slot. A newcomer takes a free slot in the group whose past fits it
 // best, or that group is recomposed with it. The groups are recomputed (every row's KV copied) only when the
 // modelled saving over the next steps pays for the copy (`running-groups.ts`).
 import type { InferenceSession, Tensor } from 'onnxruntime-node';
@@ -197,12 +198,14 @@ export class DecodeLoop {
    * Spends the step's token budget on prefills: what is left of `maxStepTokens` after the running rows' decode (each
    * newcomer that gets its first token here also decodes in this step: one token more). First the next chunk of the
    * prompt being prefilled, then newcomers in arrival order: one whose prompt starts with cached blocks, or does not
-   * fit the budget whole, is prefilled in chunks from this step on; the others in padded groups. Returns the
+   * fit a step's room whole, is prefilled in chunks from this step on; the others in padded groups, and one that fits a step's room but not what is left of this one waits for the next step. Returns the
    * sequences that got their first token and keep generating.
    */
   async #prefill(): Promise<Sequence[]> {
     const running = this.#running().filter((sequence) => !sequence.done).length;
-    let budget = this.#options.maxStepTokens - running;
+    // What a step leaves for prefills: a newcomer whose prompt fits it whole is never cut into chunks.
+    const room = this.#options.maxStepTokens - running;
+    let budget = room;
     let free = this.#options.maxSequences - running - (this.#chunking === undefined ? 0 : 1);
     const joining: Sequence[] = [];
     while (budget > 0) {
@@ -223,8 +226,12 @@ export class DecodeLoop {
       }
       const head = this.#waiting[0];
       if (head === undefined || free <= 0) break;
+      const cached = this.#prefills.cached(head);
+      // One that would fit a step's room but not what is left of this one waits for the next step (where it goes
+      // first): one call then instead of a chunk now and the rest in another call.
+      if (!cached && head.prompt.length + 1 > budget && head.prompt.length + 1 <= room) break;
       free -= 1;
-      if (this.#prefills.cached(head) || head.prompt.length + 1 > budget) {
+      if (cached || head.prompt.length + 1 > budget) {
         this.#waiting.shift();
         this.#prefills.start(head);
         this.#chunking = head;
