@@ -6,16 +6,15 @@ import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import {
   EMPTY_SNAPSHOT,
+  WaiterRegistry,
   FleetView,
-  type ItemTrace,
   type QueueBackend,
   QueueBatcher,
   type QueueBatcherStats,
   type QueueSnapshot,
   StateReporter,
   type Submission,
-  type WireBatch,
-  type Waiter,
+  type RegisteredWaiter,
   emitStatus,
   fieldMap,
   fleetKey,
@@ -121,13 +120,12 @@ class ReplicaCore implements QueueBackend {
   readonly #names: QueueNames;
   readonly #replySubject: string;
   readonly #broker: BrokerConnection;
-  readonly #waiters = new Map<string, Waiter>();
   readonly #batchers = new Map<string, QueueBatcher>();
   readonly #roster: WorkerRoster;
   /** What this replica knows of the fleet's load: the last sample, corrected by its own items since. */
   readonly #fleet = new FleetView();
+  readonly #waiters = new WaiterRegistry(this.#fleet, (entryId) => this.#delete(entryId));
   readonly #otherReplicas: ReplicaLoads;
-  #sequence = 0;
   #connection: NatsConnection | undefined;
   #client: JetStreamClient | undefined;
   #manager: JetStreamManager | undefined;
@@ -157,7 +155,9 @@ class ReplicaCore implements QueueBackend {
         this.#up = false;
         this.#onConnection(false, error);
         // Answers are published on core NATS: what a worker sends now is lost. Fail the items waiting at once.
-        this.#failAll(unavailable('Lost the connection to the queue (NATS); retry', settings.retryAfterSeconds));
+        this.#waiters.failAll(
+          unavailable('Lost the connection to the queue (NATS); retry', settings.retryAfterSeconds),
+        );
       },
     });
     // Announces this replica (its liveness and its fairness keys' load) and samples the queue, as often as Redis's
@@ -309,7 +309,7 @@ class ReplicaCore implements QueueBackend {
       return;
     }
     const waiting = [...this.#waiters.values()].filter((waiter) => waiter.entryId !== undefined);
-    for (const waiter of waiting) this.#cancel(waiter, this.#noWorker());
+    for (const waiter of waiting) this.#waiters.cancel(waiter, this.#noWorker());
     emitStatus(this.#settings.onStatus, { event: 'workers-down', queue, failed: waiting.length });
   }
 
@@ -382,7 +382,7 @@ class ReplicaCore implements QueueBackend {
     }
     const timeoutMs = Math.min(this.#settings.timeoutMs, call.timeoutMs ?? Number.POSITIVE_INFINITY);
     const waiters = items.map((item) =>
-      this.#register(owner, item, call, timeoutMs, fairnessKey, traceItem(this.#settings.tracer, owner.name)),
+      this.#waiters.register(owner, item, call, timeoutMs, fairnessKey, traceItem(this.#settings.tracer, owner.name)),
     );
     const published = waiters.map((waiter, index) =>
       client.publish(
@@ -395,7 +395,7 @@ class ReplicaCore implements QueueBackend {
             Number.isFinite(timeoutMs) ? timeoutMs : undefined,
             owner.streaming,
             payloads[index] as string,
-            waiter.trace?.field,
+            waiter.trace.field,
           ),
         ),
       ),
@@ -403,7 +403,7 @@ class ReplicaCore implements QueueBackend {
     void Promise.allSettled(published).then((outcomes) => {
       const refused = outcomes.find((outcome) => outcome.status === 'rejected');
       outcomes.forEach((outcome, index) => {
-        const waiter = waiters[index] as Waiter;
+        const waiter = waiters[index] as RegisteredWaiter;
         if (outcome.status === 'fulfilled') {
           waiter.entryId = String(outcome.value.seq);
           // Refused with its group, cancelled or expired while it was being added: take it back out.
@@ -419,68 +419,11 @@ class ReplicaCore implements QueueBackend {
     });
   }
 
-  /** Registers one item before its message exists: a fast worker may answer before the publish is acknowledged. */
-  #register(
-    owner: QueueBatcher,
-    item: Submission,
-    call: CallOptions,
-    timeoutMs: number,
-    fairnessKey: string | undefined,
-    trace: ItemTrace,
-  ): Waiter {
-    const { signal } = item;
-    const itemId = (++this.#sequence).toString(36);
-    let timer: NodeJS.Timeout | undefined;
-    const onAbort = (): void => this.#cancel(waiter, signal?.reason);
-    const waiter: Waiter = {
-      itemId,
-      owner,
-      entryId: undefined,
-      batch: undefined,
-      producer: undefined,
-      tokensSent: 0,
-      onDispatch: call.onDispatch,
-      dispatched: false,
-      channel: item.channel,
-      trace,
-      settle: (error, value, batch?: WireBatch) => {
-        if (!this.#waiters.delete(itemId)) return;
-        trace.sent?.end(error);
-        this.#fleet.count(fairnessKey, -1);
-        if (timer !== undefined) clearTimeout(timer);
-        signal?.removeEventListener('abort', onAbort);
-        owner.tally.end(waiter.batch, batch?.executionMs, error !== undefined);
-        owner.count(error);
-        item.settle(error, value);
-      },
-    };
-    this.#waiters.set(itemId, waiter);
-    this.#fleet.count(fairnessKey, 1);
-    owner.tally.queued();
-    signal?.addEventListener('abort', onAbort, { once: true });
-    if (Number.isFinite(timeoutMs)) {
-      timer = setTimeout(() => {
-        this.#cancel(
-          waiter,
-          new BatchError(ErrorCode.DEADLINE_EXCEEDED, `The item was not answered within ${timeoutMs} ms`),
-        );
-      }, timeoutMs);
-    }
-    return waiter;
-  }
-
   #noWorker(): BatchError {
     return unavailable(
       `No worker is serving the queue \`${this.#settings.queue}\` (none heard from within ${this.#settings.heartbeatTtlMs} ms); retry`,
       this.#settings.retryAfterSeconds,
     );
-  }
-
-  #cancel(waiter: Waiter, reason: unknown): void {
-    if (!this.#waiters.has(waiter.itemId)) return;
-    waiter.settle(reason);
-    // Still queued: no worker will take it. Already running: its answer will be ignored.
-    if (waiter.entryId !== undefined) this.#delete(waiter.entryId);
   }
 
   #delete(entryId: string): void {
@@ -497,18 +440,8 @@ class ReplicaCore implements QueueBackend {
     );
   }
 
-  #failAll(error: BatchError): void {
-    for (const waiter of this.#waiters.values()) waiter.settle(error);
-  }
-
   async closeBatcher(batcher: QueueBatcher, options: CloseOptions = {}): Promise<void> {
-    const mine = () => [...this.#waiters.values()].filter((waiter) => waiter.owner === batcher);
-    if (options.force === true) {
-      for (const waiter of mine())
-        this.#cancel(waiter, new BatchError(ErrorCode.CLOSED, `The batcher \`${batcher.name}\` was closed`));
-    }
-    // Every waiter settles: by its answer, its deadline, its cancellation, or the connection failing.
-    while (mine().length > 0) await new Promise((resolve) => setTimeout(resolve, 20));
+    await this.#waiters.closeBatcher(batcher, options);
   }
 
   async close(options: CloseOptions = {}): Promise<void> {

@@ -3,7 +3,7 @@ import { BatchError, ErrorCode } from '@microbatch/core';
 import type { Batcher, CallOptions, CloseOptions, FleetLoad, StreamingBatcher } from '@microbatch/core';
 import {
   EMPTY_SNAPSHOT,
-  type ItemTrace,
+  WaiterRegistry,
   type QueueBackend,
   QueueBatcher,
   type QueueBatcherStats,
@@ -11,8 +11,6 @@ import {
   type ReplyEntry,
   StateReporter,
   type Submission,
-  type WireBatch,
-  type Waiter,
   FleetView,
   describeError as describe,
   emitStatus,
@@ -84,12 +82,6 @@ export interface RedisStreamingBatcher<I, O> extends StreamingBatcher<I, O> {
   stats(): QueueBatcherStats;
 }
 
-/** One item waiting for its answer, with its fairness key as it travels (see `fleetKey`). */
-interface RedisWaiter extends Waiter {
-  readonly trace: ItemTrace;
-  readonly fairnessKey: string | undefined;
-}
-
 const MAX_REPLIES_PER_READ = 1_000;
 const REPLY_BLOCK_MS = 1_000;
 /**
@@ -140,9 +132,7 @@ class QueueCore implements QueueBackend {
   readonly #replyKey: string;
   readonly #commands: Connection;
   readonly #replies: Connection;
-  readonly #waiters = new Map<string, RedisWaiter>();
   readonly #batchers = new Map<string, QueueBatcher>();
-  #sequence = 0;
   #lastReplyId = '0-0';
   #stopped = false;
   #commandsUp = false;
@@ -154,6 +144,7 @@ class QueueCore implements QueueBackend {
   readonly #broker = new StateReporter();
   readonly #workers = new StateReporter();
   readonly #fleet = new FleetView();
+  readonly #waiters = new WaiterRegistry(this.#fleet, (entryId) => this.#delete(entryId));
 
   constructor(settings: Settings, keys: QueueKeys, replicaId: string) {
     this.#settings = settings;
@@ -188,7 +179,9 @@ class QueueCore implements QueueBackend {
         this.#repliesUp = false;
         this.#onConnection(error);
         // Their answers can no longer reach us (and a restarted Redis lost their entries): fail them now.
-        this.#failAll(unavailable('Lost the connection to the queue (Redis); retry', this.#settings.retryAfterSeconds));
+        this.#waiters.failAll(
+          unavailable('Lost the connection to the queue (Redis); retry', this.#settings.retryAfterSeconds),
+        );
       },
     });
     this.#readLoop = this.#readReplies();
@@ -281,7 +274,7 @@ class QueueCore implements QueueBackend {
     // Items whose entry the script is adding now get its own verdict (it checks for a live worker itself).
     const waiting = [...this.#waiters.values()].filter((waiter) => waiter.entryId !== undefined);
     for (const waiter of waiting) {
-      this.#cancel(
+      this.#waiters.cancel(
         waiter,
         unavailable(
           `No worker has served the queue \`${queue}\` for ${this.#settings.heartbeatTtlMs} ms; retry`,
@@ -373,7 +366,7 @@ class QueueCore implements QueueBackend {
     }
     const timeoutMs = Math.min(this.#settings.timeoutMs, call.timeoutMs ?? Number.POSITIVE_INFINITY);
     const waiters = items.map((item) =>
-      this.#register(owner, item, call, timeoutMs, fairnessKey, traceItem(this.#settings.tracer, owner.name)),
+      this.#waiters.register(owner, item, call, timeoutMs, fairnessKey, traceItem(this.#settings.tracer, owner.name)),
     );
     const fields = waiters.flatMap((waiter, index) =>
       requestFields(
@@ -413,71 +406,11 @@ class QueueCore implements QueueBackend {
       });
   }
 
-  /** Registers one item before its entry exists: a fast worker may answer before the script's own reply arrives. */
-  #register(
-    owner: QueueBatcher,
-    item: Submission,
-    call: CallOptions,
-    timeoutMs: number,
-    fairnessKey: string | undefined,
-    trace: ItemTrace,
-  ): RedisWaiter {
-    const { signal } = item;
-    const itemId = (++this.#sequence).toString(36);
-    let timer: NodeJS.Timeout | undefined;
-    const onAbort = (): void => {
-      this.#cancel(waiter, signal?.reason);
-    };
-    const waiter: RedisWaiter = {
-      itemId,
-      owner,
-      entryId: undefined,
-      batch: undefined,
-      producer: undefined,
-      tokensSent: 0,
-      onDispatch: call.onDispatch,
-      dispatched: false,
-      channel: item.channel,
-      trace,
-      fairnessKey,
-      settle: (error, value, batch?: WireBatch) => {
-        if (!this.#waiters.delete(itemId)) return;
-        trace.sent?.end(error);
-        this.#fleet.count(fairnessKey, -1);
-        if (timer !== undefined) clearTimeout(timer);
-        signal?.removeEventListener('abort', onAbort);
-        owner.tally.end(waiter.batch, batch?.executionMs, error !== undefined);
-        owner.count(error);
-        item.settle(error, value);
-      },
-    };
-    this.#waiters.set(itemId, waiter);
-    this.#fleet.count(fairnessKey, 1);
-    owner.tally.queued();
-    signal?.addEventListener('abort', onAbort, { once: true });
-    if (Number.isFinite(timeoutMs)) {
-      timer = setTimeout(() => {
-        this.#cancel(
-          waiter,
-          new BatchError(ErrorCode.DEADLINE_EXCEEDED, `The item was not answered within ${timeoutMs} ms`),
-        );
-      }, timeoutMs);
-    }
-    return waiter;
-  }
-
   #noWorker(): BatchError {
     return unavailable(
       `No worker is serving the queue \`${this.#settings.queue}\` (none heartbeated within ${this.#settings.heartbeatTtlMs} ms); retry`,
       this.#settings.retryAfterSeconds,
     );
-  }
-
-  #cancel(waiter: RedisWaiter, reason: unknown): void {
-    if (!this.#waiters.has(waiter.itemId)) return;
-    waiter.settle(reason);
-    // Still queued: no worker will take it. Already running: its answer will be ignored.
-    if (waiter.entryId !== undefined) this.#delete(waiter.entryId);
   }
 
   #delete(entryId: string): void {
@@ -494,10 +427,6 @@ class QueueCore implements QueueBackend {
         retryAfterSeconds: this.#settings.retryAfterSeconds,
       },
     );
-  }
-
-  #failAll(error: BatchError): void {
-    for (const waiter of this.#waiters.values()) waiter.settle(error);
   }
 
   async #readReplies(): Promise<void> {
@@ -545,13 +474,7 @@ class QueueCore implements QueueBackend {
   }
 
   async closeBatcher(batcher: QueueBatcher, options: CloseOptions = {}): Promise<void> {
-    const mine = () => [...this.#waiters.values()].filter((waiter) => waiter.owner === batcher);
-    if (options.force === true) {
-      for (const waiter of mine())
-        this.#cancel(waiter, new BatchError(ErrorCode.CLOSED, `The batcher \`${batcher.name}\` was closed`));
-    }
-    // Every waiter settles: by its answer, its deadline, its cancellation, or the connection failing.
-    while (mine().length > 0) await new Promise((resolve) => setTimeout(resolve, 20));
+    await this.#waiters.closeBatcher(batcher, options);
   }
 
   async close(options: CloseOptions = {}): Promise<void> {
