@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { BatchError, ErrorCode, LatencyModel } from '@microbatch/core';
+import { BatchError, ErrorCode } from '@microbatch/core';
 import type { BatchContext } from '@microbatch/core';
 import type { JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
@@ -18,6 +18,7 @@ import {
   plural,
   replyFields,
   round1,
+  WorkerFit,
   sleep,
   toRequestEntry,
   toWireError,
@@ -139,10 +140,8 @@ class Worker {
   readonly #batches = new Set<Promise<void>>();
   #stats = { batches: 0, items: 0, expired: 0, orphaned: 0, reclaimed: 0, gaveUp: 0, retried: 0 };
   readonly #replicas = new ReplicaRoster();
-  /** Core's latency model, fitted on this worker's batches (items, ms holding the slot): announced for admission. */
-  readonly #model = new LatencyModel();
-  /** The batches running now: their items and start (`performance.now()`), announced with the fit. */
-  readonly #runningBatches = new Map<number, { readonly cost: number; readonly startedAt: number }>();
+  /** Its latency fit and running batches, announced for admission. */
+  readonly #fit = new WorkerFit();
   #becameReady!: () => void;
 
   constructor(settings: ResolvedWorkerOptions) {
@@ -221,16 +220,9 @@ class Worker {
    * No `at`: a replica times a running batch from when it heard the announcement, on its own clock.
    */
   #announcement(gone: boolean): string {
-    const { maxBatchSize, batchWaitTimeoutMs, concurrency } = this.#settings;
-    const now = performance.now();
-    const running = [...this.#runningBatches.values()].map(({ cost, startedAt }) => ({
-      cost,
-      elapsedMs: round1(now - startedAt),
-    }));
-    const fit = this.#model.fit();
     const announcement: Announcement = {
       id: this.workerId,
-      settings: { maxBatchSize, batchWaitTimeoutMs, concurrency, ...(fit.samples === 0 ? {} : { fit }), running },
+      settings: this.#fit.settings(this.#settings),
       ...(gone ? { gone } : {}),
     };
     return JSON.stringify(announcement);
@@ -404,7 +396,7 @@ class Worker {
     let started = performance.now();
     // The fit is of the time a batch holds its slot (start notices, handler, answers): what the items behind it wait.
     const slotStarted = started;
-    this.#runningBatches.set(sequence, { cost: entries.length, startedAt: slotStarted });
+    this.#fit.start(sequence, entries.length, slotStarted);
     // Announced when a batch starts and ends, not only on the heartbeat: the replicas' admission sees it at once.
     this.#announce();
     const waits = entries.map((entry) => Math.max(0, now - entry.queuedAtMs));
@@ -479,14 +471,14 @@ class Worker {
       if (!flushed) this.#stats.retried += deliveries.length;
       if (flushed && progress !== undefined) this.#forget(entries);
       // A batch that failed as a whole says nothing of how long batches take (core's predictor skips them too).
-      if (failure === undefined && flushed) this.#model.add(entries.length, performance.now() - slotStarted);
+      if (failure === undefined && flushed) this.#fit.add(entries.length, performance.now() - slotStarted);
       // Sends the acknowledgements now rather than with the next write (not awaited: the slot is free already).
       void this.#flush();
     } finally {
       for (const delivery of deliveries) this.#held.delete(delivery);
       for (const entry of entries) this.#takenOver.delete(entry.entryId);
       this.#running -= 1;
-      if (this.#runningBatches.delete(sequence)) this.#announce();
+      if (this.#fit.end(sequence)) this.#announce();
       const executionMs = performance.now() - started;
       trace.end({ outcome: failure !== undefined ? 'error' : failed > 0 ? 'partial' : 'ok', failed, executionMs });
       logBatch(this.#settings.log, this.workerId, {

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { BatchError, ErrorCode, LatencyModel } from '@microbatch/core';
+import { BatchError, ErrorCode } from '@microbatch/core';
 import type { BatchContext } from '@microbatch/core';
 import { type Connection, closeConnection, isConnectionError, openConnection } from './connection.js';
 import { type QueueKeys, queueKeys } from './keys.js';
@@ -28,6 +28,7 @@ import {
   plural,
   replyFields,
   round1,
+  WorkerFit,
   sleep,
   toRequestEntry,
   toWireError,
@@ -147,10 +148,8 @@ class Worker {
   #closing: Promise<void> | undefined;
   #loop: Promise<void> | undefined;
   readonly #batches = new Set<Promise<void>>();
-  /** Core's latency model, fitted on this worker's batches (items, ms holding the slot): published for admission. */
-  readonly #model = new LatencyModel();
-  /** The batches running now: their items and start (`performance.now()`), published with the fit. */
-  readonly #runningBatches = new Map<number, { readonly cost: number; readonly startedAt: number }>();
+  /** Its latency fit and running batches, published for admission. */
+  readonly #fit = new WorkerFit();
   #stats = { batches: 0, items: 0, expired: 0, orphaned: 0, reclaimed: 0, gaveUp: 0 };
 
   constructor(settings: Settings) {
@@ -271,21 +270,7 @@ class Worker {
    * What replicas read of this worker (see `WorkerSettings`): its settings, its latency fit, its running batches.
    */
   #state(): string {
-    const { maxBatchSize, batchWaitTimeoutMs, concurrency } = this.#settings;
-    const now = performance.now();
-    const running = [...this.#runningBatches.values()].map(({ cost, startedAt }) => ({
-      cost,
-      elapsedMs: round1(now - startedAt),
-    }));
-    const fit = this.#model.fit();
-    return JSON.stringify({
-      maxBatchSize,
-      batchWaitTimeoutMs,
-      concurrency,
-      ...(fit.samples === 0 ? {} : { fit }),
-      running,
-      at: Math.round(this.#now()),
-    });
+    return JSON.stringify({ ...this.#fit.settings(this.#settings), at: Math.round(this.#now()) });
   }
 
   /** Publishes {@link #state} between heartbeats: when a batch starts or ends, replicas' admission sees it. */
@@ -435,7 +420,7 @@ class Worker {
     let started = performance.now();
     // The fit is of the time a batch holds its slot (start notice, handler, answers): what the items behind it wait.
     const slotStarted = started;
-    this.#runningBatches.set(sequence, { cost: entries.length, startedAt: slotStarted });
+    this.#fit.start(sequence, entries.length, slotStarted);
     this.#publish();
     const waits = entries.map((entry) => Math.max(0, now - entry.queuedAtMs));
     const batchOf = (index: number, executionMs?: number): WireBatch => ({
@@ -521,14 +506,14 @@ class Worker {
           .catch(() => undefined);
       }
       // A batch that failed as a whole says nothing of how long batches take (core's predictor skips them too).
-      if (failure === undefined) this.#model.add(entries.length, performance.now() - slotStarted);
+      if (failure === undefined) this.#fit.add(entries.length, performance.now() - slotStarted);
     } finally {
       for (const entryId of ids) {
         this.#held.delete(entryId);
         this.#takenOver.delete(entryId);
       }
       this.#running -= 1;
-      if (this.#runningBatches.delete(sequence)) this.#publish();
+      if (this.#fit.end(sequence)) this.#publish();
       const executionMs = performance.now() - started;
       trace.end({ outcome: failure !== undefined ? 'error' : failed > 0 ? 'partial' : 'ok', failed, executionMs });
       logBatch(this.#settings.log, this.workerId, {

@@ -28,3 +28,7 @@ export { executeBatch, planBatches } from './worker-batch.js';
 export type { HandlerSettings, NamedHandler, PlannedBatch, ReplySink } from './worker-batch.js';
 export { checkResumable, checkWorkerHandlers, logBatch, plural, round1, sleep, writeLog } from './worker-kit.js';
 export type { BatchReport, StreamResume, WorkerHandlerOptions, WorkerLog, WorkerLogger } from './worker-kit.js';
+export { WaiterRegistry } from './waiter-registry.js';
+export type { RegisteredWaiter } from './waiter-registry.js';
+export { WorkerFit } from './worker-fit.js';
+export type { AnnouncedSettings } from './worker-fit.js';
