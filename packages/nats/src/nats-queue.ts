@@ -9,7 +9,7 @@ import {
   WaiterRegistry,
   FleetView,
   type QueueBackend,
-  QueueBatcher,
+  type QueueBatcher,
   type QueueBatcherStats,
   type QueueSnapshot,
   StateReporter,
@@ -19,6 +19,7 @@ import {
   fieldMap,
   fleetKey,
   mergeLoads,
+  namedBatcher,
   requestFields,
   routeReply,
   toReplyEntry,
@@ -321,19 +322,7 @@ class ReplicaCore implements QueueBackend {
   }
 
   batcher(name: string, streaming: boolean): QueueBatcher {
-    if (typeof name !== 'string' || name === '')
-      throw new TypeError(`Expected \`name\` to be a non-empty string, got ${JSON.stringify(name)}`);
-    const existing = this.#batchers.get(name);
-    if (existing !== undefined) {
-      if (existing.streaming !== streaming)
-        throw new TypeError(
-          `The handler name \`${name}\` is already used by a ${existing.streaming ? 'streaming ' : ''}batcher`,
-        );
-      return existing;
-    }
-    const created = new QueueBatcher(name, streaming, this);
-    this.#batchers.set(name, created);
-    return created;
+    return namedBatcher(this.#batchers, name, streaming, this);
   }
 
   /**

@@ -5,7 +5,7 @@ import {
   EMPTY_SNAPSHOT,
   WaiterRegistry,
   type QueueBackend,
-  QueueBatcher,
+  type QueueBatcher,
   type QueueBatcherStats,
   type QueueSnapshot,
   type ReplyEntry,
@@ -16,6 +16,7 @@ import {
   emitStatus,
   fleetKey,
   mergeLoads,
+  namedBatcher,
   parseWorkerSettings,
   requestFields,
   routeReply,
@@ -295,19 +296,7 @@ class QueueCore implements QueueBackend {
   }
 
   batcher(name: string, streaming: boolean): QueueBatcher {
-    if (typeof name !== 'string' || name === '')
-      throw new TypeError(`Expected \`name\` to be a non-empty string, got ${JSON.stringify(name)}`);
-    const existing = this.#batchers.get(name);
-    if (existing !== undefined) {
-      if (existing.streaming !== streaming)
-        throw new TypeError(
-          `The handler name \`${name}\` is already used by a ${existing.streaming ? 'streaming ' : ''}batcher`,
-        );
-      return existing;
-    }
-    const created = new QueueBatcher(name, streaming, this);
-    this.#batchers.set(name, created);
-    return created;
+    return namedBatcher(this.#batchers, name, streaming, this);
   }
 
   async workersAlive(): Promise<number> {

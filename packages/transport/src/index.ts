@@ -1,7 +1,7 @@
 // What the scale-out transports (`@microbatch/redis`, `@microbatch/nats`) share; not Redis- nor NATS-specific.
 export { BatchTally, EMPTY_SNAPSHOT } from './batch-tally.js';
 export type { QueueSnapshot, WorkerSettings } from './batch-tally.js';
-export { QueueBatcher } from './queue-batcher.js';
+export { QueueBatcher, namedBatcher } from './queue-batcher.js';
 export type { QueueBackend, QueueBatcherStats, Submission } from './queue-batcher.js';
 export { FleetView, fleetKey, mergeLoads } from './fleet-load.js';
 export type { FleetSample } from './fleet-load.js';

@@ -231,3 +231,35 @@ export class QueueBatcher {
     return this.#closing;
   }
 }
+
+/**
+ * The batcher named `name` of a queue's `batchers`, created (and kept) on first use; one name is one handler, so it
+ * cannot be both a streaming and a plain batcher.
+ *
+ * @example
+ * ```ts
+ * batcher(name: string, streaming: boolean): QueueBatcher {
+ *   return namedBatcher(this.#batchers, name, streaming, this);
+ * }
+ * ```
+ */
+export function namedBatcher(
+  batchers: Map<string, QueueBatcher>,
+  name: string,
+  streaming: boolean,
+  backend: QueueBackend,
+): QueueBatcher {
+  if (typeof name !== 'string' || name === '')
+    throw new TypeError(`Expected \`name\` to be a non-empty string, got ${JSON.stringify(name)}`);
+  const existing = batchers.get(name);
+  if (existing !== undefined) {
+    if (existing.streaming !== streaming)
+      throw new TypeError(
+        `The handler name \`${name}\` is already used by a ${existing.streaming ? 'streaming ' : ''}batcher`,
+      );
+    return existing;
+  }
+  const created = new QueueBatcher(name, streaming, backend);
+  batchers.set(name, created);
+  return created;
+}
