@@ -27,8 +27,8 @@ import {
   planBatches,
   plural,
   replyFields,
-  round1,
   WorkerFit,
+  wireBatchOf,
   sleep,
   toRequestEntry,
   toWireError,
@@ -423,13 +423,7 @@ class Worker {
     this.#fit.start(sequence, entries.length, slotStarted);
     this.#publish();
     const waits = entries.map((entry) => Math.max(0, now - entry.queuedAtMs));
-    const batchOf = (index: number, executionMs?: number): WireBatch => ({
-      id,
-      size: entries.length,
-      max: this.#settings.maxBatchSize,
-      queueMs: Math.round(waits[index] ?? 0),
-      ...(executionMs === undefined ? {} : { executionMs: round1(executionMs) }),
-    });
+    const batchOf = wireBatchOf(id, entries.length, this.#settings.maxBatchSize, waits);
     const controller = new AbortController();
     const context: BatchContext = { signal: controller.signal, batchId: sequence, key: undefined };
     let failed = 0;

@@ -30,5 +30,5 @@ export { checkResumable, checkWorkerHandlers, logBatch, plural, round1, sleep, w
 export type { BatchReport, StreamResume, WorkerHandlerOptions, WorkerLog, WorkerLogger } from './worker-kit.js';
 export { WaiterRegistry } from './waiter-registry.js';
 export type { RegisteredWaiter } from './waiter-registry.js';
-export { WorkerFit } from './worker-fit.js';
+export { WorkerFit, wireBatchOf } from './worker-fit.js';
 export type { AnnouncedSettings } from './worker-fit.js';

@@ -1,6 +1,7 @@
 // What a worker tells replicas' admission of itself: its settings, its latency fit, the batches it runs now.
 import { LatencyModel } from '@microbatch/core';
 import type { WorkerSettings } from './batch-tally.js';
+import type { WireBatch } from './wire.js';
 import { round1 } from './worker-kit.js';
 
 /** The settings a worker announces as they are configured. */
@@ -58,4 +59,29 @@ export class WorkerFit {
     const fit = this.#model.fit();
     return { maxBatchSize, batchWaitTimeoutMs, concurrency, ...(fit.samples === 0 ? {} : { fit }), running };
   }
+}
+
+/**
+ * The batch an entry's replies name: the worker batch `id`, its size and the worker's `maxBatchSize`, the entry's
+ * time on the queue (`waits[index]`), and, with an answer, how long the batch ran.
+ *
+ * @example
+ * ```ts
+ * const batchOf = wireBatchOf(`${workerId}-${sequence}`, entries.length, maxBatchSize, waits);
+ * replyFields(entry.itemId, ReplyKind.START, 'null', batchOf(index));
+ * ```
+ */
+export function wireBatchOf(
+  id: string,
+  size: number,
+  max: number,
+  waits: readonly number[],
+): (index: number, executionMs?: number) => WireBatch {
+  return (index, executionMs) => ({
+    id,
+    size,
+    max,
+    queueMs: Math.round(waits[index] ?? 0),
+    ...(executionMs === undefined ? {} : { executionMs: round1(executionMs) }),
+  });
 }
