@@ -1,7 +1,7 @@
 // A throwaway `nats-server -js` for tests: its own free port and store folder, never the shared 127.0.0.1:4222.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { freePort } from './free-port.js';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -15,14 +15,6 @@ export interface TestNats {
   restart(): Promise<void>;
   /** Kills it and removes its store. */
   stop(): Promise<void>;
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
 }
 
 const running = new Set<ChildProcess>();

@@ -1,6 +1,6 @@
 // A throwaway redis-server for tests: its own free port, no persistence, never the shared 127.0.0.1:6379.
 import { type ChildProcess, spawn } from 'node:child_process';
-import { createServer } from 'node:net';
+import { freePort } from './free-port.js';
 
 /** A redis-server this test started. */
 export interface TestRedis {
@@ -11,14 +11,6 @@ export interface TestRedis {
   /** Starts it again on the same port, empty. */
   restart(): Promise<void>;
   stop(): Promise<void>;
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
 }
 
 const running = new Set<ChildProcess>();
