@@ -1,4 +1,4 @@
-// The runner-side check of `resume_tokens` (a stream another worker continues): token ids, fewer than
+// The runner-side check of `resume_tokens` (a stream another worker continues): token ids, at most
 // `max_new_tokens`, not with `logprobs`; absent for a fresh request.
 import { describe, expect, it } from 'vitest';
 import { InputError } from '../src/pool/protocol.js';
@@ -13,10 +13,12 @@ describe('resume_tokens', () => {
     expect(check({ prompt: 'Once', max_new_tokens: 8 }).resume).toBeUndefined();
     expect(check({ prompt: 'Once', max_new_tokens: 8, resume_tokens: [] }).resume).toEqual([]);
     expect(check({ prompt: 'Once', max_new_tokens: 8, resume_tokens: [5, 0, 17] }).resume).toEqual([5, 0, 17]);
+    // As many as `max_new_tokens`: the final chunk went out, only the answer was lost (the row ends at once).
+    expect(check({ prompt: 'Once', max_new_tokens: 2, resume_tokens: [5, 17] }).resume).toEqual([5, 17]);
   });
 
   it('refuses what is not token ids, a generation that had ended, and logprobs, naming the field', () => {
-    for (const resume of ['abc', [1.5], [-1], Array.from({ length: 8 }, () => 1)]) {
+    for (const resume of ['abc', [1.5], [-1], Array.from({ length: 9 }, () => 1)]) {
       expect(() => check({ prompt: 'Once', max_new_tokens: 8, resume_tokens: resume })).toThrow(
         expect.objectContaining({ field: 'resume_tokens' }),
       );

@@ -161,4 +161,25 @@ describe('GenerationRow with a piece table', () => {
     plain.push(1);
     expect(plain.takeChunk()).toEqual({ text: 'Once ', finish_reason: null, usage: null });
   });
+
+  it('resumed after its final chunk went out (end of sequence, stop string, max_new_tokens): sends nothing again', () => {
+    for (const [ids, maxNewTokens] of [
+      [[1, 2, 3, 0], 10],
+      [[1, 5, 6, 7, 8, 9], 10],
+      [[1, 2, 3, 9], 4],
+    ] as const) {
+      const uninterrupted = row({ tokenChunks: true, maxNewTokens });
+      const chunks = ids.flatMap((id) => {
+        uninterrupted.push(id);
+        const chunk = uninterrupted.takeChunk();
+        return chunk === null ? [] : [chunk];
+      });
+      expect(chunks.at(-1)?.finish_reason).not.toBeNull();
+      const resumed = row({ tokenChunks: true, maxNewTokens });
+      resumed.replay(chunks.flatMap((chunk) => chunk.tokens ?? []));
+      expect(resumed.finished).toBe(true);
+      expect(resumed.takeChunk()).toBeNull();
+      expect(resumed.output()).toEqual(uninterrupted.output());
+    }
+  });
 });

@@ -52,7 +52,9 @@ export function routeReply(waiter: Waiter, entry: ReplyEntry, retryAfterSeconds:
     return resumableChunk(waiter, entry, batch, retryAfterSeconds);
   if (waiter.producer === undefined) {
     waiter.producer = batch.id;
-  } else if (waiter.producer !== batch.id) {
+  } else if (waiter.producer !== batch.id && !(entry.kind === ReplyKind.END && waiter.tokensSent > 0)) {
+    // (The end of a resumed stream may come from the worker that took it over without a chunk of its own: its
+    // predecessor sent the final chunk and died before the end.)
     // A second worker took the item over after the first stopped mid-stream, and cannot resume it (no token ids):
     // what was sent cannot be unsent.
     return waiter.settle(unavailable('The worker streaming this item stopped; retry', retryAfterSeconds));

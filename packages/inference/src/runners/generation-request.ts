@@ -55,17 +55,20 @@ export function checkGenerationInput(
   };
 }
 
-/** `resume_tokens`: token ids (integers >= 0), fewer than `max_new_tokens` (else the generation had ended). */
+/**
+ * `resume_tokens`: token ids (integers >= 0), at most `max_new_tokens` (as many: the stream's final chunk went out
+ * and only its answer was lost, so the resumed row ends at once).
+ */
 function checkResume(value: unknown, maxNewTokens: number): readonly number[] | undefined {
   if (value === undefined || value === null) return undefined;
   if (
     !Array.isArray(value) ||
-    value.length >= maxNewTokens ||
+    value.length > maxNewTokens ||
     value.some((id) => typeof id !== 'number' || !Number.isSafeInteger(id) || id < 0)
   ) {
     throw new InputError(
       'resume_tokens',
-      `\`resume_tokens\` must be an array of fewer than ${maxNewTokens} (\`max_new_tokens\`) token ids, got ${describe(value)}`,
+      `\`resume_tokens\` must be an array of at most ${maxNewTokens} (\`max_new_tokens\`) token ids, got ${describe(value)}`,
     );
   }
   return [...(value as number[])];

@@ -105,13 +105,19 @@ export class GenerationRow {
 
   /**
    * Takes `ids` as already generated and sent (a resumed stream): pushed as if generated, and what their text
-   * settled to counts as sent, as it had when their last chunk went out.
+   * settled to counts as sent, as it had when their last chunk went out. Ids that end the row (an end-of-sequence
+   * token, a stop string, `max_new_tokens`) were carried by its final chunk, so that chunk went out too: nothing is
+   * left to send, and the row only answers `output()`.
    */
   replay(ids: readonly number[]): void {
     for (const id of ids) this.push(id);
-    if (this.#finish !== null) return;
-    this.#emitted = this.#settledEnd();
     this.#tokensSent = this.#ids.length;
+    if (this.#finish !== null) {
+      this.#emitted = (this.#final ?? this.#text).length;
+      this.#reported = true;
+      return;
+    }
+    this.#emitted = this.#settledEnd();
   }
 
   /** Ends a row the model stopped early for a reason of its own (a global length limit). */
