@@ -1,7 +1,8 @@
 // The root README and the docs/ guides, kept true: the framework examples are the ones their package READMEs run,
-// the set-up commands are the ones CI runs, every relative link leads somewhere, every `@microbatch/*` name a
-// TypeScript block imports exists, and every `microbatch serve|worker` command line shown parses with the CLI's flags.
-import { readdirSync } from 'node:fs';
+// the set-up commands are the ones CI runs, every `@microbatch/*` name a TypeScript block imports exists; and in
+// every markdown file a reader follows (ARCHITECTURE, BENCHMARKS, the examples' and packages' READMEs too), every
+// relative link leads somewhere and every `microbatch serve|worker` command line shown parses with the CLI's flags.
+import { existsSync, readdirSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
@@ -11,12 +12,23 @@ import { brokenLinks, microbatchCommands, packageImports } from './helpers/markd
 const path = (file: string) => fileURLToPath(new URL(`../${file}`, import.meta.url));
 const read = (file: string) => readFile(path(file), 'utf8');
 
-/** The front page and every guide: what the link, import and command checks read. */
+/** The front page and every guide: what the import check reads (their imports resolve from `test/`). */
 const DOCS = [
   'README.md',
   ...readdirSync(path('docs'))
     .filter((name) => name.endsWith('.md'))
     .map((name) => `docs/${name}`),
+];
+
+/** Every markdown file a reader follows links through: what the link and command checks read. */
+const MARKDOWN = [
+  ...DOCS,
+  'ARCHITECTURE.md',
+  'BENCHMARKS.md',
+  'examples/README.md',
+  ...readdirSync(path('packages'))
+    .map((name) => `packages/${name}/README.md`)
+    .filter((file) => existsSync(path(file))),
 ];
 
 /** The first ```ts block of a markdown file: the example its package's README test runs exactly as written. */
@@ -69,15 +81,17 @@ describe('README.md', () => {
 });
 
 describe.each(DOCS)('%s', (file) => {
-  it('has no relative link to a missing file or heading', async () => {
-    expect(await brokenLinks(path(file), await read(file), (target) => readFile(target, 'utf8'))).toEqual([]);
-  });
-
   it('imports only names its @microbatch packages export', async () => {
     for (const { from, names } of packageImports(await read(file))) {
       const exports = Object.keys((await import(from)) as object);
       expect({ from, missing: names.filter((name) => !exports.includes(name)) }).toEqual({ from, missing: [] });
     }
+  });
+});
+
+describe.each(MARKDOWN)('%s', (file) => {
+  it('has no relative link to a missing file or heading', async () => {
+    expect(await brokenLinks(path(file), await read(file), (target) => readFile(target, 'utf8'))).toEqual([]);
   });
 
   it('shows only microbatch serve|worker command lines that the CLI accepts', async () => {
@@ -94,7 +108,7 @@ describe('the checks above can fail', () => {
     const texts = await Promise.all(DOCS.map(read));
     // The README alone shows 5 framework imports and 4 CLI command lines; a parser that finds none passes nothing.
     expect(texts.flatMap(packageImports).length).toBeGreaterThanOrEqual(5);
-    expect(texts.flatMap(microbatchCommands).length).toBeGreaterThanOrEqual(4);
+    expect((await Promise.all(MARKDOWN.map(read))).flatMap(microbatchCommands).length).toBeGreaterThanOrEqual(4);
   });
 
   it('reports a missing file, a missing heading and a heading of the wrong file', async () => {
