@@ -289,6 +289,10 @@ void test(
     for (const dir of await readdir(join(ROOT, 'packages'))) {
       if (existsSync(join(ROOT, 'packages', dir, 'README.md'))) readmes.push(join(ROOT, 'packages', dir, 'README.md'));
     }
+    // The guides' examples moved out of the README: their imports are checked the same way.
+    for (const name of await readdir(join(ROOT, 'docs'))) {
+      if (name.endsWith('.md')) readmes.push(join(ROOT, 'docs', name));
+    }
     const lines = [];
     let count = 0;
     for (const readme of readmes) {
