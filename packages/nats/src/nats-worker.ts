@@ -143,12 +143,16 @@ class Worker {
   /** Its latency fit and running batches, announced for admission. */
   readonly #fit = new WorkerFit();
   #becameReady!: () => void;
+  /** Settles when `close()` begins: what waits for NATS stops waiting soon after. */
+  readonly #stopped: Promise<void>;
+  #stop!: () => void;
 
   constructor(settings: ResolvedWorkerOptions) {
     this.#settings = settings;
     this.workerId = settings.workerId ?? randomBytes(4).toString('hex');
     this.#names = queueNames(settings.prefix, settings.queue);
     this.ready = new Promise<void>((resolve) => (this.#becameReady = resolve));
+    this.#stopped = new Promise<void>((resolve) => (this.#stop = resolve));
     this.#broker = openBroker(settings.url, `microbatch:worker:${this.workerId}`, {
       onUp: (connection) => this.#onUp(connection),
       onDown: (error) => this.#report(false, error),
@@ -204,6 +208,7 @@ class Worker {
   close(): Promise<void> {
     this.#closing ??= (async () => {
       this.#stopping = true;
+      this.#stop();
       this.#slotFreed?.();
       for (const timer of this.#timers) clearInterval(timer);
       this.#puller?.close();
@@ -248,7 +253,8 @@ class Worker {
   }
 
   #report(up: boolean, error?: string): void {
-    if (!up && this.#state.state === undefined) return;
+    // Down before the first connection too: a worker started while NATS is unreachable says so (once), and retries.
+    const starting = this.#state.state === undefined;
     if (!this.#state.set(up)) return;
     const queue = this.#settings.queue;
     if (up) {
@@ -258,7 +264,7 @@ class Worker {
       const message = error ?? 'connection lost';
       this.#log(
         'warn',
-        `[worker ${this.workerId}] lost the queue (NATS): ${message}; reconnecting`,
+        `[worker ${this.workerId}] ${starting ? 'cannot reach' : 'lost'} the queue (NATS): ${message}; reconnecting`,
         { queue, error: message },
         'broker down',
       );
@@ -539,12 +545,26 @@ class Worker {
         .catch(() => undefined);
   }
 
+  /**
+   * Whether the server has everything sent so far. While NATS is down this waits for it to return (the batch keeps
+   * its entries: its answers wait in the client's reconnect buffer, then are acknowledged); once `close()` began, at
+   * most `commandTimeoutMs`, so a worker told to stop while NATS is gone stops (its entries are delivered again).
+   */
   async #flush(): Promise<boolean> {
+    const connection = this.#connection;
+    if (connection === undefined) return false;
+    const flushed = connection.flush().then(
+      () => true,
+      () => false,
+    );
+    let timer: NodeJS.Timeout | undefined;
+    const gaveUp = this.#stopped.then(
+      () => new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), this.#settings.commandTimeoutMs))),
+    );
     try {
-      await this.#connection?.flush();
-      return this.#connection !== undefined;
-    } catch {
-      return false;
+      return await Promise.race([flushed, gaveUp]);
+    } finally {
+      clearTimeout(timer);
     }
   }
 
