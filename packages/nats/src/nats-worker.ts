@@ -36,6 +36,7 @@ import {
 import { type QueueNames, queueNames } from './names.js';
 import { type NatsWorkerOptions, type ResolvedWorkerOptions, resolveWorkerOptions } from './options.js';
 import { type Delivery, Puller } from './pull.js';
+import { NO_PROGRESS, type ProgressRecord, progressRecord, readProgress } from './stream-progress.js';
 import { type Announcement, ReplicaRoster } from './worker-roster.js';
 
 /**
@@ -426,7 +427,16 @@ class Worker {
       let sent = true;
       const resumable = target.streaming ? this.#settings.resumable : undefined;
       // A resumable stream's token ids sent so far (by this worker, or one that died): each chunk says where it starts.
-      const progress = resumable === undefined ? undefined : await this.#resume(resumable, entries, inputs);
+      const resumed = resumable === undefined ? undefined : await this.#resume(resumable, entries, inputs);
+      const progress = resumed?.map((record) => [...record.tokens]);
+      // The chunk a dead worker's last record preceded, which the caller may not have: sent (again) first.
+      resumed?.forEach(({ chunk }, index) => {
+        if (chunk === undefined || chunk.count === 0) return;
+        const { data, offset, count } = chunk;
+        const entry = entries[index] as RequestEntry;
+        const fields = replyFields(entry.itemId, ReplyKind.CHUNK, data, batchOf(index), { offset, count });
+        sent = this.#publish(entry.reply, JSON.stringify(fields)) && sent;
+      });
       const send = (index: number, kind: ReplyKind, data: string): void => {
         const entry = entries[index] as RequestEntry;
         if (kind === ReplyKind.ERROR) failed += 1;
@@ -439,15 +449,12 @@ class Worker {
         }
         const sentBefore = progress[index] as number[];
         progress[index] = [...sentBefore, ...tokens];
-        // The progress first, on the same connection (NATS handles one connection's messages in order): what is
-        // stored is never behind what the caller has, so a worker taking over never sends a token twice. One that
-        // dies between the two leaves progress a chunk ahead: the next chunk leaves a gap, and the replica fails the
-        // stream with 503 rather than skip text (as Redis's one-script `CHUNK` never needs to).
-        sent = this.#publish(this.#names.progress(entry.entryId), JSON.stringify(progress[index])) && sent;
-        const fields = replyFields(entry.itemId, kind, data, batch, {
-          offset: sentBefore.length,
-          count: tokens.length,
-        });
+        const chunk = { data, offset: sentBefore.length, count: tokens.length };
+        // The record first, on the same connection (NATS handles one connection's messages in order): what is
+        // stored is never behind what the caller has, and names this chunk, which a worker taking over after a death
+        // between the two sends (again): no token is sent twice, none skipped (`stream-progress.ts`).
+        sent = this.#publish(this.#names.progress(entry.entryId), progressRecord(progress[index], chunk)) && sent;
+        const fields = replyFields(entry.itemId, kind, data, batch, { offset: chunk.offset, count: chunk.count });
         sent = this.#publish(entry.reply, JSON.stringify(fields)) && sent;
       };
       started = performance.now();
@@ -497,44 +504,33 @@ class Worker {
   }
 
   /**
-   * Gives each input of a resumable stream the tokens already sent (`withTokens`; `[]` for a fresh one, read from
-   * the progress stream for one taken over) and returns them.
+   * Gives each input of a resumable stream the tokens already sent (`withTokens`; none for a fresh one, the stored
+   * record's for one taken over) and returns the records.
    */
   async #resume(
     resumable: NonNullable<ResolvedWorkerOptions['resumable']>,
     entries: readonly RequestEntry[],
     inputs: unknown[],
-  ): Promise<number[][]> {
-    const sent: number[][] = entries.map(() => []);
-    const takenOver = entries.flatMap((entry, index) => (this.#takenOver.delete(entry.entryId) ? [index] : []));
-    if (takenOver.length > 0) {
-      await Promise.all(
-        takenOver.map(async (index) => {
-          const subject = this.#names.progress((entries[index] as RequestEntry).entryId);
-          // Unreadable progress reads as none: the stream starts over, and its replica drops what it already had.
-          const stored = await this.#manager?.streams
-            .getMessage(this.#names.progressStream, { last_by_subj: subject })
-            .catch(() => null);
-          try {
-            const tokens: unknown = stored === null || stored === undefined ? [] : JSON.parse(stored.string());
-            if (Array.isArray(tokens) && tokens.every(Number.isSafeInteger)) sent[index] = tokens as number[];
-          } catch {
-            // as none
-          }
-        }),
-      );
+  ): Promise<ProgressRecord[]> {
+    const takenOver = entries.map((entry) => this.#takenOver.delete(entry.entryId));
+    const records = await Promise.all(
+      entries.map((entry, index) =>
+        takenOver[index] === true ? readProgress(this.#manager, this.#names, entry.entryId) : NO_PROGRESS,
+      ),
+    );
+    const resumed = records.filter((_, index) => takenOver[index]);
+    if (resumed.length > 0)
       this.#log(
         'warn',
-        `[worker ${this.workerId}] resuming ${takenOver.length} stream(s) after ` +
-          `${takenOver.map((index) => (sent[index] as number[]).length).join(', ')} token(s) sent`,
-        { streams: takenOver.length },
+        `[worker ${this.workerId}] resuming ${resumed.length} stream(s) after ` +
+          `${resumed.map((record) => record.tokens.length).join(', ')} token(s) sent`,
+        { streams: resumed.length },
         'resuming streams',
       );
-    }
     entries.forEach((_, index) => {
-      inputs[index] = resumable.withTokens(inputs[index], sent[index] as number[]);
+      inputs[index] = resumable.withTokens(inputs[index], (records[index] as ProgressRecord).tokens);
     });
-    return sent;
+    return records;
   }
 
   /** Deletes the progress of answered streams (a dead worker's ages out with the stream's `max_age`). */
