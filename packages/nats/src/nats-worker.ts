@@ -168,7 +168,12 @@ class Worker {
       this.#replicas.listen(connection, this.#names.replicas);
       connection.subscribe(this.#names.ping, {
         callback: (error, msg) => {
-          if (error === null && !this.#stopping) msg.respond(this.#announcement(false));
+          if (error !== null || this.#stopping) return;
+          try {
+            msg.respond(this.#announcement(false));
+          } catch {
+            // Closed meanwhile: the replica's next ping or this worker's heartbeat says.
+          }
         },
       });
     }
@@ -179,7 +184,7 @@ class Worker {
     const { heartbeatMs, claimIdleMs } = this.#settings;
     this.#timers.push(setInterval(() => this.#announce(), heartbeatMs));
     this.#timers.push(setInterval(() => this.#keepHeld(), Math.max(1, claimIdleMs / 3)));
-    this.#loop = this.#pull();
+    this.#loop = this.#pullUntilClosed();
     this.#becameReady();
   }
 
@@ -267,9 +272,22 @@ class Worker {
         'warn',
         `[worker ${this.workerId}] ${starting ? 'cannot reach' : 'lost'} the queue (NATS): ${message}; reconnecting`,
         { queue, error: message },
-        'broker down',
+        starting ? 'broker unreachable' : 'broker down',
       );
       emitStatus(this.#settings.onStatus, { event: 'broker-down', queue, error: message });
+    }
+  }
+
+  /** The pull loop, kept alive: a failure of one turn is logged, and pulling goes on after a pause. */
+  async #pullUntilClosed(): Promise<void> {
+    while (!this.#stopping) {
+      try {
+        await this.#pull();
+      } catch (error) {
+        const message = describeError(error, 'unknown failure');
+        this.#log('error', `[worker ${this.workerId}] pulling failed: ${message}`, { error: message }, 'pull failed');
+        await sleep(250);
+      }
     }
   }
 
@@ -366,7 +384,13 @@ class Worker {
         now,
       );
       this.#batches.add(run);
-      void run.finally(() => this.#batches.delete(run));
+      // `#runBatch` handles its own failures (answers, nak); a throw past them is logged, never an unhandled rejection.
+      void run
+        .catch((error: unknown) => {
+          const message = describeError(error, 'unknown failure');
+          this.#log('error', `[worker ${this.workerId}] a batch broke: ${message}`, { error: message }, 'batch broke');
+        })
+        .finally(() => this.#batches.delete(run));
     }
   }
 
