@@ -100,8 +100,12 @@ describe('microbatch worker + microbatch serve --queue nats:// while NATS is unr
     const signalled = performance.now();
     child.child.kill('SIGTERM');
     const { code } = await child.exited;
-    console.log(`[NATS unreachable] ${child.pid} exited ${code} ${Math.round(performance.now() - signalled)} ms after SIGTERM`);
-    const log = (child.jsonLines() as Array<{ msg?: string }>).map((line) => line.msg).find((msg) => msg?.includes('exiting'));
+    console.log(
+      `[NATS unreachable] ${child.pid} exited ${code} ${Math.round(performance.now() - signalled)} ms after SIGTERM`,
+    );
+    const log = (child.jsonLines() as Array<{ msg?: string }>)
+      .map((line) => line.msg)
+      .find((msg) => msg?.includes('exiting'));
     return { code, log };
   };
 

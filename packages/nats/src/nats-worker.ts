@@ -539,7 +539,9 @@ class Worker {
     const takenOver = entries.map((entry) => this.#takenOver.delete(entry.entryId));
     const records = await Promise.all(
       entries.map((entry, index) =>
-        takenOver[index] === true ? readProgress(this.#manager, this.#names, entry.entryId) : NO_PROGRESS,
+        takenOver[index] === true
+          ? readProgress(this.#manager, this.#names, entry.entryId)
+          : Promise.resolve(NO_PROGRESS),
       ),
     );
     const resumed = records.filter((_, index) => takenOver[index]);
@@ -579,7 +581,8 @@ class Worker {
     );
     let timer: NodeJS.Timeout | undefined;
     const gaveUp = this.#stopped.then(
-      () => new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), this.#settings.commandTimeoutMs))),
+      () =>
+        new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), this.#settings.commandTimeoutMs))),
     );
     try {
       return await Promise.race([flushed, gaveUp]);

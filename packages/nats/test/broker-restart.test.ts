@@ -90,7 +90,10 @@ describe('a NATS worker whose broker is SIGKILLed and restarted with streams in 
     expect(outcomes.some((outcome) => outcome.error !== undefined)).toBe(true);
 
     await nats.restart();
-    await until('the worker to reconnect', () => logsOf(worker as ChildHandle).filter((line) => line.includes('connected to the queue')).length === 2);
+    await until(
+      'the worker to reconnect',
+      () => logsOf(worker as ChildHandle).filter((line) => line.includes('connected to the queue')).length === 2,
+    );
     await until('the replica to see the worker', async () => (await replica.workersAlive()) === 1);
     const after = await consume(streamer.stream(INPUT), () => undefined);
     expect(after.error).toBeUndefined();
@@ -101,7 +104,10 @@ describe('a NATS worker whose broker is SIGKILLed and restarted with streams in 
     const connection = await connect({ servers: nats.url.replace('nats://', '') });
     try {
       const manager = await jetstreamManager(connection);
-      await until('the work queue to empty', async () => (await manager.streams.info(`microbatch_${QUEUE}`)).state.messages === 0);
+      await until(
+        'the work queue to empty',
+        async () => (await manager.streams.info(`microbatch_${QUEUE}`)).state.messages === 0,
+      );
     } finally {
       await connection.close();
     }

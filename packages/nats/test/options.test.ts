@@ -8,7 +8,10 @@ describe('option checks (once, at creation, with what was given)', () => {
   it.each([
     [{ url: 'redis://x', queue: 'q' }, 'Expected `url` to be a nats:// or tls:// URL, got `"redis://x"` (string)'],
     [{ url, queue: '' }, 'Expected `queue` to be a non-empty string, got `""` (string)'],
-    [{ url, queue: 'q', prefix: 'a_b' }, 'Expected `prefix` to be a name of letters, digits and `-`, got `"a_b"` (string)'],
+    [
+      { url, queue: 'q', prefix: 'a_b' },
+      'Expected `prefix` to be a name of letters, digits and `-`, got `"a_b"` (string)',
+    ],
     [{ url, queue: 'q', maxQueueSize: 0 }, 'Expected `maxQueueSize` to be an integer >= 1, got `0` (number)'],
     [{ url, queue: 'q', timeoutMs: 0 }, 'Expected `timeoutMs` to be a number > 0, got `0` (number)'],
     [{ url, queue: 'q', tracer: {} }, 'Expected `tracer` to be an object with `capture` and `startBatch` functions'],
@@ -48,10 +51,28 @@ describe('option checks (once, at creation, with what was given)', () => {
 
 describe('queue names', () => {
   // Every stream a queue makes: its entries' and its progress's (JetStream's namespace is flat).
-  const streamsOf = (queue: string): string[] => [`x_${encodeQueueName(queue)}`, `x_${encodeQueueName(queue)}_progress`];
+  const streamsOf = (queue: string): string[] => [
+    `x_${encodeQueueName(queue)}`,
+    `x_${encodeQueueName(queue)}_progress`,
+  ];
 
-  it('encodes names injectively: `a.b`, `a_b` and the like never share a stream, nor one another queue\'s progress', () => {
-    const names = ['a.b', 'a_b', 'a__b', 'a_2eb', 'a-b', 'ab', 'a b', 'a/b', 'a_', 'a', 'a_progress', 'Qwen2.5-0.5B', 'é', '_c3_a9'];
+  it("encodes names injectively: `a.b`, `a_b` and the like never share a stream, nor one another queue's progress", () => {
+    const names = [
+      'a.b',
+      'a_b',
+      'a__b',
+      'a_2eb',
+      'a-b',
+      'ab',
+      'a b',
+      'a/b',
+      'a_',
+      'a',
+      'a_progress',
+      'Qwen2.5-0.5B',
+      'é',
+      '_c3_a9',
+    ];
     const streams = names.flatMap(streamsOf);
     expect(new Set(streams).size).toBe(streams.length);
     expect(encodeQueueName('tinystories-656k')).toBe('tinystories-656k');
@@ -60,7 +81,7 @@ describe('queue names', () => {
     for (const name of names) expect(encodeQueueName(name)).toMatch(/^[A-Za-z0-9_-]+$/);
   });
 
-  it('accepts names that used to be refused (a model\'s name with dots)', async () => {
+  it("accepts names that used to be refused (a model's name with dots)", async () => {
     const queue = createNatsQueue({ url, queue: 'Qwen2.5-0.5B' });
     await queue.close();
     expect(() => checkQueueName('a.b')).not.toThrow();
@@ -71,7 +92,7 @@ describe('queue names', () => {
     expect(() => checkQueueName('q'.repeat(longest))).not.toThrow();
     const message =
       "Expected `queue` to be a name whose NATS streams fit JetStream's 255 characters: " +
-      '`<prefix>_<queue>_progress` would be 320 characters (300 in the queue\'s name; a character other than a ' +
+      "`<prefix>_<queue>_progress` would be 320 characters (300 in the queue's name; a character other than a " +
       'letter, a digit or `-` takes 2 or more)';
     expect(() => checkQueueName('q'.repeat(longest + 1))).toThrow(TypeError);
     expect(() => createNatsQueue({ url, queue: 'q'.repeat(300) })).toThrow(new TypeError(message));

@@ -73,8 +73,7 @@ async function streamOf(replica: NatsQueue, input: TextGenerationInput): Promise
 }
 
 const tokensOf = (chunks: readonly TextGenerationChunk[]): number[] => chunks.flatMap((chunk) => chunk.tokens ?? []);
-const logsOf = (child: ChildHandle): string[] =>
-  child.jsonLines().map((line) => (line as { log?: string }).log ?? '');
+const logsOf = (child: ChildHandle): string[] => child.jsonLines().map((line) => (line as { log?: string }).log ?? '');
 
 describe('a stream whose worker dies (NATS, the bundled model)', () => {
   let reference: TextGenerationChunk[] = [];
@@ -96,43 +95,50 @@ describe('a stream whose worker dies (NATS, the bundled model)', () => {
     ['mid-stream (after chunk 6, before the next record)', 'chunk:6', () => 6],
     ['between a record and its chunk (record 6 stored, chunk 6 not sent)', 'record:6', () => 6],
     ['at its last chunk (the final chunk sent, the end not)', 'final', () => reference.length],
-  ])('dies %s: the stream finishes on the other worker, equal to the uninterrupted run', async (_, killAt, sentBefore) => {
-    const queue = `resume-${killAt}`;
-    const env = { KILL_AT: killAt, MARKER: join(markers, encodeQueueName(queue)) };
-    const workers = await Promise.all([startModelWorker(queue, env), startModelWorker(queue, env)]);
-    const replica = await openReplica(queue, 2);
-    const chunks = await streamOf(replica, INPUT);
-    await until('the dying worker to exit', () => workers.some((child) => child.exitInfo() !== undefined));
-    const killed = workers.filter((child) => child.exitInfo()?.signal === 'SIGKILL');
-    expect(killed).toHaveLength(1);
-    expect(killed[0]?.jsonLines().some((line) => (line as { dying?: unknown }).dying === killAt)).toBe(true);
-    const rescuer = workers.find((child) => child !== killed[0]) as ChildHandle;
-    const resumed = logsOf(rescuer).find((line) => line.includes('resuming'));
-    const expectedTokens = tokensOf(reference.slice(0, sentBefore())).length;
-    console.log(
-      `[stream resume, NATS] ${killAt}: reference ${reference.length} chunks, ${tokensOf(reference).length} tokens; ` +
-        `received ${chunks.length} chunks, ${tokensOf(chunks).length} tokens; rescuer: ${resumed}`,
-    );
-    expect(resumed).toContain(`resuming 1 stream(s) after ${expectedTokens} token(s) sent`);
-    // Byte for byte: no token repeated, none skipped.
-    expect(tokensOf(chunks)).toEqual(tokensOf(reference));
-    expect(chunks.map((chunk) => chunk.text).join('')).toBe(reference.map((chunk) => chunk.text).join(''));
-    expect(chunks.filter((chunk) => chunk.finish_reason != null)).toHaveLength(1);
-    expect(chunks.at(-1)?.finish_reason).toBe(reference.at(-1)?.finish_reason);
-    expect(chunks.at(-1)?.usage).toEqual(reference.at(-1)?.usage);
+  ])(
+    'dies %s: the stream finishes on the other worker, equal to the uninterrupted run',
+    async (_, killAt, sentBefore) => {
+      const queue = `resume-${killAt}`;
+      const env = { KILL_AT: killAt, MARKER: join(markers, encodeQueueName(queue)) };
+      const workers = await Promise.all([startModelWorker(queue, env), startModelWorker(queue, env)]);
+      const replica = await openReplica(queue, 2);
+      const chunks = await streamOf(replica, INPUT);
+      await until('the dying worker to exit', () => workers.some((child) => child.exitInfo() !== undefined));
+      const killed = workers.filter((child) => child.exitInfo()?.signal === 'SIGKILL');
+      expect(killed).toHaveLength(1);
+      expect(killed[0]?.jsonLines().some((line) => (line as { dying?: unknown }).dying === killAt)).toBe(true);
+      const rescuer = workers.find((child) => child !== killed[0]) as ChildHandle;
+      const resumed = logsOf(rescuer).find((line) => line.includes('resuming'));
+      const expectedTokens = tokensOf(reference.slice(0, sentBefore())).length;
+      console.log(
+        `[stream resume, NATS] ${killAt}: reference ${reference.length} chunks, ${tokensOf(reference).length} tokens; ` +
+          `received ${chunks.length} chunks, ${tokensOf(chunks).length} tokens; rescuer: ${resumed}`,
+      );
+      expect(resumed).toContain(`resuming 1 stream(s) after ${expectedTokens} token(s) sent`);
+      // Byte for byte: no token repeated, none skipped.
+      expect(tokensOf(chunks)).toEqual(tokensOf(reference));
+      expect(chunks.map((chunk) => chunk.text).join('')).toBe(reference.map((chunk) => chunk.text).join(''));
+      expect(chunks.filter((chunk) => chunk.finish_reason != null)).toHaveLength(1);
+      expect(chunks.at(-1)?.finish_reason).toBe(reference.at(-1)?.finish_reason);
+      expect(chunks.at(-1)?.usage).toEqual(reference.at(-1)?.usage);
 
-    // Answered streams leave no progress behind (the rescuer purged the resumed one's).
-    const connection = await connect({ servers: nats.url.replace('nats://', '') });
-    try {
-      const manager = await jetstreamManager(connection);
-      const progress = `microbatch_${encodeQueueName(queue)}_progress`;
-      await until('the progress stream to empty', async () => (await manager.streams.info(progress)).state.messages === 0);
-    } finally {
-      await connection.close();
-    }
-    await replica.close();
-    await rescuer.stop(1_000);
-  }, 180_000);
+      // Answered streams leave no progress behind (the rescuer purged the resumed one's).
+      const connection = await connect({ servers: nats.url.replace('nats://', '') });
+      try {
+        const manager = await jetstreamManager(connection);
+        const progress = `microbatch_${encodeQueueName(queue)}_progress`;
+        await until(
+          'the progress stream to empty',
+          async () => (await manager.streams.info(progress)).state.messages === 0,
+        );
+      } finally {
+        await connection.close();
+      }
+      await replica.close();
+      await rescuer.stop(1_000);
+    },
+    180_000,
+  );
 
   it('fails a stream that cannot resume within its deadline (no other worker): 504 after what was sent', async () => {
     const queue = 'resume-deadline';
