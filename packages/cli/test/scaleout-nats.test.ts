@@ -138,6 +138,17 @@ describe('microbatch worker + microbatch serve --queue nats:// while NATS is unr
     ]);
   }, 240_000);
 
+  it('refuses at start-up a model whose name cannot name a NATS queue (too long), saying why, exit 1', async () => {
+    const model = 'm'.repeat(300);
+    const replica = start(['serve', '--model', model, '--framework', 'express', '--port', '0']);
+    const { code } = await replica.exited;
+    expect(code).toBe(1);
+    expect(replica.stderr()).toContain(
+      `--model "${model}" cannot name a NATS queue: Expected \`queue\` to be a name whose NATS streams fit JetStream's ` +
+        '255 characters: `<prefix>_<queue>_progress` would be 320 characters',
+    );
+  });
+
   it('exits on SIGTERM while NATS was never reached (it used to wait for a first connection for good)', async () => {
     const { replica, worker } = startBoth();
     await replica.waitForOutput(/"event":"broker-down"/, 90_000);
