@@ -93,7 +93,10 @@ const READ_BLOCK_MS = 500;
  * calls), publishes each answer on its replica's reply subject, then acknowledges the entries. While a batch runs it
  * reports progress (`working()`), so only a dead worker's entries are delivered again (after `claimIdleMs`); an entry
  * delivered more than `maxDeliveries` times is answered 500 and acknowledged. Answers that cannot be sent are given
- * back with a delay (`nak`). It reconnects on its own when NATS returns.
+ * back with a delay (`nak`). NATS unreachable at start or lost later is logged once; while it is down the worker
+ * pulls nothing and keeps the batches it runs (their answers wait in the reconnect buffer and are acknowledged once
+ * NATS has them; after `close()` began it waits for NATS at most `commandTimeoutMs`, and JetStream delivers again
+ * what was not acknowledged). It reconnects on its own when NATS returns.
  *
  * @example
  * ```ts
