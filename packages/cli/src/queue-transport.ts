@@ -12,11 +12,6 @@ export function brokerOf(url: string): 'Redis' | 'NATS' {
   return url.startsWith('nats://') ? 'NATS' : 'Redis';
 }
 
-/** A NATS queue's name is a stream's and a subject token's: other characters of a model's name become `_`. */
-function queueFor(url: string, queue: string): string {
-  return brokerOf(url) === 'NATS' ? queue.replace(/[^A-Za-z0-9_-]/g, '_') : queue;
-}
-
 type QueueOptions = Omit<RedisQueueOptions & NatsQueueOptions, 'url' | 'queue' | 'prefix' | 'replicaId'>;
 type WorkerOptions<I, O, C> = Omit<
   RedisWorkerOptions<I, O, C> & NatsWorkerOptions<I, O, C>,
@@ -37,14 +32,23 @@ async function loadNats(fail: (message: string) => never): Promise<typeof Nats> 
   }
 }
 
-/** Loads the transport `url` names now, so a missing one fails before a model is loaded. */
-export async function loadTransport(url: string, fail: (message: string) => never): Promise<void> {
-  if (brokerOf(url) === 'NATS') await loadNats(fail);
+/**
+ * Loads the transport `url` names now and checks the queue's name on it, so a missing transport or a name it cannot
+ * take (NATS: streams past JetStream's 255 characters) fails before a model is loaded.
+ */
+export async function loadTransport(url: string, queue: string, fail: (message: string) => never): Promise<void> {
+  if (brokerOf(url) !== 'NATS') return;
+  const nats = await loadNats(fail);
+  try {
+    nats.checkQueueName(queue);
+  } catch (error) {
+    fail(`--model ${JSON.stringify(queue)} cannot name a NATS queue: ${(error as Error).message}`);
+  }
 }
 
 /** A web replica's queue on the broker `url` names. */
 export async function openQueue(url: string, queue: string, options: QueueOptions, fail: (message: string) => never) {
-  const target = { url, queue: queueFor(url, queue), ...options };
+  const target = { url, queue, ...options };
   return brokerOf(url) === 'NATS' ? (await loadNats(fail)).createNatsQueue(target) : createRedisQueue(target);
 }
 
@@ -55,6 +59,6 @@ export async function startQueueWorker<I, O, C>(
   options: WorkerOptions<I, O, C>,
   fail: (message: string) => never,
 ) {
-  const target = { url, queue: queueFor(url, queue), ...options };
+  const target = { url, queue, ...options };
   return brokerOf(url) === 'NATS' ? (await loadNats(fail)).createNatsWorker(target) : createRedisWorker(target);
 }

@@ -11,7 +11,7 @@ import { otelTracer } from '@microbatch/core/otel';
 import { dropUndefined } from '@microbatch/core/util';
 import type { QueueStatus } from '@microbatch/redis';
 import { createQueuedTextCompletionService, createTextCompletionModel } from '@microbatch/serving';
-import { brokerOf, openQueue } from './queue-transport.js';
+import { brokerOf, loadTransport, openQueue } from './queue-transport.js';
 import { serveUntilSignal } from './lifecycle.js';
 import { loadFramework } from './load-framework.js';
 import { serveEmbeddings } from './serve-embeddings.js';
@@ -113,6 +113,7 @@ export async function serveCommand(flags: ServeFlags, fail: (message: string) =>
  */
 async function serveFromQueue(flags: ServeFlags, url: string, fail: (message: string) => never): Promise<void> {
   const queue = queueName(flags.model);
+  await loadTransport(url, queue, fail);
   const logger = createLogger(flags.logFormat);
   const { startTextCompletionApp } = await loadApp(flags.framework, fail);
   logger.info(

@@ -27,8 +27,8 @@ export async function workerCommand(flags: WorkerFlags, fail: (message: string) 
   } catch (error) {
     fail(error instanceof Error ? error.message : String(error));
   }
-  await loadTransport(flags.queue, fail);
   const queue = queueName(model);
+  await loadTransport(flags.queue, queue, fail);
   const { maxBatchSize, batchWaitMs, workers, threads, executionProvider, claimIdleMs, maxDeliveries, scheduling } =
     flags;
   const logger = createLogger(flags.logFormat);

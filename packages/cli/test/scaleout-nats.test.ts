@@ -73,3 +73,89 @@ describe('microbatch worker + microbatch serve --queue nats://', () => {
     expect(events).toEqual(['broker-up', 'workers-down', 'workers-up']);
   });
 });
+
+describe('microbatch worker + microbatch serve --queue nats:// while NATS is unreachable', () => {
+  let nats: TestNats;
+  const children: ChildHandle[] = [];
+  beforeAll(async () => {
+    nats = await startNatsServer();
+    await nats.kill(); // its port and store stay: `restart()` brings NATS up where the processes look for it
+  });
+  afterAll(async () => {
+    await Promise.all(children.map((child) => child.stop(1_000)));
+    await nats.stop();
+  });
+
+  const start = (args: readonly string[]): ChildHandle => {
+    const child = startProcess({ args: [BIN, ...args, '--queue', nats.url] });
+    children.push(child);
+    return child;
+  };
+  const startBoth = (): { replica: ChildHandle; worker: ChildHandle } => ({
+    replica: start(['serve', '--model', 'tinystories-656k', '--framework', 'express', '--port', '0']),
+    worker: start(['worker', '--model', bundledModelDir()]),
+  });
+  /** SIGTERM; resolves with how it ended (a hang guard bounds the wait: it used to hang for good). */
+  const terminate = async (child: ChildHandle): Promise<{ code: number | null; log: string | undefined }> => {
+    const signalled = performance.now();
+    child.child.kill('SIGTERM');
+    const { code } = await child.exited;
+    console.log(
+      `[NATS unreachable] ${child.pid} exited ${code} ${Math.round(performance.now() - signalled)} ms after SIGTERM`,
+    );
+    const log = (child.jsonLines() as Array<{ msg?: string }>)
+      .map((line) => line.msg)
+      .find((msg) => msg?.includes('exiting'));
+    return { code, log };
+  };
+
+  it('starts anyway: each process logs the failed connection, retries, and serves once NATS appears', async () => {
+    const { replica, worker } = startBoth();
+    // Said once each, with why (the connection refused), while they keep trying.
+    await replica.waitForOutput(/"event":"broker-down"[^\n]*"error":"[^"]+"/, 90_000);
+    await worker.waitForOutput(/"error":"[^"]+"[^\n]*"msg":"broker unreachable"/, 90_000);
+    const [, url] = await replica.waitForOutput(/"url":"(http:[^"]+)","msg":"listening"/, 90_000);
+    expect(await status(`${url}/readyz`)).toBe(503);
+
+    await nats.restart();
+    await worker.waitForOutput(/"msg":"worker ready"/, 90_000);
+    await replica.waitForOutput(/"url":"http:[^"]+","msg":"ready"/, 90_000);
+    for (let attempt = 0; attempt < 3_000 && (await status(`${url}/readyz`)) !== 200; attempt += 1)
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    const response = await fetch(`${url}/?text=${encodeURIComponent('The cat')}`);
+    expect(response.status).toBe(200);
+    expect(await response.text()).toMatch(/^The cat \S/);
+    const downs = (worker.jsonLines() as Array<{ msg?: string }>).filter((line) => line.msg === 'broker unreachable');
+    expect(downs).toHaveLength(1);
+
+    // NATS goes again: SIGTERM still ends both (they drained while disconnected), exit code 0.
+    await nats.kill();
+    await replica.waitForOutput(/"event":"broker-down"[^\n]*"msg":"lost the queue/, 30_000);
+    await worker.waitForOutput(/"msg":"broker down"/, 30_000);
+    expect(await Promise.all([terminate(replica), terminate(worker)])).toEqual([
+      { code: 0, log: 'drained and closed; exiting' },
+      { code: 0, log: 'drained and closed; exiting' },
+    ]);
+  }, 240_000);
+
+  it('refuses at start-up a model whose name cannot name a NATS queue (too long), saying why, exit 1', async () => {
+    const model = 'm'.repeat(300);
+    const replica = start(['serve', '--model', model, '--framework', 'express', '--port', '0']);
+    const { code } = await replica.exited;
+    expect(code).toBe(1);
+    expect(replica.stderr()).toContain(
+      `--model "${model}" cannot name a NATS queue: Expected \`queue\` to be a name whose NATS streams fit JetStream's ` +
+        '255 characters: `<prefix>_<queue>_progress` would be 320 characters',
+    );
+  });
+
+  it('exits on SIGTERM while NATS was never reached (it used to wait for a first connection for good)', async () => {
+    const { replica, worker } = startBoth();
+    await replica.waitForOutput(/"event":"broker-down"/, 90_000);
+    await worker.waitForOutput(/"msg":"broker unreachable"/, 90_000);
+    expect(await Promise.all([terminate(replica), terminate(worker)])).toEqual([
+      { code: 0, log: 'drained and closed; exiting' },
+      { code: 0, log: 'drained and closed; exiting' },
+    ]);
+  }, 240_000);
+});

@@ -6,9 +6,10 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { describeError } from '@microbatch/transport';
 import type { QueueNames } from './names.js';
 
-/** What a connection reports: up (first connect and every reconnect) and down (lost). */
+/** What a connection reports: up (first connect and every reconnect) and down (lost, or not reached at start). */
 export interface ConnectionEvents {
   onUp(connection: NatsConnection): void | Promise<void>;
+  /** Lost; or, before the first connection, a try that failed (once per outage: the next is only after an up). */
   onDown(error: string): void;
 }
 
@@ -16,12 +17,20 @@ export interface ConnectionEvents {
 export interface BrokerConnection {
   /** The connection once made (it stays the same object across reconnects). */
   readonly current: NatsConnection | undefined;
+  /** Stops connecting, drains what is buffered (at most `DRAIN_MS`: NATS may be gone) and closes; never hangs. */
   close(): Promise<void>;
 }
 
+/** How long `close()` lets buffered messages drain before it closes anyway. */
+const DRAIN_MS = 2_000;
+/** Between two tries to reach a server that is not up yet. */
+const RETRY_MS = 250;
+
 /**
- * Connects to `url` in the background, waiting for a server that is not up yet, and reconnects forever: NATS
- * keeps the connection object (and its subscriptions) across reconnects.
+ * Connects to `url` in the background, trying again every 250 ms while no server answers (the first failure goes
+ * to `onDown`, so a process started before NATS says why it is not ready), and reconnects forever once connected:
+ * NATS keeps the connection object (and its subscriptions) across reconnects. An `onUp` that throws is reported as
+ * `onDown`, never an unhandled rejection.
  *
  * @example
  * ```ts
@@ -31,30 +40,58 @@ export interface BrokerConnection {
 export function openBroker(url: string, name: string, events: ConnectionEvents): BrokerConnection {
   let current: NatsConnection | undefined;
   let closed = false;
+  let wake: (() => void) | undefined;
   const { hostname, port, username, password, protocol } = new URL(url);
-  const connecting = connect({
+  const options = {
     servers: `${hostname}:${port === '' ? 4222 : port}`,
     name,
     ...(username === '' ? {} : { user: decodeURIComponent(username), pass: decodeURIComponent(password) }),
     ...(protocol === 'tls:' ? { tls: {} } : {}),
-    waitOnFirstConnect: true,
     maxReconnectAttempts: -1,
-    reconnectTimeWait: 250,
+    reconnectTimeWait: RETRY_MS,
     reconnectJitter: 50,
-  }).then(async (connection) => {
-    current = connection;
-    if (closed) {
-      await connection.close();
-      return;
+  };
+  const up = (connection: NatsConnection): void => {
+    Promise.resolve()
+      .then(() => events.onUp(connection))
+      .catch((error: unknown) => events.onDown(describeError(error)));
+  };
+  // Not `waitOnFirstConnect`: it retries silently, and its promise never settles while no server answers.
+  void (async () => {
+    let failed = false;
+    while (!closed) {
+      try {
+        const connection = await connect(options);
+        if (closed) {
+          // Closed while this try was under way: `close()` did not wait for it.
+          await connection.close().catch(() => undefined);
+          return;
+        }
+        current = connection;
+        void watch(connection);
+        up(connection);
+        return;
+      } catch (error) {
+        if (!failed) events.onDown(describeError(error));
+        failed = true;
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, RETRY_MS);
+          wake = () => {
+            clearTimeout(timer);
+            resolve();
+          };
+        });
+      }
     }
-    void watch(connection);
-    await events.onUp(connection);
-  });
-  connecting.catch((error: unknown) => events.onDown(describeError(error)));
+  })();
   async function watch(connection: NatsConnection): Promise<void> {
-    for await (const status of connection.status()) {
-      if (status.type === 'disconnect') events.onDown('connection lost');
-      else if (status.type === 'reconnect') void events.onUp(connection);
+    try {
+      for await (const status of connection.status()) {
+        if (status.type === 'disconnect') events.onDown('connection lost');
+        else if (status.type === 'reconnect') up(connection);
+      }
+    } catch {
+      // The status iterator ends with the connection.
     }
   }
   return {
@@ -63,12 +100,13 @@ export function openBroker(url: string, name: string, events: ConnectionEvents):
     },
     close: async () => {
       closed = true;
-      await connecting.catch(() => undefined);
+      wake?.();
+      // A try under way is not waited for (it may take its whole connect timeout against a host that drops packets).
       const connection = current;
       if (connection === undefined || connection.isClosed()) return;
       // Drains what is buffered, unless NATS is gone: then it stops waiting for it.
       let timer: NodeJS.Timeout | undefined;
-      const gaveUp = new Promise<void>((resolve) => (timer = setTimeout(resolve, 2_000)));
+      const gaveUp = new Promise<void>((resolve) => (timer = setTimeout(resolve, DRAIN_MS)));
       await Promise.race([connection.drain().catch(() => undefined), gaveUp]);
       clearTimeout(timer);
       await connection.close().catch(() => undefined);

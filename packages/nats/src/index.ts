@@ -8,6 +8,8 @@ export type {
   WorkerSettings,
 } from '@microbatch/transport';
 export type { NatsQueueOptions, NatsQueueTarget, NatsWorkerOptions } from './options.js';
+export { checkQueueName } from './options.js';
+export { MAX_STREAM_NAME, encodeQueueName } from './names.js';
 export type { WorkerLogger } from '@microbatch/transport';
 export { createNatsWorker } from './nats-worker.js';
 export type { NatsWorker, NatsWorkerStats } from './nats-worker.js';

@@ -261,7 +261,6 @@ class ReplicaCore implements QueueBackend {
   }
 
   #onConnection(connected: boolean, error?: unknown): void {
-    if (!connected && this.#brokerState.state === undefined) return; // still connecting: not "down"
     if (!this.#brokerState.set(connected)) return;
     const queue = this.#settings.queue;
     emitStatus(

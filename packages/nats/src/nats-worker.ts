@@ -36,6 +36,7 @@ import {
 import { type QueueNames, queueNames } from './names.js';
 import { type NatsWorkerOptions, type ResolvedWorkerOptions, resolveWorkerOptions } from './options.js';
 import { type Delivery, Puller } from './pull.js';
+import { NO_PROGRESS, type ProgressRecord, progressRecord, readProgress } from './stream-progress.js';
 import { type Announcement, ReplicaRoster } from './worker-roster.js';
 
 /**
@@ -92,7 +93,10 @@ const READ_BLOCK_MS = 500;
  * calls), publishes each answer on its replica's reply subject, then acknowledges the entries. While a batch runs it
  * reports progress (`working()`), so only a dead worker's entries are delivered again (after `claimIdleMs`); an entry
  * delivered more than `maxDeliveries` times is answered 500 and acknowledged. Answers that cannot be sent are given
- * back with a delay (`nak`). It reconnects on its own when NATS returns.
+ * back with a delay (`nak`). NATS unreachable at start or lost later is logged once; while it is down the worker
+ * pulls nothing and keeps the batches it runs (their answers wait in the reconnect buffer and are acknowledged once
+ * NATS has them; after `close()` began it waits for NATS at most `commandTimeoutMs`, and JetStream delivers again
+ * what was not acknowledged). It reconnects on its own when NATS returns.
  *
  * @example
  * ```ts
@@ -143,12 +147,16 @@ class Worker {
   /** Its latency fit and running batches, announced for admission. */
   readonly #fit = new WorkerFit();
   #becameReady!: () => void;
+  /** Settles when `close()` begins: what waits for NATS stops waiting soon after. */
+  readonly #stopped: Promise<void>;
+  #stop!: () => void;
 
   constructor(settings: ResolvedWorkerOptions) {
     this.#settings = settings;
     this.workerId = settings.workerId ?? randomBytes(4).toString('hex');
     this.#names = queueNames(settings.prefix, settings.queue);
     this.ready = new Promise<void>((resolve) => (this.#becameReady = resolve));
+    this.#stopped = new Promise<void>((resolve) => (this.#stop = resolve));
     this.#broker = openBroker(settings.url, `microbatch:worker:${this.workerId}`, {
       onUp: (connection) => this.#onUp(connection),
       onDown: (error) => this.#report(false, error),
@@ -163,7 +171,12 @@ class Worker {
       this.#replicas.listen(connection, this.#names.replicas);
       connection.subscribe(this.#names.ping, {
         callback: (error, msg) => {
-          if (error === null && !this.#stopping) msg.respond(this.#announcement(false));
+          if (error !== null || this.#stopping) return;
+          try {
+            msg.respond(this.#announcement(false));
+          } catch {
+            // Closed meanwhile: the replica's next ping or this worker's heartbeat says.
+          }
         },
       });
     }
@@ -174,7 +187,7 @@ class Worker {
     const { heartbeatMs, claimIdleMs } = this.#settings;
     this.#timers.push(setInterval(() => this.#announce(), heartbeatMs));
     this.#timers.push(setInterval(() => this.#keepHeld(), Math.max(1, claimIdleMs / 3)));
-    this.#loop = this.#pull();
+    this.#loop = this.#pullUntilClosed();
     this.#becameReady();
   }
 
@@ -204,6 +217,7 @@ class Worker {
   close(): Promise<void> {
     this.#closing ??= (async () => {
       this.#stopping = true;
+      this.#stop();
       this.#slotFreed?.();
       for (const timer of this.#timers) clearInterval(timer);
       this.#puller?.close();
@@ -248,7 +262,8 @@ class Worker {
   }
 
   #report(up: boolean, error?: string): void {
-    if (!up && this.#state.state === undefined) return;
+    // Down before the first connection too: a worker started while NATS is unreachable says so (once), and retries.
+    const starting = this.#state.state === undefined;
     if (!this.#state.set(up)) return;
     const queue = this.#settings.queue;
     if (up) {
@@ -258,11 +273,24 @@ class Worker {
       const message = error ?? 'connection lost';
       this.#log(
         'warn',
-        `[worker ${this.workerId}] lost the queue (NATS): ${message}; reconnecting`,
+        `[worker ${this.workerId}] ${starting ? 'cannot reach' : 'lost'} the queue (NATS): ${message}; reconnecting`,
         { queue, error: message },
-        'broker down',
+        starting ? 'broker unreachable' : 'broker down',
       );
       emitStatus(this.#settings.onStatus, { event: 'broker-down', queue, error: message });
+    }
+  }
+
+  /** The pull loop, kept alive: a failure of one turn is logged, and pulling goes on after a pause. */
+  async #pullUntilClosed(): Promise<void> {
+    while (!this.#stopping) {
+      try {
+        await this.#pull();
+      } catch (error) {
+        const message = describeError(error, 'unknown failure');
+        this.#log('error', `[worker ${this.workerId}] pulling failed: ${message}`, { error: message }, 'pull failed');
+        await sleep(250);
+      }
     }
   }
 
@@ -359,7 +387,13 @@ class Worker {
         now,
       );
       this.#batches.add(run);
-      void run.finally(() => this.#batches.delete(run));
+      // `#runBatch` handles its own failures (answers, nak); a throw past them is logged, never an unhandled rejection.
+      void run
+        .catch((error: unknown) => {
+          const message = describeError(error, 'unknown failure');
+          this.#log('error', `[worker ${this.workerId}] a batch broke: ${message}`, { error: message }, 'batch broke');
+        })
+        .finally(() => this.#batches.delete(run));
     }
   }
 
@@ -420,7 +454,16 @@ class Worker {
       let sent = true;
       const resumable = target.streaming ? this.#settings.resumable : undefined;
       // A resumable stream's token ids sent so far (by this worker, or one that died): each chunk says where it starts.
-      const progress = resumable === undefined ? undefined : await this.#resume(resumable, entries, inputs);
+      const resumed = resumable === undefined ? undefined : await this.#resume(resumable, entries, inputs);
+      const progress = resumed?.map((record) => [...record.tokens]);
+      // The chunk a dead worker's last record preceded, which the caller may not have: sent (again) first.
+      resumed?.forEach(({ chunk }, index) => {
+        if (chunk === undefined || chunk.count === 0) return;
+        const { data, offset, count } = chunk;
+        const entry = entries[index] as RequestEntry;
+        const fields = replyFields(entry.itemId, ReplyKind.CHUNK, data, batchOf(index), { offset, count });
+        sent = this.#publish(entry.reply, JSON.stringify(fields)) && sent;
+      });
       const send = (index: number, kind: ReplyKind, data: string): void => {
         const entry = entries[index] as RequestEntry;
         if (kind === ReplyKind.ERROR) failed += 1;
@@ -433,15 +476,12 @@ class Worker {
         }
         const sentBefore = progress[index] as number[];
         progress[index] = [...sentBefore, ...tokens];
-        // The progress first, on the same connection (NATS handles one connection's messages in order): what is
-        // stored is never behind what the caller has, so a worker taking over never sends a token twice. One that
-        // dies between the two leaves progress a chunk ahead: the next chunk leaves a gap, and the replica fails the
-        // stream with 503 rather than skip text (as Redis's one-script `CHUNK` never needs to).
-        sent = this.#publish(this.#names.progress(entry.entryId), JSON.stringify(progress[index])) && sent;
-        const fields = replyFields(entry.itemId, kind, data, batch, {
-          offset: sentBefore.length,
-          count: tokens.length,
-        });
+        const chunk = { data, offset: sentBefore.length, count: tokens.length };
+        // The record first, on the same connection (NATS handles one connection's messages in order): what is
+        // stored is never behind what the caller has, and names this chunk, which a worker taking over after a death
+        // between the two sends (again): no token is sent twice, none skipped (`stream-progress.ts`).
+        sent = this.#publish(this.#names.progress(entry.entryId), progressRecord(progress[index], chunk)) && sent;
+        const fields = replyFields(entry.itemId, kind, data, batch, { offset: chunk.offset, count: chunk.count });
         sent = this.#publish(entry.reply, JSON.stringify(fields)) && sent;
       };
       started = performance.now();
@@ -491,44 +531,35 @@ class Worker {
   }
 
   /**
-   * Gives each input of a resumable stream the tokens already sent (`withTokens`; `[]` for a fresh one, read from
-   * the progress stream for one taken over) and returns them.
+   * Gives each input of a resumable stream the tokens already sent (`withTokens`; none for a fresh one, the stored
+   * record's for one taken over) and returns the records.
    */
   async #resume(
     resumable: NonNullable<ResolvedWorkerOptions['resumable']>,
     entries: readonly RequestEntry[],
     inputs: unknown[],
-  ): Promise<number[][]> {
-    const sent: number[][] = entries.map(() => []);
-    const takenOver = entries.flatMap((entry, index) => (this.#takenOver.delete(entry.entryId) ? [index] : []));
-    if (takenOver.length > 0) {
-      await Promise.all(
-        takenOver.map(async (index) => {
-          const subject = this.#names.progress((entries[index] as RequestEntry).entryId);
-          // Unreadable progress reads as none: the stream starts over, and its replica drops what it already had.
-          const stored = await this.#manager?.streams
-            .getMessage(this.#names.progressStream, { last_by_subj: subject })
-            .catch(() => null);
-          try {
-            const tokens: unknown = stored === null || stored === undefined ? [] : JSON.parse(stored.string());
-            if (Array.isArray(tokens) && tokens.every(Number.isSafeInteger)) sent[index] = tokens as number[];
-          } catch {
-            // as none
-          }
-        }),
-      );
+  ): Promise<ProgressRecord[]> {
+    const takenOver = entries.map((entry) => this.#takenOver.delete(entry.entryId));
+    const records = await Promise.all(
+      entries.map((entry, index) =>
+        takenOver[index] === true
+          ? readProgress(this.#manager, this.#names, entry.entryId)
+          : Promise.resolve(NO_PROGRESS),
+      ),
+    );
+    const resumed = records.filter((_, index) => takenOver[index]);
+    if (resumed.length > 0)
       this.#log(
         'warn',
-        `[worker ${this.workerId}] resuming ${takenOver.length} stream(s) after ` +
-          `${takenOver.map((index) => (sent[index] as number[]).length).join(', ')} token(s) sent`,
-        { streams: takenOver.length },
+        `[worker ${this.workerId}] resuming ${resumed.length} stream(s) after ` +
+          `${resumed.map((record) => record.tokens.length).join(', ')} token(s) sent`,
+        { streams: resumed.length },
         'resuming streams',
       );
-    }
     entries.forEach((_, index) => {
-      inputs[index] = resumable.withTokens(inputs[index], sent[index] as number[]);
+      inputs[index] = resumable.withTokens(inputs[index], (records[index] as ProgressRecord).tokens);
     });
-    return sent;
+    return records;
   }
 
   /** Deletes the progress of answered streams (a dead worker's ages out with the stream's `max_age`). */
@@ -539,12 +570,27 @@ class Worker {
         .catch(() => undefined);
   }
 
+  /**
+   * Whether the server has everything sent so far. While NATS is down this waits for it to return (the batch keeps
+   * its entries: its answers wait in the client's reconnect buffer, then are acknowledged); once `close()` began, at
+   * most `commandTimeoutMs`, so a worker told to stop while NATS is gone stops (its entries are delivered again).
+   */
   async #flush(): Promise<boolean> {
+    const connection = this.#connection;
+    if (connection === undefined) return false;
+    const flushed = connection.flush().then(
+      () => true,
+      () => false,
+    );
+    let timer: NodeJS.Timeout | undefined;
+    const gaveUp = this.#stopped.then(
+      () =>
+        new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), this.#settings.commandTimeoutMs))),
+    );
     try {
-      await this.#connection?.flush();
-      return this.#connection !== undefined;
-    } catch {
-      return false;
+      return await Promise.race([flushed, gaveUp]);
+    } finally {
+      clearTimeout(timer);
     }
   }
 

@@ -19,15 +19,21 @@ import {
   checkResumable,
   checkWorkerHandlers,
 } from '@microbatch/transport';
+import { MAX_STREAM_NAME, queueNames } from './names.js';
 
 /** Where a queue lives: what web replicas and workers must agree on. */
 export interface NatsQueueTarget {
   /** The NATS server with JetStream enabled (`nats-server -js`), `nats://[user:password@]host:port`. */
   readonly url: string;
-  /** The queue's name, usually the model's: letters, digits, `-` and `_` (it names a stream and subjects). */
+  /**
+   * The queue's name, usually the model's: any text whose streams' names fit JetStream's 255 characters (it names
+   * a stream and subjects through an injective encoding, `encodeQueueName`: letters, digits and `-` as they are,
+   * `_` as `__`, any other byte as `_` and two hex digits). A longer one is a `TypeError` here.
+   */
   readonly queue: string;
   /**
-   * The prefix of the queue's stream (`<prefix>_<queue>`) and subjects (`<prefix>.<queue>.…`).
+   * The prefix of the queue's stream (`<prefix>_<queue>`) and subjects (`<prefix>.<queue>.…`): letters, digits and
+   * `-`.
    * @default 'microbatch'
    */
   readonly prefix?: string;
@@ -180,14 +186,38 @@ export const WORKER_DEFAULTS = {
 } as const;
 
 const NAME = /^[A-Za-z0-9_-]+$/;
+const PREFIX = /^[A-Za-z0-9-]+$/;
+
+/**
+ * Checks a queue's name (and prefix) as `createNatsQueue` and `createNatsWorker` do: a non-empty string whose
+ * streams' names, encoded (`encodeQueueName`), fit JetStream's 255 characters; throws a `TypeError` naming the
+ * option otherwise. For a process to refuse a name before it loads a model.
+ *
+ * @example
+ * ```ts
+ * checkQueueName('tinystories-656k'); // fine
+ * checkQueueName('x'.repeat(300)); // TypeError: … would be 320 characters …
+ * ```
+ */
+export function checkQueueName(queue: unknown, prefix: unknown = QUEUE_DEFAULTS.prefix): void {
+  checkString('queue', queue);
+  checkString('prefix', prefix);
+  // No `_` in a prefix: `<prefix>_<encoded queue>` must say where the queue's name starts.
+  if (!PREFIX.test(prefix as string)) fail('prefix', 'a name of letters, digits and `-`', prefix);
+  // Refused here rather than by JetStream at every try to set the queue up (never ready, nothing said).
+  const longest = queueNames(prefix as string, queue as string).progressStream;
+  if (longest.length > MAX_STREAM_NAME)
+    throw new TypeError(
+      `Expected \`queue\` to be a name whose NATS streams fit JetStream's ${MAX_STREAM_NAME} characters: ` +
+        `\`<prefix>_<queue>_progress\` would be ${longest.length} characters (${(queue as string).length} in the ` +
+        `queue's name; a character other than a letter, a digit or \`-\` takes 2 or more)`,
+    );
+}
 
 function checkTarget(options: NatsQueueTarget): void {
   const url = checkString('url', options.url);
   if (!/^(nats|tls):\/\/[^\s]+$/.test(url)) fail('url', 'a nats:// or tls:// URL', url);
-  checkString('queue', options.queue);
-  if (!NAME.test(options.queue)) fail('queue', 'a name of letters, digits, `-` and `_`', options.queue);
-  checkString('prefix', options.prefix);
-  if (!NAME.test(options.prefix as string)) fail('prefix', 'a name of letters, digits, `-` and `_`', options.prefix);
+  checkQueueName(options.queue, options.prefix);
   checkNumber('commandTimeoutMs', options.commandTimeoutMs, 0, MAX_FINITE, true);
 }
 

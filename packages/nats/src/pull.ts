@@ -148,6 +148,10 @@ export class Puller {
 
   close(): void {
     this.#open?.done(0);
-    this.#subscription.unsubscribe();
+    try {
+      this.#subscription.unsubscribe();
+    } catch {
+      // The connection closed first: the subscription went with it.
+    }
   }
 }

@@ -1,6 +1,6 @@
 // What is NATS's own (the shared behaviour is in test/transport/): entries nobody waits for any more, put straight
 // into the stream, are skipped by their deadline (the stream's clock) or acknowledged as unreadable, never run.
-import { createNatsWorker } from '@microbatch/nats';
+import { createNatsQueue, createNatsWorker } from '@microbatch/nats';
 import { type TestNats, pollUntil, startNatsServer } from '@microbatch/test-kit';
 import { DiscardPolicy, RetentionPolicy, StorageType, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
@@ -94,5 +94,29 @@ describe('createNatsWorker', () => {
     expect(worker.stats()).toMatchObject({ orphaned: 2, batches: 1 });
     await connection.close();
     await worker.close();
+  });
+
+  it("keeps `a.b` and `a_b` two queues on one server: each one's calls go to its own worker only", async () => {
+    const names = ['a.b', 'a_b'] as const;
+    const workers = names.map((queue) =>
+      createNatsWorker<string, string>({
+        url: nats.url,
+        queue,
+        log: false,
+        heartbeatMs: 100,
+        handlers: { whoami: async (inputs) => inputs.map((input) => `${queue}:${input}`) },
+      }),
+    );
+    const replicas = names.map((queue) => createNatsQueue({ url: nats.url, queue }));
+    await Promise.all([...workers, ...replicas].map((part) => part.ready));
+    for (const replica of replicas) await until('its worker alive', async () => (await replica.workersAlive()) === 1);
+    const answers = await Promise.all(
+      replicas.flatMap((replica) =>
+        [1, 2, 3].map((input) => replica.batcher<string, string>('whoami').call(String(input))),
+      ),
+    );
+    expect(answers).toEqual(['a.b:1', 'a.b:2', 'a.b:3', 'a_b:1', 'a_b:2', 'a_b:3']);
+    expect(workers.map((worker) => worker.stats().items)).toEqual([3, 3]);
+    await Promise.all([...replicas, ...workers].map((part) => part.close()));
   });
 });
