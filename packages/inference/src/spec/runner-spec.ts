@@ -10,13 +10,13 @@ import {
 } from '@microbatch/core/util';
 import type {
   FeatureExtractionRunnerSpec,
-  TextGenerationChunk,
-  TextGenerationInput,
   OnnxRunnerSpec,
+  ResolvedRunnerSpec,
   RunnerSpec,
   TextClassificationRunnerSpec,
   TextGenerationRunnerSpec,
-} from './runner-types.js';
+} from '../contract/runner-specs.js';
+import type { TextGenerationChunk, TextGenerationInput } from '../contract/text-generation-types.js';
 
 /**
  * The stop string the bundled TinyStories model family spells out at the end of every story.
@@ -73,13 +73,6 @@ const ONNX_DEFAULTS = {
   attentionMaskInput: 'attention_mask',
   trimOutputs: 'auto',
 } as const satisfies Required<OnnxRunnerSpec>;
-
-/** A runner spec with every default applied and the model path made absolute. */
-export type ResolvedRunnerSpec =
-  | Required<TextGenerationRunnerSpec>
-  | Required<FeatureExtractionRunnerSpec>
-  | Required<TextClassificationRunnerSpec>
-  | Required<OnnxRunnerSpec>;
 
 const TASKS = ['text-generation', 'feature-extraction', 'text-classification', 'onnx'] as const;
 
