@@ -17,6 +17,7 @@ import type {
   TextGenerationRunnerSpec,
 } from '../contract/runner-specs.js';
 import type { TextGenerationChunk, TextGenerationInput } from '../contract/text-generation-types.js';
+import { settingsWhere } from './scheduling-rules.js';
 
 /**
  * The stop string the bundled TinyStories model family spells out at the end of every story.
@@ -98,8 +99,13 @@ export function defaultMaxStepTokens(maxSequences: number): number {
   return Math.max(TEXT_GENERATION_DEFAULTS.maxStepTokens, 2 * maxSequences);
 }
 
+// The runner's settings that request scheduling does not read, from the one table of scheduling rules.
+const LOOP_SETTINGS = settingsWhere((rule) => !rule.serve.includes('request')).filter(
+  (setting): setting is 'maxSequences' | 'maxStepTokens' | 'prefixCacheMb' => setting in TEXT_GENERATION_DEFAULTS,
+);
+
 /**
- * Checks the continuous loop's budgets (refused under request scheduling, where no loop reads them) and resolves the
+ * Checks the continuous loop's settings (refused under request scheduling, where no loop reads them) and resolves the
  * step budget's default.
  */
 function checkLoopBudgets(
@@ -107,7 +113,7 @@ function checkLoopBudgets(
   given: Partial<TextGenerationRunnerSpec>,
 ): { maxStepTokens: number; prefixCacheMb: number } {
   if (resolved.scheduling === 'request') {
-    for (const key of ['maxStepTokens', 'prefixCacheMb'] as const) {
+    for (const key of LOOP_SETTINGS) {
       if (given[key] !== undefined) {
         throw new TypeError(
           `\`runner.${key}\` (${String(given[key])}) bounds the decode loop of 'continuous' scheduling; with ` +
