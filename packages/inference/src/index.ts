@@ -33,7 +33,7 @@ export type {
   TextGenerationRunnerSpec,
 } from './contract/runner-specs.js';
 export type { OnnxInput, OnnxInputValue, OnnxOutput, OnnxTensorData, OnnxTypedArray } from './contract/onnx-types.js';
-export { SCHEDULING_RULES, appliesIn, schedulingRefusal, settingsWhere } from './spec/scheduling-rules.js';
+export { SCHEDULINGS, SCHEDULING_RULES, appliesIn, schedulingRefusal, settingsWhere } from './spec/scheduling-rules.js';
 export type { RefusalReason, RunMode, Scheduling, SchedulingRule, SchedulingSetting } from './spec/scheduling-rules.js';
 export { createTextGenerationParser, createTextGenerationValidator } from './requests/text-generation-request.js';
 export type {

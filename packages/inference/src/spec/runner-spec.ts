@@ -17,7 +17,7 @@ import type {
   TextGenerationRunnerSpec,
 } from '../contract/runner-specs.js';
 import type { TextGenerationChunk, TextGenerationInput } from '../contract/text-generation-types.js';
-import { settingsWhere } from './scheduling-rules.js';
+import { SCHEDULINGS, settingsWhere } from './scheduling-rules.js';
 
 /**
  * The stop string the bundled TinyStories model family spells out at the end of every story.
@@ -163,7 +163,7 @@ export function resolveRunnerSpec(spec: RunnerSpec): ResolvedRunnerSpec {
       checkNumber('runner.topP', resolved.topP, 0, 1, true);
       checkInteger('runner.contextLength', resolved.contextLength, 0);
       checkInteger('runner.seed', resolved.seed, -1);
-      checkOneOf('runner.scheduling', resolved.scheduling, ['continuous', 'request']);
+      checkOneOf('runner.scheduling', resolved.scheduling, SCHEDULINGS);
       if ('maxBatchSize' in given) {
         throw new TypeError(
           '`runner.maxBatchSize` is now `runner.maxSequences` (the rows of a decode step); the batcher keeps ' +

@@ -3,6 +3,16 @@
 // checks and help, and serving's option checks read it, so a rule is written once.
 
 /**
+ * The ways requests share a text-generation model (`runner.scheduling`), the default first.
+ *
+ * @example
+ * ```ts
+ * SCHEDULINGS[0]; // 'continuous'
+ * ```
+ */
+export const SCHEDULINGS = ['continuous', 'request'] as const;
+
+/**
  * How requests share a text-generation model (`runner.scheduling`).
  *
  * @example
@@ -10,7 +20,7 @@
  * const scheduling: Scheduling = 'continuous';
  * ```
  */
-export type Scheduling = 'continuous' | 'request';
+export type Scheduling = (typeof SCHEDULINGS)[number];
 
 /**
  * Where a text-generation model is served from: a model in this process under one scheduling, a web replica of a
