@@ -2,12 +2,15 @@
 // alone (the `@ts-expect-error` lines fail `pnpm typecheck` if they ever type-check again); and a route whose default
 // `input` finds no body answers 400 naming `jsonBody()`, never `undefined` handed to the handler with a 200.
 import { createBatcher } from '@microbatch/core';
+import type { BatchRouteOptions } from '@microbatch/core/http';
 import * as expressAdapter from '@microbatch/express';
+import * as fastifyAdapter from '@microbatch/fastify';
+import * as honoAdapter from '@microbatch/hono';
 import * as koaAdapter from '@microbatch/koa';
 import { type TestServer, listen } from '@microbatch/test-kit';
 import express from 'express';
 import Koa from 'koa';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, expectTypeOf, it } from 'vitest';
 
 const handler = async (inputs: unknown[]) => inputs.map((input) => ({ echo: input }));
 const batcher = createBatcher(handler);
@@ -41,6 +44,46 @@ describe('batchRoute options', () => {
     expect(() => batchRoute({ batcher, maxBatchSize: 4 })).toThrow(TypeError);
     expect(batchRoute({ handler, maxBatchSize: 4 }).batcher.maxBatchSize).toBe(4);
     expect(batchRoute({ batcher }).batcher).toBe(batcher);
+  });
+
+  // Fastify and Hono take core's same strict `BatchRouteOptions` (they used to check only at run time).
+  it('Fastify: the same', () => {
+    const { batchRoute } = fastifyAdapter;
+    // @ts-expect-error neither `handler` nor `batcher`
+    expect(() => batchRoute({})).toThrow('needs exactly one of `handler` and `batcher`, got neither');
+    // @ts-expect-error both `handler` and `batcher`
+    expect(() => batchRoute({ batcher, handler })).toThrow('got both');
+    // @ts-expect-error batcher options beside an existing `batcher` (it was configured when it was created)
+    expect(() => batchRoute({ batcher, maxBatchSize: 4 })).toThrow(TypeError);
+    expect(batchRoute({ handler, maxBatchSize: 4 }).batcher.maxBatchSize).toBe(4);
+    expect(batchRoute({ batcher }).batcher).toBe(batcher);
+  });
+
+  it('Hono: the same', () => {
+    const { batchRoute } = honoAdapter;
+    // @ts-expect-error neither `handler` nor `batcher`
+    expect(() => batchRoute({})).toThrow('needs exactly one of `handler` and `batcher`, got neither');
+    // @ts-expect-error both `handler` and `batcher`
+    expect(() => batchRoute({ batcher, handler })).toThrow('got both');
+    // @ts-expect-error batcher options beside an existing `batcher` (it was configured when it was created)
+    expect(() => batchRoute({ batcher, maxBatchSize: 4 })).toThrow(TypeError);
+    expect(batchRoute({ handler, maxBatchSize: 4 }).batcher.maxBatchSize).toBe(4);
+    expect(batchRoute({ batcher }).batcher).toBe(batcher);
+  });
+
+  it("is one type: each adapter's options are core's `BatchRouteOptions` over the adapter's own hooks", () => {
+    expectTypeOf<fastifyAdapter.BatchRouteOptions<string, number>>().toEqualTypeOf<
+      BatchRouteOptions<string, number, fastifyAdapter.BatchRouteHooks<string, number>>
+    >();
+    expectTypeOf<honoAdapter.BatchRouteOptions<string, number>>().toEqualTypeOf<
+      BatchRouteOptions<string, number, honoAdapter.BatchRouteHooks<string, number>>
+    >();
+    expectTypeOf<expressAdapter.BatchRouteOptions<string, number>>().toEqualTypeOf<
+      BatchRouteOptions<string, number, expressAdapter.BatchRouteHooks<string, number>>
+    >();
+    expectTypeOf<koaAdapter.BatchRouteOptions<string, number>>().toEqualTypeOf<
+      BatchRouteOptions<string, number, koaAdapter.BatchRouteHooks<string, number>>
+    >();
   });
 });
 

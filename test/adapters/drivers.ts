@@ -268,7 +268,8 @@ const fastifyDriver: Driver = {
   route<I, O>(options: NeutralRouteOptions<I, O>): Route<I, O> {
     const { input, output, callOptions, ...rest } = options;
     const middleware = fastifyAdapter.batchRoute<I, O>({
-      ...rest,
+      // The suite also gives neither or both of `handler` and `batcher` on purpose (the run-time errors).
+      ...(rest as fastifyAdapter.BatchRouteOptions<I, O>),
       input: input && ((req) => input(fastifyRequest(req))),
       output: output && ((result, req, reply) => output(result, fastifyRequest(req), fastifyReply(reply))),
       callOptions: callOptions && ((req) => callOptions(fastifyRequest(req))),
@@ -356,7 +357,8 @@ const honoDriver: Driver = {
   route<I, O>(options: NeutralRouteOptions<I, O>): Route<I, O> {
     const { input, output, callOptions, ...rest } = options;
     const middleware = honoAdapter.batchRoute<I, O>({
-      ...rest,
+      // The suite also gives neither or both of `handler` and `batcher` on purpose (the run-time errors).
+      ...(rest as honoAdapter.BatchRouteOptions<I, O>),
       input: input && ((c) => input(honoRequest(c))),
       output:
         output &&

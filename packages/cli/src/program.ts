@@ -1,6 +1,7 @@
 import { DEFAULTS } from '@microbatch/core';
-import { TEXT_GENERATION_DEFAULTS } from '@microbatch/inference';
+import { SCHEDULINGS, TEXT_GENERATION_DEFAULTS } from '@microbatch/inference';
 import { Command, InvalidArgumentError, Option } from 'commander';
+import { scheduledHelp, uselessFlag } from './flag-rules.js';
 import { LOG_FORMATS } from './logger.js';
 
 /**
@@ -13,16 +14,6 @@ import { LOG_FORMATS } from './logger.js';
  */
 export const FRAMEWORKS = ['express', 'koa', 'fastify', 'hono', 'nest'] as const;
 
-/**
- * How requests share the model: `continuous` (join the running decode loop step by step) or `request` (one batch,
- * one generate call).
- *
- * @example
- * ```ts
- * SCHEDULINGS[0]; // 'continuous'
- * ```
- */
-export const SCHEDULINGS = ['continuous', 'request'] as const;
 /** What `/readyz` may mean (see `createHealth`'s `mode`). */
 export const READINESS_MODES = ['fleet', 'instance'] as const;
 
@@ -125,67 +116,6 @@ export interface WorkerFlags {
   readonly maxDeliveries?: number;
 }
 
-/** The ways `microbatch` runs a model, each with the flags that mean something there. */
-type Mode = 'serve continuous' | 'serve request' | 'web replica' | 'worker continuous' | 'worker request';
-
-/**
- * Where each model flag has an effect; given anywhere else, it is refused at once, naming it. Flags absent here
- * (`--model`, `--port`, `--framework`, `--log-format` ...) mean the same in every mode.
- */
-const FLAG_MODES: Readonly<Record<string, { readonly flag: string; readonly modes: readonly Mode[] }>> = {
-  modelsDir: {
-    flag: '--models-dir',
-    modes: ['serve continuous', 'serve request', 'worker continuous', 'worker request'],
-  },
-  maxBatchSize: { flag: '--max-batch-size', modes: ['serve request', 'worker continuous', 'worker request'] },
-  maxSequences: { flag: '--max-sequences', modes: ['serve continuous', 'worker continuous'] },
-  maxStepTokens: { flag: '--max-step-tokens', modes: ['serve continuous', 'worker continuous'] },
-  prefixCacheMb: { flag: '--prefix-cache-mb', modes: ['serve continuous', 'worker continuous'] },
-  batchWaitMs: { flag: '--batch-wait-ms', modes: ['serve request', 'worker continuous', 'worker request'] },
-  maxLatencyMs: { flag: '--max-latency-ms', modes: ['serve continuous', 'serve request', 'web replica'] },
-  maxQueueSize: { flag: '--max-queue-size', modes: ['serve continuous', 'serve request', 'web replica'] },
-  workers: { flag: '--workers', modes: ['serve continuous', 'serve request', 'worker continuous', 'worker request'] },
-  threads: { flag: '--threads', modes: ['serve continuous', 'serve request', 'worker continuous', 'worker request'] },
-  executionProvider: {
-    flag: '--execution-provider',
-    modes: ['serve continuous', 'serve request', 'worker continuous', 'worker request'],
-  },
-  scheduling: {
-    flag: '--scheduling',
-    modes: ['serve continuous', 'serve request', 'worker continuous', 'worker request'],
-  },
-};
-
-/** Why `key`'s flag has no effect in `mode`: the second half of its error. */
-function whyUseless(key: string, mode: Mode): string {
-  if (mode === 'web replica') {
-    return key === 'modelsDir'
-      ? 'a web replica (--queue) loads no model; --model only names the queue'
-      : 'a web replica (--queue) runs no model, its workers do: set it on `microbatch worker` (a replica honours ' +
-          '--max-latency-ms and --max-queue-size)';
-  }
-  if (key === 'maxSequences') {
-    return 'with --scheduling request there is no decode loop; a batch holds up to --max-batch-size requests';
-  }
-  if (key === 'maxStepTokens' || key === 'prefixCacheMb') {
-    return 'with --scheduling request there is no decode loop (each batch is one generate call over whole prompts)';
-  }
-  return (
-    'with --scheduling continuous the batcher hands the decode loop one request at a time (a batch of 1); ' +
-    'bound the loop with --max-sequences'
-  );
-}
-
-/** The first flag given on the command line that has no effect in `mode`, as an error message naming it. */
-function uselessFlag(command: Command, mode: Mode): string | undefined {
-  for (const [key, { flag, modes }] of Object.entries(FLAG_MODES)) {
-    if (command.getOptionValueSource(key) === 'cli' && !modes.includes(mode)) {
-      return `${flag} has no effect here: ${whyUseless(key, mode)}`;
-    }
-  }
-  return undefined;
-}
-
 function integer(min: number, max = Number.MAX_SAFE_INTEGER): (value: string) => number {
   return (value) => {
     const parsed = Number(value);
@@ -255,6 +185,14 @@ export interface ProgramOptions {
 const MODEL_HELP = 'local model directory in transformers.js layout (or a hub id already under --models-dir)';
 const LOG_FORMAT_HELP =
   'JSON lines (json), colourised lines (pretty), or pretty on a terminal and JSON otherwise (auto)';
+const STEP_TOKENS_HELP =
+  "the most tokens one decode-loop step runs, its rows' decode tokens plus a prefill chunk: longer prompts are " +
+  'prefilled in chunks, and running streams get a token every step (default: 64, or twice --max-sequences when ' +
+  'that is more; must exceed --max-sequences). Smaller: steadier streams while long prompts arrive; larger: their ' +
+  'first token sooner';
+const PREFIX_CACHE_HELP =
+  "each worker thread's prefix KV cache, in MiB (default: 64; 0: none): prompts that start like earlier ones (a " +
+  'system prompt, a chat template) reuse its 16-token blocks and prefill only the rest';
 const POOL_HELP = {
   workers: 'worker threads, each with its own copy of the model (default: 1)',
   threads: 'onnxruntime intra-op threads per worker thread (default: 1)',
@@ -294,22 +232,28 @@ export function createProgram(
         .default('text-generation'),
     )
     .requiredOption('--model <dir>', `${MODEL_HELP}; with --queue: only the queue's name (its last part)`)
-    .option('--models-dir <dir>', 'where hub ids are looked up (not with --queue)', 'models')
+    .option('--models-dir <dir>', scheduledHelp('modelsDir', 'serve', 'where hub ids are looked up'), 'models')
     .addOption(
       new Option(
         '--scheduling <how>',
-        'continuous: each request joins the running decode loop at its next step and leaves the step it ends; ' +
-          'request: one generate call per batch, until its longest request ends (not with --queue: the workers ' +
-          'choose)',
+        scheduledHelp(
+          'scheduling',
+          'serve',
+          'continuous: each request joins the running decode loop at its next step and leaves the step it ends; ' +
+            'request: one generate call per batch, until its longest request ends',
+        ),
       )
         .choices(SCHEDULINGS)
         .default('continuous'),
     )
     .option(
       '--max-batch-size <n>',
-      `--scheduling request: the most requests one batch (one generate call) holds (default: ${DEFAULTS.maxBatchSize}). ` +
-        'Refused under continuous scheduling (the batcher hands the loop one request at a time: see ' +
-        '--max-sequences) and with --queue (set it on the workers)',
+      scheduledHelp(
+        'maxBatchSize',
+        'serve',
+        `the most requests one batch (one generate call) holds (default: ${DEFAULTS.maxBatchSize}); under ` +
+          'continuous scheduling the batcher hands the loop one request at a time (see --max-sequences)',
+      ),
       integer(1),
     )
     .addOption(
@@ -322,51 +266,53 @@ export function createProgram(
     )
     .option(
       '--max-sequences <n>',
-      "--scheduling continuous: the most sequences one worker thread decodes together (default: the runner's, 32); " +
-        'more wait in the batcher. Refused under request scheduling and with --queue',
+      scheduledHelp(
+        'maxSequences',
+        'serve',
+        "the most sequences one worker thread decodes together (default: the runner's, 32); more wait in the batcher",
+      ),
       integer(1),
     )
-    .option(
-      '--max-step-tokens <n>',
-      "--scheduling continuous: the most tokens one decode-loop step runs, its rows' decode tokens plus a prefill " +
-        'chunk: longer prompts are prefilled in chunks, and running streams get a token every step (default: 64, or ' +
-        'twice --max-sequences when that is more; must exceed --max-sequences). Smaller: steadier streams while long ' +
-        'prompts arrive; larger: their first token sooner. Refused under request scheduling and with --queue',
-      integer(2),
-    )
-    .option(
-      '--prefix-cache-mb <mb>',
-      "--scheduling continuous: each worker thread's prefix KV cache, in MiB (default: 64; 0: none): prompts that " +
-        'start like earlier ones (a system prompt, a chat template) reuse its 16-token blocks and prefill only the ' +
-        'rest. Refused under request scheduling and with --queue',
-      megabytes,
-    )
+    .option('--max-step-tokens <n>', scheduledHelp('maxStepTokens', 'serve', STEP_TOKENS_HELP), integer(2))
+    .option('--prefix-cache-mb <mb>', scheduledHelp('prefixCacheMb', 'serve', PREFIX_CACHE_HELP), megabytes)
     .option(
       '--batch-wait-ms <ms>',
-      '--scheduling request: how long the first request of a batch waits for company (default: ' +
-        `${DEFAULTS.batchWaitTimeoutMs}, work-conserving: a batch goes when a worker is free). Refused under ` +
-        'continuous scheduling (a request joins the loop at once) and with --queue',
+      scheduledHelp(
+        'batchWaitTimeoutMs',
+        'serve',
+        'how long the first request of a batch waits for company (default: ' +
+          `${DEFAULTS.batchWaitTimeoutMs}, work-conserving: a batch goes when a worker is free); under continuous ` +
+          'scheduling a request joins the loop at once',
+      ),
       milliseconds,
     )
     .option(
       '--max-latency-ms <ms>',
-      'refuse at once (503 OVERLOADED + Retry-After) a request predicted to take longer than this (default: no ' +
-        "limit). Locally: predicted from the batcher's queue and its batch times; with --queue: from this replica's " +
-        'requests in the queue and the time each took per request ahead of it',
+      scheduledHelp(
+        'maxLatencyMs',
+        'serve',
+        'refuse at once (503 OVERLOADED + Retry-After) a request predicted to take longer than this (default: no ' +
+          "limit). Locally: predicted from the batcher's queue and its batch times; with --queue: from this " +
+          "replica's requests in the queue and the time each took per request ahead of it",
+      ),
       positiveMilliseconds,
     )
     .option(
       '--max-queue-size <n>',
-      `the most requests waiting, then 503 QUEUE_FULL (default: ${DEFAULTS.maxQueueSize}). Locally: per batcher ` +
-        '(whole and streamed completions); with --queue: queued or running across all replicas',
+      scheduledHelp(
+        'maxQueueSize',
+        'serve',
+        `the most requests waiting, then 503 QUEUE_FULL (default: ${DEFAULTS.maxQueueSize}). Locally: per batcher ` +
+          '(whole and streamed completions); with --queue: queued or running across all replicas',
+      ),
       integer(1),
     )
     .option('--port <n>', 'port to listen on (0: any free port)', integer(0, 65_535), 8000)
     .option('--host <host>', 'address to listen on', '127.0.0.1')
     .addOption(new Option('--framework <name>', 'which app serves').choices(FRAMEWORKS).default('express'))
-    .option('--workers <n>', `${POOL_HELP.workers}; not with --queue`, integer(1))
-    .option('--threads <n>', `${POOL_HELP.threads}; not with --queue`, integer(1))
-    .option('--execution-provider <name>', `${POOL_HELP.executionProvider}; not with --queue`)
+    .option('--workers <n>', scheduledHelp('workers', 'serve', POOL_HELP.workers), integer(1))
+    .option('--threads <n>', scheduledHelp('threads', 'serve', POOL_HELP.threads), integer(1))
+    .option('--execution-provider <name>', scheduledHelp('executionProvider', 'serve', POOL_HELP.executionProvider))
     .addOption(new Option('--log-format <format>', LOG_FORMAT_HELP).choices(LOG_FORMATS).default('auto'))
     .option(
       '--queue <url>',
@@ -412,51 +358,58 @@ export function createProgram(
     )
     .requiredOption('--queue <url>', 'the queue (redis://HOST:PORT, or nats://HOST:PORT with JetStream)', queueUrl)
     .requiredOption('--model <dir>', MODEL_HELP)
-    .option('--models-dir <dir>', 'where hub ids are looked up', 'models')
+    .option('--models-dir <dir>', scheduledHelp('modelsDir', 'worker', 'where hub ids are looked up'), 'models')
     .addOption(
       new Option(
         '--scheduling <how>',
-        'continuous: pulled requests join the running decode loop; request: one generate call per pull',
+        scheduledHelp(
+          'scheduling',
+          'worker',
+          'continuous: pulled requests join the running decode loop; request: one generate call per pull',
+        ),
       )
         .choices(SCHEDULINGS)
         .default('continuous'),
     )
     .option(
       '--max-batch-size <n>',
-      `the most entries one pull takes (default: ${DEFAULTS.maxBatchSize}). Request scheduling: one generate call ` +
-        '(split by sampling settings); continuous: that many join the decode loop together, up to --max-sequences',
+      scheduledHelp(
+        'maxBatchSize',
+        'worker',
+        `the most entries one pull takes (default: ${DEFAULTS.maxBatchSize}). Request scheduling: one generate ` +
+          'call (split by sampling settings); continuous: that many join the decode loop together, up to ' +
+          '--max-sequences',
+      ),
       integer(1),
     )
     .option(
       '--max-sequences <n>',
-      "--scheduling continuous: the most sequences one worker thread decodes together (default: the runner's, 32). " +
-        'Refused under request scheduling',
+      scheduledHelp(
+        'maxSequences',
+        'worker',
+        "the most sequences one worker thread decodes together (default: the runner's, 32)",
+      ),
       integer(1),
     )
-    .option(
-      '--max-step-tokens <n>',
-      "--scheduling continuous: the most tokens one decode-loop step runs, its rows' decode tokens plus a prefill " +
-        'chunk: longer prompts are prefilled in chunks, and running streams get a token every step (default: 64, or ' +
-        'twice --max-sequences when that is more; must exceed --max-sequences). Smaller: steadier streams while long ' +
-        'prompts arrive; larger: their first token sooner. Refused under request scheduling',
-      integer(2),
-    )
-    .option(
-      '--prefix-cache-mb <mb>',
-      "--scheduling continuous: each worker thread's prefix KV cache, in MiB (default: 64; 0: none): prompts that " +
-        'start like earlier ones (a system prompt, a chat template) reuse its 16-token blocks and prefill only the ' +
-        'rest. Refused under request scheduling',
-      megabytes,
-    )
+    .option('--max-step-tokens <n>', scheduledHelp('maxStepTokens', 'worker', STEP_TOKENS_HELP), integer(2))
+    .option('--prefix-cache-mb <mb>', scheduledHelp('prefixCacheMb', 'worker', PREFIX_CACHE_HELP), megabytes)
     .option(
       '--batch-wait-ms <ms>',
-      'after a pull that found fewer than --max-batch-size entries, wait this long to top the batch up (default: ' +
-        `${DEFAULTS.batchWaitTimeoutMs}: take what is waiting)`,
+      scheduledHelp(
+        'batchWaitTimeoutMs',
+        'worker',
+        'after a pull that found fewer than --max-batch-size entries, wait this long to top the batch up (default: ' +
+          `${DEFAULTS.batchWaitTimeoutMs}: take what is waiting)`,
+      ),
       milliseconds,
     )
-    .option('--workers <n>', `${POOL_HELP.workers}; their batches run at once`, integer(1))
-    .option('--threads <n>', POOL_HELP.threads, integer(1))
-    .option('--execution-provider <name>', POOL_HELP.executionProvider)
+    .option(
+      '--workers <n>',
+      scheduledHelp('workers', 'worker', `${POOL_HELP.workers}; their batches run at once`),
+      integer(1),
+    )
+    .option('--threads <n>', scheduledHelp('threads', 'worker', POOL_HELP.threads), integer(1))
+    .option('--execution-provider <name>', scheduledHelp('executionProvider', 'worker', POOL_HELP.executionProvider))
     .addOption(new Option('--log-format <format>', LOG_FORMAT_HELP).choices(LOG_FORMATS).default('auto'))
     .option(
       '--claim-idle-ms <ms>',

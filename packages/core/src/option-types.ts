@@ -1,5 +1,12 @@
 import type { BatchTracer } from './tracing.js';
-import type { Clock } from './types.js';
+
+/** Times and timers, injectable so tests can drive the batcher deterministically. */
+export interface Clock {
+  /** Milliseconds on a monotonic clock. */
+  now(): number;
+  setTimeout(callback: () => void, ms: number): unknown;
+  clearTimeout(handle: unknown): void;
+}
 
 /** What to do with a batch whose handler throws. */
 export type OnBatchError = 'fail-batch' | 'isolate';

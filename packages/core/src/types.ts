@@ -1,7 +1,8 @@
 import type { BatcherEvents, BatcherStats } from './stats-types.js';
 import type { CallOptions } from './option-types.js';
 
-export type { BatcherOptions, CallOptions, DispatchInfo, OnBatchError } from './option-types.js';
+// `Clock` lives with the option that takes it, so the option types import nothing back from here.
+export type { BatcherOptions, CallOptions, Clock, DispatchInfo, OnBatchError } from './option-types.js';
 export type {
   BatcherEvents,
   BatcherStats,
@@ -92,14 +93,6 @@ export type StreamingBatchHandler<I, O> = (
   inputs: I[],
   context: BatchContext,
 ) => AsyncIterable<ReadonlyArray<StreamSlot<O>>>;
-
-/** Times and timers, injectable so tests can drive the batcher deterministically. */
-export interface Clock {
-  /** Milliseconds on a monotonic clock. */
-  now(): number;
-  setTimeout(callback: () => void, ms: number): unknown;
-  clearTimeout(handle: unknown): void;
-}
 
 /** Options of `close()`. */
 export interface CloseOptions {

@@ -1,33 +1,27 @@
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { BatchError, ErrorCode } from '@microbatch/core';
 import { batcherForRoute, hasBody, serveBatched } from '@microbatch/core/http';
-import type { BatchHandler, Batcher, BatcherOptions, StreamingBatchHandler, StreamingBatcher } from '@microbatch/core';
-import type { BatchedExchange, RequestCallOptions, ServerErrorListener } from '@microbatch/core/http';
+import type { Batcher, StreamingBatcher } from '@microbatch/core';
+import type {
+  BatchedExchange,
+  BatchRouteOptions as RouteOptions,
+  RequestCallOptions,
+  ServerErrorListener,
+} from '@microbatch/core/http';
 import { errorReporter, sendError } from './error-handler.js';
 
 /**
  * Options of {@link batchRoute}: the route's own hooks, plus either `handler` with any core batcher option (the
  * route creates its batcher) or `batcher` alone (an existing one, configured when it was created). Giving neither,
- * both, or batcher options beside `batcher` does not type-check (and throws a `TypeError` at run time).
+ * both, or batcher options beside `batcher` does not type-check (and throws a `TypeError` at run time): core's strict
+ * `BatchRouteOptions` over this adapter's hooks, the same type as Koa's, Fastify's and Hono's.
  *
  * @example
  * ```ts
  * const options: BatchRouteOptions<string, string> = { input: (req) => String(req.body.prompt), handler: generate };
  * ```
  */
-export type BatchRouteOptions<I, O> = BatchRouteHooks<I, O> &
-  (
-    | (BatcherOptions<I> & {
-        /** The batch handler; an `async function*` streams (Server-Sent Events). */
-        readonly handler: BatchHandler<I, O> | StreamingBatchHandler<I, O>;
-        readonly batcher?: never;
-      })
-    | ({ readonly [K in keyof BatcherOptions<I>]?: never } & {
-        /** An existing batcher, for example one shared by several routes. */
-        readonly batcher: Batcher<I, O> | StreamingBatcher<I, O>;
-        readonly handler?: never;
-      })
-  );
+export type BatchRouteOptions<I, O> = RouteOptions<I, O, BatchRouteHooks<I, O>>;
 
 /**
  * The hooks of {@link batchRoute} that do not depend on where its batcher comes from.

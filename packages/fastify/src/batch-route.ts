@@ -3,15 +3,18 @@ import { batcherForRoute, fromBodyParserError, serveBatched, toHttpError } from 
 import type { Batcher, StreamingBatcher } from '@microbatch/core';
 import type {
   BatchedExchange,
+  BatchRouteOptions as RouteOptions,
   RequestCallOptions,
-  RouteBatcherOptions,
   ServerErrorListener,
 } from '@microbatch/core/http';
 import { errorReporter } from './error-reporter.js';
 
 /**
- * Options of {@link batchRoute}: the route's own, plus `handler` and every core batcher option, or `batcher`.
- * `R` is the request type, for example `FastifyRequest<{ Body: { text: string } }>`.
+ * Options of {@link batchRoute}: the route's own hooks, plus either `handler` with any core batcher option (the
+ * route creates its batcher) or `batcher` alone (an existing one, configured when it was created). Giving neither,
+ * both, or batcher options beside `batcher` does not type-check (and throws a `TypeError` at run time): core's strict
+ * `BatchRouteOptions` over this adapter's hooks, as for Express, Koa and Hono. `R` is the request type, for example
+ * `FastifyRequest<{ Body: { text: string } }>`.
  *
  * @example
  * ```ts
@@ -21,7 +24,21 @@ import { errorReporter } from './error-reporter.js';
  * };
  * ```
  */
-export interface BatchRouteOptions<I, O, R extends FastifyRequest = FastifyRequest> extends RouteBatcherOptions<I, O> {
+export type BatchRouteOptions<I, O, R extends FastifyRequest = FastifyRequest> = RouteOptions<
+  I,
+  O,
+  BatchRouteHooks<I, O, R>
+>;
+
+/**
+ * The hooks of {@link batchRoute} that do not depend on where its batcher comes from.
+ *
+ * @example
+ * ```ts
+ * const hooks: BatchRouteHooks<string, string> = { input: (request) => String(request.query) };
+ * ```
+ */
+export interface BatchRouteHooks<I, O, R extends FastifyRequest = FastifyRequest> {
   /**
    * Turns a request into one handler input. Validate here: a throw answers 400 `INVALID_INPUT` with the error's
    * message (a `BatchError` or an `http-errors` style error keeps its own code and status).

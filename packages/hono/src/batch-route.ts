@@ -2,20 +2,33 @@ import type { Context } from 'hono';
 import { streamSSE, type SSEStreamingApi } from 'hono/streaming';
 import { batchHeaders, batcherForRoute, SSE_HEADERS, toHttpError, toInputError } from '@microbatch/core/web';
 import type { Batcher, CallOptions, DispatchInfo, StreamingBatcher } from '@microbatch/core';
-import type { RequestCallOptions, RouteBatcherOptions, ServerErrorListener } from '@microbatch/core/web';
+import type { BatchRouteOptions as RouteOptions, RequestCallOptions, ServerErrorListener } from '@microbatch/core/web';
 import { JSON_TYPE, errorReporter, errorResponse } from './error-response.js';
 import { readJsonBody } from './json-body.js';
 
 /**
- * Options of {@link batchRoute}: the route's own, plus `handler` and every core batcher option, or `batcher`.
- * `C` is the context type, for example `Context<{ Variables: { user: string } }>`.
+ * Options of {@link batchRoute}: the route's own hooks, plus either `handler` with any core batcher option (the
+ * route creates its batcher) or `batcher` alone (an existing one, configured when it was created). Giving neither,
+ * both, or batcher options beside `batcher` does not type-check (and throws a `TypeError` at run time): core's strict
+ * `BatchRouteOptions` over this adapter's hooks, as for Express, Koa and Fastify. `C` is the context type, for
+ * example `Context<{ Variables: { user: string } }>`.
  *
  * @example
  * ```ts
  * const options: BatchRouteOptions<string, number[]> = { input: async (c) => (await c.req.json()).text, handler: embed };
  * ```
  */
-export interface BatchRouteOptions<I, O, C extends Context = Context> extends RouteBatcherOptions<I, O> {
+export type BatchRouteOptions<I, O, C extends Context = Context> = RouteOptions<I, O, BatchRouteHooks<I, O, C>>;
+
+/**
+ * The hooks of {@link batchRoute} that do not depend on where its batcher comes from.
+ *
+ * @example
+ * ```ts
+ * const hooks: BatchRouteHooks<string, string> = { input: (c) => c.req.query('prompt') ?? '' };
+ * ```
+ */
+export interface BatchRouteHooks<I, O, C extends Context = Context> {
   /**
    * Turns a request into one handler input. Validate here: a throw answers 400 `INVALID_INPUT` with the error's
    * message (a `BatchError`, an `HTTPException` or any error with a 4xx `status` keeps its own code and status).

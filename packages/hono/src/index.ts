@@ -1,5 +1,5 @@
 export { batchRoute } from './batch-route.js';
-export type { BatchRouteHandler, BatchRouteOptions } from './batch-route.js';
+export type { BatchRouteHandler, BatchRouteHooks, BatchRouteOptions } from './batch-route.js';
 export { batchErrorHandler, batchNotFound } from './error-handler.js';
 export type { BatchErrorHandlerOptions } from './error-handler.js';
 export { errorResponse } from './error-response.js';

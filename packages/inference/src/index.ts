@@ -1,11 +1,11 @@
 export type {
-  DecodeActivity,
   PoolBatcherOptions,
   RunOptions,
   WorkerPool,
   WorkerPoolOptions,
   WorkerPoolStats,
 } from './pool/pool-types.js';
+export type { DecodeActivity } from './contract/decode-activity.js';
 export {
   END_OF_STORY,
   TEXT_GENERATION_DEFAULTS,
@@ -13,32 +13,28 @@ export {
   textGenerationBatchKey,
   textGenerationResume,
 } from './spec/runner-spec.js';
+export type { ChunkOf, ClassificationLabel, InputOf, OutputOf, RunnerTypes } from './contract/task-types.js';
 export type {
-  ChunkOf,
-  ClassificationLabel,
   DecodeBatch,
-  FeatureExtractionRunnerSpec,
   FinishReason,
-  InputOf,
-  OnnxInput,
-  OnnxInputValue,
-  OnnxOutput,
-  OnnxRunnerSpec,
-  OnnxTensorData,
-  OnnxTypedArray,
-  OutputOf,
   PromptTokensDetails,
-  RunnerSpec,
-  RunnerTypes,
-  TextClassificationRunnerSpec,
   TextGenerationChunk,
   TextGenerationInput,
   TextGenerationOutput,
-  TextGenerationRunnerSpec,
   TokenLogprob,
   TokenUsage,
   TopLogprob,
-} from './spec/runner-types.js';
+} from './contract/text-generation-types.js';
+export type {
+  FeatureExtractionRunnerSpec,
+  OnnxRunnerSpec,
+  RunnerSpec,
+  TextClassificationRunnerSpec,
+  TextGenerationRunnerSpec,
+} from './contract/runner-specs.js';
+export type { OnnxInput, OnnxInputValue, OnnxOutput, OnnxTensorData, OnnxTypedArray } from './contract/onnx-types.js';
+export { SCHEDULINGS, SCHEDULING_RULES, appliesIn, schedulingRefusal, settingsWhere } from './spec/scheduling-rules.js';
+export type { RefusalReason, RunMode, Scheduling, SchedulingRule, SchedulingSetting } from './spec/scheduling-rules.js';
 export { createTextGenerationParser, createTextGenerationValidator } from './requests/text-generation-request.js';
 export type {
   TextGenerationLimits,

@@ -1,11 +1,12 @@
 // FOR TESTS ONLY, and deliberately not exported from the package entry: a pool whose workers misbehave on
 // marked inputs, so crash, uncaught-exception and hang handling can be tested against real worker threads.
-import type { TestHooks } from './pool/protocol.js';
+import type { TestHooks } from './contract/messages.js';
 import type { WorkerPool, WorkerPoolOptions } from './pool/pool-types.js';
-import type { ChunkOf, InputOf, OutputOf, RunnerSpec } from './spec/runner-types.js';
+import type { ChunkOf, InputOf, OutputOf } from './contract/task-types.js';
+import type { RunnerSpec } from './contract/runner-specs.js';
 import { InferenceWorkerPool } from './pool/worker-pool.js';
 
-export type { TestHooks } from './pool/protocol.js';
+export type { TestHooks } from './contract/messages.js';
 
 /**
  * Test-only: like `createWorkerPool`, but the workers exit, throw or hang when an input's JSON contains a marker.

@@ -1,8 +1,8 @@
 // The worker-thread entry (built to dist/worker.js). onnxruntime-node blocks its thread for a whole run, so the
 // model lives here and the main thread only posts batches and receives results.
 import { parentPort, workerData } from 'node:worker_threads';
-import { serializeError } from './pool/protocol.js';
-import type { PoolMessage, RunMessage, StepSlot, TestHooks, WorkerInit, WorkerMessage } from './pool/protocol.js';
+import { serializeError } from './contract/errors.js';
+import type { PoolMessage, RunMessage, StepSlot, TestHooks, WorkerInit, WorkerMessage } from './contract/messages.js';
 import { loadRunner } from './runners/load-runner.js';
 import type { Runner } from './runners/runner.js';
 

@@ -1,7 +1,7 @@
 // The runner-side check of `resume_tokens` (a stream another worker continues): token ids, at most
 // `max_new_tokens`, not with `logprobs`; absent for a fresh request.
 import { describe, expect, it } from 'vitest';
-import { InputError } from '../src/pool/protocol.js';
+import { InputError } from '../src/contract/errors.js';
 import { checkGenerationInput } from '../src/runners/generation-request.js';
 import { TEXT_GENERATION_DEFAULTS, textGenerationResume } from '../src/spec/runner-spec.js';
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { collate, sequenceAxis, split } from '../src/runners/onnx-collate.js';
 import type { CollateOptions, ValueMeta } from '../src/runners/onnx-collate.js';
-import type { OnnxTensorData } from '../src/spec/runner-types.js';
+import type { OnnxTensorData } from '../src/contract/onnx-types.js';
 
 const INPUTS: ValueMeta[] = [
   { name: 'input_ids', type: 'int64', shape: ['batch_size', 'sequence_length'] },

@@ -1,8 +1,13 @@
 import type { Next, ParameterizedContext } from 'koa';
 import { BatchError, ErrorCode } from '@microbatch/core';
 import { batcherForRoute, hasBody, serveBatched } from '@microbatch/core/http';
-import type { BatchHandler, Batcher, BatcherOptions, StreamingBatchHandler, StreamingBatcher } from '@microbatch/core';
-import type { BatchedExchange, RequestCallOptions, ServerErrorListener } from '@microbatch/core/http';
+import type { Batcher, StreamingBatcher } from '@microbatch/core';
+import type {
+  BatchedExchange,
+  BatchRouteOptions as RouteOptions,
+  RequestCallOptions,
+  ServerErrorListener,
+} from '@microbatch/core/http';
 import { errorReporter, sendError } from './error-handler.js';
 
 /**
@@ -16,19 +21,11 @@ import { errorReporter, sendError } from './error-handler.js';
  * const options: BatchRouteOptions<string, string, RouterContext> = { input: (ctx) => ctx.params.prompt, handler: generate };
  * ```
  */
-export type BatchRouteOptions<I, O, C extends ParameterizedContext = ParameterizedContext> = BatchRouteHooks<I, O, C> &
-  (
-    | (BatcherOptions<I> & {
-        /** The batch handler; an `async function*` streams (Server-Sent Events). */
-        readonly handler: BatchHandler<I, O> | StreamingBatchHandler<I, O>;
-        readonly batcher?: never;
-      })
-    | ({ readonly [K in keyof BatcherOptions<I>]?: never } & {
-        /** An existing batcher, for example one shared by several routes. */
-        readonly batcher: Batcher<I, O> | StreamingBatcher<I, O>;
-        readonly handler?: never;
-      })
-  );
+export type BatchRouteOptions<I, O, C extends ParameterizedContext = ParameterizedContext> = RouteOptions<
+  I,
+  O,
+  BatchRouteHooks<I, O, C>
+>;
 
 /**
  * The hooks of {@link batchRoute} that do not depend on where its batcher comes from.

@@ -5,7 +5,8 @@ import { DiscoveryService } from '@nestjs/core';
 import { BATCH_CLASS_OPTIONS, BATCH_MODULE_OPTIONS } from './batch.constants.js';
 import { checkController, checkNotScoped } from './batch.checks.js';
 import { type BatchModuleOptions, mergeOptions } from './batch.options.js';
-import { type AnyBatcher, type BatchTarget, bindTarget, fieldTargetsOf, routesOf } from './batch.target.js';
+import { bindTarget, fieldTargetsOf, routesOf } from './batch.target.js';
+import type { AnyBatcher, BatchTarget } from './batch.types.js';
 
 interface Entry {
   readonly instance: object;

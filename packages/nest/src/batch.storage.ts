@@ -1,6 +1,6 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { DispatchInfo } from '@microbatch/core';
-import type { BatchTarget } from './batch.target.js';
+import type { BatchTarget } from './batch.types.js';
 
 /**
  * What `BatchInterceptor` hands to the batched method for one request. Pipes run inside `next.handle()`, after the

@@ -1,24 +1,9 @@
 import { createBatcher, createStreamingBatcher } from '@microbatch/core';
-import type { BatchContext, Batcher, StreamingBatcher } from '@microbatch/core';
+import type { BatchContext } from '@microbatch/core';
 import { isAsyncGeneratorFunction } from '@microbatch/core/util';
 import { defer } from 'rxjs';
 import { claimRequestScope } from './batch.storage.js';
-
-/** A batcher of either kind, as bound to one instance. */
-export type AnyBatcher = Batcher<unknown, unknown> | StreamingBatcher<unknown, unknown>;
-
-/** A batched method (`@Batch()`) or field (`batched()`): what runs once per batch, and its own options. */
-export interface BatchTarget {
-  /** The method or property name; a field's is found when it is bound. */
-  key: string | symbol | undefined;
-  readonly streaming: boolean;
-  /** The target's own layer of options (method-level `@Batch()` or `batched()`). */
-  readonly options: object;
-  /** The callable of a `batched()` field, by which its property is found; `undefined` for a route. */
-  handle?: unknown;
-  /** Runs one batch on `instance`. */
-  run(instance: object, inputs: unknown[], context: BatchContext): unknown;
-}
+import type { AnyBatcher, BatchTarget } from './batch.types.js';
 
 // Batchers live per (instance, target) rather than per class: two instances of a class (two modules, two test
 // applications) must not share a queue, and one that is garbage-collected takes its batchers with it.

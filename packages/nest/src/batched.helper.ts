@@ -7,7 +7,8 @@ import type {
 } from '@microbatch/core';
 import { type BatchedOptions, OPTIONS_SCOPES, checkOptions, describe } from './batch.options.js';
 import { isAsyncGeneratorFunction } from '@microbatch/core/util';
-import { type AnyBatcher, type BatchTarget, addFieldTarget, boundBatcher } from './batch.target.js';
+import { addFieldTarget, boundBatcher } from './batch.target.js';
+import type { AnyBatcher, BatchTarget } from './batch.types.js';
 
 type Handler<I> = (inputs: I[], context: BatchContext) => unknown;
 

@@ -5,7 +5,7 @@ export { HttpErrorCode, httpStatusFor, toBatchError, toHttpError } from './error
 export type { HttpErrorBody, HttpErrorOptions, HttpErrorResponse } from './error-mapping.js';
 export { writeHttpError, writeJson } from './json.js';
 export { batcherForRoute, routeBatcher, toInputError } from './route.js';
-export type { RequestCallOptions, RouteBatcherOptions, RouteHooks } from './route.js';
+export type { BatchRouteOptions, RequestCallOptions, RouteBatcherOptions, RouteHooks } from './route.js';
 export { batchHeaders, serveBatched, watchDisconnect } from './serve-batched.js';
 export type { BatchedExchange, DisconnectWatch } from './serve-batched.js';
 export { SSE_DONE, SSE_HEADERS, sseError, sseEvent, writeSse } from './sse.js';

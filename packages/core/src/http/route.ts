@@ -24,7 +24,8 @@ import { type HttpErrorCode, toBatchError } from './error-mapping.js';
 export type RequestCallOptions = Pick<CallOptions, 'priority' | 'timeoutMs' | 'maxLatencyMs' | 'fairnessKey'>;
 
 /**
- * What a route batches with: its own handler (and batcher options), or an existing batcher.
+ * What a route batches with, as the run-time check reads it: its own handler (and batcher options), or an existing
+ * batcher. Adapters type their options with the strict {@link BatchRouteOptions}.
  *
  * @example
  * ```ts
@@ -41,6 +42,37 @@ export interface RouteBatcherOptions<I, O> extends BatcherOptions<I> {
   /** An existing batcher, for example one shared by several routes. Give exactly one of `handler` and `batcher`. */
   readonly batcher?: Batcher<I, O> | StreamingBatcher<I, O>;
 }
+
+/**
+ * The options every framework's `batchRoute` takes, checked by the compiler: the adapter's own hooks `H` (`input`,
+ * `output`, `callOptions`, `onError`), plus either `handler` with any core batcher option (the route creates its
+ * batcher) or `batcher` alone (an existing one, configured when it was created). Giving neither, both, or batcher
+ * options beside `batcher` does not type-check; {@link batcherForRoute} throws the same misuse as a `TypeError` at
+ * run time, for callers the compiler did not see. {@link RouteBatcherOptions} is the loose shape that run-time check
+ * reads.
+ *
+ * @example
+ * ```ts
+ * type ExpressRouteOptions<I, O> = BatchRouteOptions<I, O, { readonly input?: (req: Request) => I }>;
+ * const options: ExpressRouteOptions<string, string> = { input: (req) => String(req.body.prompt), handler: generate };
+ * ```
+ */
+export type BatchRouteOptions<I, O, H extends object = RouteHooks> = H &
+  (HandlerRoute<I, O> | SharedBatcherRoute<I, O>);
+
+/** A route with its own batcher: `handler` and any core batcher option, never `batcher`. */
+type HandlerRoute<I, O> = BatcherOptions<I> & {
+  /** The batch handler; an `async function*` streams (Server-Sent Events). */
+  readonly handler: BatchHandler<I, O> | StreamingBatchHandler<I, O>;
+  readonly batcher?: never;
+};
+
+/** A route on an existing batcher: `batcher` alone, since its options were fixed when it was created. */
+type SharedBatcherRoute<I, O> = { readonly [K in keyof BatcherOptions<I>]?: never } & {
+  /** An existing batcher, for example one shared by several routes. */
+  readonly batcher: Batcher<I, O> | StreamingBatcher<I, O>;
+  readonly handler?: never;
+};
 
 /**
  * The batcher a route uses: `batcher` as given, or one created from `handler` and `batcherOptions` (which core

@@ -4,7 +4,7 @@
 export { HttpErrorCode, httpStatusFor, toBatchError, toHttpError } from '../http/error-mapping.js';
 export type { HttpErrorBody, HttpErrorResponse } from '../http/error-mapping.js';
 export { batcherForRoute, routeBatcher, toInputError } from '../http/route.js';
-export type { RequestCallOptions, RouteBatcherOptions, RouteHooks } from '../http/route.js';
+export type { BatchRouteOptions, RequestCallOptions, RouteBatcherOptions, RouteHooks } from '../http/route.js';
 export { batchHeaders } from '../http/serve-batched.js';
 export { SSE_DONE, SSE_HEADERS, sseError, sseEvent } from '../http/sse.js';
 export {

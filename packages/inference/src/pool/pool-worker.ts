@@ -2,8 +2,8 @@ import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { BatchError, ErrorCode } from '@microbatch/core';
-import type { DecodeActivity } from './pool-types.js';
-import type { ItemResult, PoolMessage, StepSlot, WorkerInit, WorkerMessage } from './protocol.js';
+import type { DecodeActivity } from '../contract/decode-activity.js';
+import type { ItemResult, PoolMessage, StepSlot, WorkerInit, WorkerMessage } from '../contract/messages.js';
 
 // The sources (src/pool/*.ts, run by vitest) sit two folders below the package root and the bundled
 // dist/index.{js,cjs} one: both look for the BUILT worker, since Node 20 cannot start a worker from a .ts file.

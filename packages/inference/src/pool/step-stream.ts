@@ -3,7 +3,7 @@
 import { BatchError, END, SKIP } from '@microbatch/core';
 import type { StreamSlot } from '@microbatch/core';
 import { ItemStream } from '@microbatch/core/util';
-import type { SerializedError, StepSlot } from './protocol.js';
+import type { SerializedError, StepSlot } from '../contract/messages.js';
 
 /** A worker's item error as the `BatchError` callers see. */
 export function itemError(error: SerializedError): BatchError {

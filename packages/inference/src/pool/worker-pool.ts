@@ -4,17 +4,12 @@ import { QUEUE_PER_CONCURRENCY, resolvePoolOptions } from './pool-options.js';
 import type { ResolvedPoolOptions as Resolved } from './pool-options.js';
 import { PoolWorker, workerScript } from './pool-worker.js';
 import type { PoolWorkerEvents, Task } from './pool-worker.js';
-import type {
-  DecodeActivity,
-  PoolBatcherOptions,
-  RunOptions,
-  WorkerPool,
-  WorkerPoolOptions,
-  WorkerPoolStats,
-} from './pool-types.js';
-import type { ItemResult, StepSlot, TestHooks, WorkerInit } from './protocol.js';
+import type { PoolBatcherOptions, RunOptions, WorkerPool, WorkerPoolOptions, WorkerPoolStats } from './pool-types.js';
+import type { DecodeActivity } from '../contract/decode-activity.js';
+import type { ItemResult, StepSlot, TestHooks, WorkerInit } from '../contract/messages.js';
 import { resolveRunnerSpec, taskStreams, textGenerationBatchKey } from '../spec/runner-spec.js';
-import type { ChunkOf, InputOf, OutputOf, RunnerSpec } from '../spec/runner-types.js';
+import type { ChunkOf, InputOf, OutputOf } from '../contract/task-types.js';
+import type { RunnerSpec } from '../contract/runner-specs.js';
 import { itemError, streamSteps } from './step-stream.js';
 
 /** How long a worker asked to stop its batch may take before it is terminated. */

@@ -2,7 +2,7 @@ import { basename, dirname, resolve, sep } from 'node:path';
 import { BatchError, ErrorCode } from '@microbatch/core';
 import { checkInteger, checkString, definedEntries } from '@microbatch/core/util';
 import { checkGenerationFields, contextLimitError } from './text-generation-fields.js';
-import type { TextGenerationInput } from '../spec/runner-types.js';
+import type { TextGenerationInput } from '../contract/text-generation-types.js';
 
 /**
  * Bounds on what one text-generation request may ask for.

@@ -1,8 +1,8 @@
 // The worker-side check of one text-generation input, shared by both schedulings. Inputs may come straight from a
 // caller of `pool.run()`, so the runner checks every field itself; the HTTP-side parser
 // (`text-generation-request.ts`) uses the same field checks, so both reject the same inputs with the same messages.
-import { InputError } from '../pool/protocol.js';
-import type { TextGenerationRunnerSpec } from '../spec/runner-types.js';
+import { InputError } from '../contract/errors.js';
+import type { TextGenerationRunnerSpec } from '../contract/runner-specs.js';
 import { checkGenerationFields, contextLimitError } from '../requests/text-generation-fields.js';
 
 /** One checked request with the runner's defaults applied. */

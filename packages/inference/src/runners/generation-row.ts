@@ -5,8 +5,17 @@ import type {
   TokenLogprob,
   TokenUsage,
   TopLogprob,
-} from '../spec/runner-types.js';
-import type { RawLogprob } from './continuous/logprobs.js';
+} from '../contract/text-generation-types.js';
+
+/**
+ * A generated token's log-probability and its step's most likely tokens, as ids: what a runner hands
+ * {@link GenerationRow.push} (the continuous loop reads it from its logits in `continuous/logprobs.ts`).
+ */
+export interface RawLogprob {
+  readonly logprob: number;
+  /** `[id, logprob]`, most likely first. */
+  readonly top: ReadonlyArray<readonly [id: number, logprob: number]>;
+}
 
 /** What one row of a batched generation needs to know to decide when it is done. */
 export interface GenerationRowOptions {

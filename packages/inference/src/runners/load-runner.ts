@@ -1,6 +1,6 @@
 // The runner registry: which module loads each task. Kept apart from the runners (which import `runner.ts`), so
 // the registry's dynamic imports never form a cycle with them.
-import type { WorkerInit } from '../pool/protocol.js';
+import type { WorkerInit } from '../contract/messages.js';
 import type { Runner } from './runner.js';
 
 /** Loads the runner a worker was started for; each task's module is imported only when that task is used. */

@@ -2,7 +2,7 @@
 import { existsSync } from 'node:fs';
 import { basename, dirname, join, sep } from 'node:path';
 import { env } from '@huggingface/transformers';
-import type { WorkerInit } from '../pool/protocol.js';
+import type { WorkerInit } from '../contract/messages.js';
 
 /** The files every fp32 transformers.js model folder has. */
 const MODEL_FILES = ['config.json', 'tokenizer.json', join('onnx', 'model.onnx')];

@@ -1,8 +1,8 @@
 // Turns per-item records of named inputs into batched tensors and batched outputs back into per-item values.
 // Pure (no onnxruntime import), so it is unit-tested directly. Axis words: "model axis" counts the batch axis,
 // "item axis" does not (item axis 0 = model axis 1, the sequence axis of token models).
-import { InputError } from '../pool/protocol.js';
-import type { OnnxTensorData, OnnxTypedArray } from '../spec/runner-types.js';
+import { InputError } from '../contract/errors.js';
+import type { OnnxTensorData, OnnxTypedArray } from '../contract/onnx-types.js';
 
 /** What the runner knows about one model input or output. */
 export interface ValueMeta {

@@ -1,7 +1,8 @@
 import { InferenceSession, Tensor } from 'onnxruntime-node';
-import { serializeError } from '../pool/protocol.js';
-import type { ItemResult, WorkerInit } from '../pool/protocol.js';
-import type { OnnxRunnerSpec, OnnxTensorData } from '../spec/runner-types.js';
+import { serializeError } from '../contract/errors.js';
+import type { ItemResult, WorkerInit } from '../contract/messages.js';
+import type { OnnxRunnerSpec } from '../contract/runner-specs.js';
+import type { OnnxTensorData } from '../contract/onnx-types.js';
 import { collate, isSupportedType, sequenceAxis, split } from './onnx-collate.js';
 import type { ValueMeta } from './onnx-collate.js';
 import type { Runner } from './runner.js';

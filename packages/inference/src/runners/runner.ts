@@ -1,8 +1,8 @@
 // What the worker needs from a runner, and the helpers runners share. Runners live only in the worker bundle:
 // importing them loads onnxruntime-node and transformers.js, which must never happen on the main thread.
-import type { DecodeActivity } from '../pool/pool-types.js';
-import { serializeError } from '../pool/protocol.js';
-import type { ItemResult, StepSlot } from '../pool/protocol.js';
+import type { DecodeActivity } from '../contract/decode-activity.js';
+import { serializeError } from '../contract/errors.js';
+import type { ItemResult, StepSlot } from '../contract/messages.js';
 
 /** Emits one streamed step: one slot per input of the batch. */
 export type EmitStep = (slots: readonly StepSlot[]) => void;

@@ -6,10 +6,10 @@ import {
   Tensor,
   random,
 } from '@huggingface/transformers';
-import { InputError } from '../pool/protocol.js';
-import type { ItemResult, StepSlot, WorkerInit } from '../pool/protocol.js';
+import { InputError } from '../contract/errors.js';
+import type { ItemResult, StepSlot, WorkerInit } from '../contract/messages.js';
 import { samplingKey } from '../spec/runner-spec.js';
-import type { TextGenerationRunnerSpec } from '../spec/runner-types.js';
+import type { TextGenerationRunnerSpec } from '../contract/runner-specs.js';
 import { checkGenerationInput } from './generation-request.js';
 import type { GenerationRequest as Request } from './generation-request.js';
 import { GenerationRow } from './generation-row.js';

@@ -1,13 +1,10 @@
 // The pipeline-based transformers.js runners: feature extraction and text classification.
 import { pipeline } from '@huggingface/transformers';
 import type { FeatureExtractionPipeline, TextClassificationPipeline } from '@huggingface/transformers';
-import { InputError } from '../pool/protocol.js';
-import type { ItemResult, WorkerInit } from '../pool/protocol.js';
-import type {
-  ClassificationLabel,
-  FeatureExtractionRunnerSpec,
-  TextClassificationRunnerSpec,
-} from '../spec/runner-types.js';
+import { InputError } from '../contract/errors.js';
+import type { ItemResult, WorkerInit } from '../contract/messages.js';
+import type { ClassificationLabel } from '../contract/task-types.js';
+import type { FeatureExtractionRunnerSpec, TextClassificationRunnerSpec } from '../contract/runner-specs.js';
 import { localModel } from './local-model.js';
 import { partitionValid } from './runner.js';
 import type { Runner } from './runner.js';

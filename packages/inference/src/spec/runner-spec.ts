@@ -10,13 +10,14 @@ import {
 } from '@microbatch/core/util';
 import type {
   FeatureExtractionRunnerSpec,
-  TextGenerationChunk,
-  TextGenerationInput,
   OnnxRunnerSpec,
+  ResolvedRunnerSpec,
   RunnerSpec,
   TextClassificationRunnerSpec,
   TextGenerationRunnerSpec,
-} from './runner-types.js';
+} from '../contract/runner-specs.js';
+import type { TextGenerationChunk, TextGenerationInput } from '../contract/text-generation-types.js';
+import { SCHEDULINGS, settingsWhere } from './scheduling-rules.js';
 
 /**
  * The stop string the bundled TinyStories model family spells out at the end of every story.
@@ -74,13 +75,6 @@ const ONNX_DEFAULTS = {
   trimOutputs: 'auto',
 } as const satisfies Required<OnnxRunnerSpec>;
 
-/** A runner spec with every default applied and the model path made absolute. */
-export type ResolvedRunnerSpec =
-  | Required<TextGenerationRunnerSpec>
-  | Required<FeatureExtractionRunnerSpec>
-  | Required<TextClassificationRunnerSpec>
-  | Required<OnnxRunnerSpec>;
-
 const TASKS = ['text-generation', 'feature-extraction', 'text-classification', 'onnx'] as const;
 
 /** Checks an array of non-empty strings (stop strings, output names). */
@@ -105,8 +99,13 @@ export function defaultMaxStepTokens(maxSequences: number): number {
   return Math.max(TEXT_GENERATION_DEFAULTS.maxStepTokens, 2 * maxSequences);
 }
 
+// The runner's settings that request scheduling does not read, from the one table of scheduling rules.
+const LOOP_SETTINGS = settingsWhere((rule) => !rule.serve.includes('request')).filter(
+  (setting): setting is 'maxSequences' | 'maxStepTokens' | 'prefixCacheMb' => setting in TEXT_GENERATION_DEFAULTS,
+);
+
 /**
- * Checks the continuous loop's budgets (refused under request scheduling, where no loop reads them) and resolves the
+ * Checks the continuous loop's settings (refused under request scheduling, where no loop reads them) and resolves the
  * step budget's default.
  */
 function checkLoopBudgets(
@@ -114,7 +113,7 @@ function checkLoopBudgets(
   given: Partial<TextGenerationRunnerSpec>,
 ): { maxStepTokens: number; prefixCacheMb: number } {
   if (resolved.scheduling === 'request') {
-    for (const key of ['maxStepTokens', 'prefixCacheMb'] as const) {
+    for (const key of LOOP_SETTINGS) {
       if (given[key] !== undefined) {
         throw new TypeError(
           `\`runner.${key}\` (${String(given[key])}) bounds the decode loop of 'continuous' scheduling; with ` +
@@ -164,7 +163,7 @@ export function resolveRunnerSpec(spec: RunnerSpec): ResolvedRunnerSpec {
       checkNumber('runner.topP', resolved.topP, 0, 1, true);
       checkInteger('runner.contextLength', resolved.contextLength, 0);
       checkInteger('runner.seed', resolved.seed, -1);
-      checkOneOf('runner.scheduling', resolved.scheduling, ['continuous', 'request']);
+      checkOneOf('runner.scheduling', resolved.scheduling, SCHEDULINGS);
       if ('maxBatchSize' in given) {
         throw new TypeError(
           '`runner.maxBatchSize` is now `runner.maxSequences` (the rows of a decode step); the batcher keeps ' +

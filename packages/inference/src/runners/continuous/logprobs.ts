@@ -1,12 +1,6 @@
 // Log-probabilities read from the decode loop's own logits: the log-softmax of the model's raw logits (before
 // temperature and top-p, as vLLM reports them), for the sampled token and the `top` most likely ones.
-
-/** A generated token's log-probability and its step's most likely tokens, as ids. */
-export interface RawLogprob {
-  readonly logprob: number;
-  /** `[id, logprob]`, most likely first. */
-  readonly top: ReadonlyArray<readonly [id: number, logprob: number]>;
-}
+import type { RawLogprob } from '../generation-row.js';
 
 /**
  * The log-probability of `token` under `logits` and the `top` most likely tokens (ties: the lower id first). One

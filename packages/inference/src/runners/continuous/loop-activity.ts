@@ -1,6 +1,6 @@
 // What the decode loop did since its last report: the pool hears it a few times a second and hands it to the
 // loop's log and metrics on the main thread (`pool.onDecodeActivity`).
-import type { DecodeActivity } from '../../pool/pool-types.js';
+import type { DecodeActivity } from '../../contract/decode-activity.js';
 import type { PrefixCacheCounters } from './prefix-cache.js';
 
 /** How often a busy loop reports its activity; an idle loop reports once, when it stops. */

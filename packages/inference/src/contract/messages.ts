@@ -1,7 +1,7 @@
 // The messages between the pool (main thread) and a worker. Everything here crosses `postMessage`, so it is
-// plain data: errors travel as `SerializedError` and become `BatchError`s again on the main thread.
-import type { ResolvedRunnerSpec } from '../spec/runner-spec.js';
-import type { DecodeActivity } from './pool-types.js';
+// plain data: errors travel as `SerializedError` (`errors.ts`) and become `BatchError`s again on the main thread.
+import type { DecodeActivity } from './decode-activity.js';
+import type { ResolvedRunnerSpec } from './runner-specs.js';
 
 /** Test-only behaviour injected through `createWorkerPoolForTesting`; never set by the public API. */
 export interface TestHooks {
@@ -71,29 +71,3 @@ export type WorkerMessage =
   | { readonly type: 'stats'; readonly id: number; readonly stats: Readonly<Record<string, number>> }
   | { readonly type: 'activity'; readonly activity: DecodeActivity }
   | { readonly type: 'batch'; readonly messages: readonly WorkerMessage[] };
-
-/** Thrown by runners for a bad item; becomes an `INVALID_INPUT` result for that item only. */
-export class InputError extends Error {
-  override readonly name = 'InputError';
-  readonly field: string | undefined;
-
-  constructor(field: string | undefined, message: string) {
-    super(message);
-    this.field = field;
-  }
-}
-
-/** Turns anything thrown in the worker into plain data. */
-export function serializeError(error: unknown): SerializedError {
-  if (error instanceof InputError) {
-    return error.field === undefined
-      ? { code: 'INVALID_INPUT', message: error.message }
-      : { code: 'INVALID_INPUT', message: error.message, field: error.field };
-  }
-  if (error instanceof Error) {
-    return error.stack === undefined
-      ? { code: 'HANDLER_ERROR', message: error.message }
-      : { code: 'HANDLER_ERROR', message: error.message, stack: error.stack };
-  }
-  return { code: 'HANDLER_ERROR', message: String(error) };
-}
