@@ -2,6 +2,8 @@
 // own, two web replicas and two model workers as real CLI processes, steady mixed load, and a seeded fault loop for
 // CHAOS_MINUTES (default 5); then the checks, the tables and bench/results/chaos-<broker>.json. Exits 1 on any
 // violation. See test/chaos/README.md.
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { pollUntil } from '@microbatch/test-kit';
 import { type ChaosConfig, readChaosConfig } from './chaos-config.js';
 import { judge } from './checks/verdict.js';
@@ -31,6 +33,7 @@ async function runOn(kind: BrokerKind, config: ChaosConfig): Promise<boolean> {
     frameworks: FRAMEWORKS,
     workers: WORKERS,
     claimIdleMs: config.claimIdleMs,
+    log,
     onUnexpectedExit: (exit) => {
       unexpectedExits.push(exit);
       log(`UNEXPECTED EXIT ${exit.id} (code ${exit.code}, signal ${exit.signal}); restarting it`);
@@ -82,6 +85,9 @@ async function runOn(kind: BrokerKind, config: ChaosConfig): Promise<boolean> {
     log(`load: ${records.length} requests; draining`);
     const leftovers = await drained(() => broker.leftovers(), config);
     await fleet.stop();
+    const logs = join(tmpdir(), `microbatch-chaos-${kind}-${startedAt}`);
+    fleet.writeLogs(logs);
+    log(`process logs: ${logs}`);
     const run = { cases, records, faults, incarnations: fleet.incarnations, unexpectedExits, leftovers, loadEndedAt };
     const verdict = judge(run);
     const facts = {

@@ -94,10 +94,18 @@ function natsBroker(nats: TestNats, queue: string): ChaosBroker {
         const info = await manager.streams.info(stream);
         const consumers = await manager.consumers.list(stream).next();
         const pending = consumers.reduce((sum, consumer) => sum + consumer.num_ack_pending, 0);
+        // Where each consumer stands, so an entry left behind can be told apart: never delivered, or given up on.
+        const where = consumers.map(
+          (consumer) =>
+            `${consumer.name}: ${consumer.num_pending} undelivered, ${consumer.num_ack_pending} ack pending, ` +
+            `${consumer.num_redelivered} redelivered, delivered up to seq ${consumer.delivered.stream_seq}, ` +
+            `ack floor seq ${consumer.ack_floor.stream_seq}`,
+        );
+        const { messages, first_seq: first, last_seq: last } = info.state;
         return {
-          entries: info.state.messages,
+          entries: messages,
           pending,
-          detail: `stream ${stream}: ${info.state.messages} messages; consumers' ack pending: ${pending}`,
+          detail: `stream ${stream}: ${messages} messages (seq ${first}..${last}); consumers: ${where.join('; ') || 'none'}`,
         };
       } finally {
         await connection.close();

@@ -1,13 +1,18 @@
 // The fleet under chaos: web replicas (`microbatch serve --queue`) and model workers (`microbatch worker --queue`) as
 // real CLI processes over one broker. Each process start is an incarnation; the fleet remembers which ones the fault
 // loop killed, so an exit nobody asked for, and the requests of a replica that did not stay up, are told apart.
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type ChildHandle, startProcess, startServerProcess } from '@microbatch/test-kit';
 
 const BIN = fileURLToPath(new URL('../../../packages/cli/bin/microbatch.js', import.meta.url));
 const MODEL_DIR = fileURLToPath(new URL('../../../models/tinystories-656k', import.meta.url));
-/** The CLI's ready lines, as pino writes them off a terminal. */
-const REPLICA_READY = /"url":"(http:[^"]+)","msg":"ready"/;
+/**
+ * The CLI's lines, as pino writes them off a terminal. A replica is up once it listens: its `ready` line waits for a
+ * live worker, and until then it answers 503 at once, which is part of what the run checks.
+ */
+const REPLICA_LISTENING = /"url":"(http:[^"]+)","msg":"listening"/;
 const WORKER_READY = /"msg":"worker ready"/;
 /** Model loads on a machine 2-3x slower, other engineers' tests beside it: a hang guard only. */
 const START_TIMEOUT_MS = 120_000;
@@ -52,6 +57,8 @@ export interface FleetOptions {
   readonly claimIdleMs: number;
   /** Told of each exit nobody asked for (the fleet restarts the member, so the run goes on with its capacity). */
   readonly onUnexpectedExit: (exit: UnexpectedExit) => void;
+  /** Told when a member that exited by itself is back. */
+  readonly log: (line: string) => void;
 }
 
 /**
@@ -82,6 +89,14 @@ export class Fleet {
     ];
   }
 
+  /**
+   * Writes what each incarnation printed to `<dir>/<id>.log`, for the report's examples to be followed up.
+   */
+  writeLogs(dir: string): void {
+    mkdirSync(dir, { recursive: true });
+    for (const one of this.#all) writeFileSync(join(dir, `${one.id.replace('#', '.')}.log`), one.handle.output());
+  }
+
   /** Every incarnation so far, in start order. */
   get incarnations(): readonly Incarnation[] {
     return this.#all;
@@ -98,7 +113,7 @@ export class Fleet {
     await Promise.all(this.members.filter((name) => name.startsWith('replica-')).map((name) => this.#spawn(name)));
   }
 
-  /** SIGKILLs the member's current incarnation, then starts it again and waits for its ready line. */
+  /** SIGKILLs the member's current incarnation, then starts it again and waits until it is up (listening, ready). */
   async killAndRestart(member: string): Promise<{ killed: string; started: string }> {
     const killed = this.#live(member);
     killed.expectedExit = true;
@@ -148,7 +163,7 @@ export class Fleet {
     if (role === 'replica') {
       const framework = member.slice('replica-'.length);
       const args = [BIN, 'serve', '--queue', queueUrl, '--model', queue, '--framework', framework, '--port', '0'];
-      const server = await startServerProcess({ args, ready: REPLICA_READY, readyTimeoutMs: START_TIMEOUT_MS });
+      const server = await startServerProcess({ args, ready: REPLICA_LISTENING, readyTimeoutMs: START_TIMEOUT_MS });
       handle = server;
       url = server.url;
     } else {
@@ -184,14 +199,16 @@ export class Fleet {
     });
     // The run goes on with the fleet's capacity: the member comes back, as a supervisor would bring it back.
     if (!this.#stopping && this.#current.get(incarnation.member) === incarnation) {
-      this.#spawn(incarnation.member).catch((error: unknown) =>
-        this.#options.onUnexpectedExit({
-          id: `${incarnation.member}#restart`,
-          at: Date.now(),
-          code: null,
-          signal: null,
-          tail: String(error).slice(-2_000),
-        }),
+      this.#spawn(incarnation.member).then(
+        (started) => this.#options.log(`${started.id} started after ${incarnation.id} exited by itself`),
+        (error: unknown) =>
+          this.#options.onUnexpectedExit({
+            id: `${incarnation.member}#restart`,
+            at: Date.now(),
+            code: null,
+            signal: null,
+            tail: String(error).slice(-2_000),
+          }),
       );
     }
   }
