@@ -101,7 +101,15 @@ describe('judge', () => {
       run({
         records: [request(0, 'replica-b#1', 0, 10, {})],
         incarnations: [incarnation('replica-a#1'), incarnation('worker-1#1', {}, 'Unhandled rejection: boom\n')],
-        unexpectedExits: [{ id: 'worker-2#1', at: 5, code: null, signal: 'SIGABRT', tail: 'Redis lost' }],
+        unexpectedExits: [
+          {
+            id: 'worker-2#1',
+            at: 5,
+            code: 1,
+            signal: null,
+            tail: '{"msg":"batch"}\n{"msg":"broker down"}\nnode:internal/process/promises:391\n    triggerUncaughtException(err, true);\n\nError: read ECONNRESET\n    at TCP.onStreamRead\n',
+          },
+        ],
         leftovers: { entries: 2, pending: 1, detail: 'XLEN = 2, XPENDING = 1' },
       }),
     );
@@ -110,6 +118,10 @@ describe('judge', () => {
       ['unhandled', 1],
       ['orphaned-entries', 1],
     ]);
+    // The example quotes the crash's last log line and its error, not the stack.
+    expect(verdict.violations[0]?.example).toBe(
+      'worker-2#1 exited (code 1, signal null): {"msg":"broker down"} … Error: read ECONNRESET',
+    );
     expect(verdict.passed).toBe(false);
   });
 

@@ -95,10 +95,7 @@ export function judge(run: RunRecord): Verdict {
     tallyFaults(run, record, bad, faults);
   }
   for (const exit of run.unexpectedExits) {
-    violate(
-      'unexpected-exit',
-      `${exit.id} exited (code ${exit.code}, signal ${exit.signal}): …${exit.tail.slice(-600)}`,
-    );
+    violate('unexpected-exit', `${exit.id} exited (code ${exit.code}, signal ${exit.signal}): ${crashOf(exit.tail)}`);
   }
   for (const one of run.incarnations) {
     const line = one.handle
@@ -140,6 +137,19 @@ function tallyFaults(run: RunRecord, record: RequestRecord, bad: boolean, faults
       if (bad) tally.afterViolations += 1;
     }
   });
+}
+
+/** The lines of a crash worth quoting: its last log line and the first error line after it (not a native stack). */
+function crashOf(tail: string): string {
+  const lines = tail.split('\n').filter((line) => line.trim() !== '');
+  const lastLog = lines.findLastIndex((line) => line.startsWith('{'));
+  const error = lines
+    .slice(lastLog + 1)
+    .find((line) => /^\w*(Error|Exception)\b|Unhandled|terminate called/.test(line));
+  return [lines[lastLog], error ?? lines.at(-1)]
+    .filter((line) => line !== undefined)
+    .join(' … ')
+    .slice(0, 800);
 }
 
 function describeRequest(record: RequestRecord, expected: string): string {

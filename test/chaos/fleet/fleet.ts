@@ -195,7 +195,7 @@ export class Fleet {
       at: incarnation.downAt,
       code,
       signal,
-      tail: incarnation.handle.output().slice(-2_000),
+      tail: incarnation.handle.output().slice(-8_000), // past a native stack, to its JS error
     });
     // The run goes on with the fleet's capacity: the member comes back, as a supervisor would bring it back.
     if (!this.#stopping && this.#current.get(incarnation.member) === incarnation) {
