@@ -1,7 +1,7 @@
 // The chaos run's broker: a redis-server or nats-server -js of its own (test-kit), killed and restarted on the same
 // port, and asked after the run what request entries it still holds.
 import { execFile } from 'node:child_process';
-import { jetstreamManager } from '@nats-io/jetstream';
+import { type JetStreamManager, jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { type TestNats, type TestRedis, startNatsServer, startRedisServer } from '@microbatch/test-kit';
 
@@ -102,16 +102,40 @@ function natsBroker(nats: TestNats, queue: string): ChaosBroker {
             `ack floor seq ${consumer.ack_floor.stream_seq}`,
         );
         const { messages, first_seq: first, last_seq: last } = info.state;
+        const left =
+          messages === 0 ? '' : `; left: ${(await storedTimes(manager, stream, first, last, messages)).join(', ')}`;
         return {
           entries: messages,
           pending,
-          detail: `stream ${stream}: ${messages} messages (seq ${first}..${last}); consumers: ${where.join('; ') || 'none'}`,
+          detail: `stream ${stream}: ${messages} messages (seq ${first}..${last}); consumers: ${where.join('; ') || 'none'}${left}`,
         };
       } finally {
         await connection.close();
       }
     },
   };
+}
+
+/** At most this many entries left behind are listed, each with its sequence and when the stream stored it. */
+const LISTED_LEFTOVERS = 20;
+
+/**
+ * `seq@time` of the messages a stream still holds (the first {@link LISTED_LEFTOVERS}), so they can be matched with
+ * the fault log's times: left by a broker restart, a worker's kill, or a replica's.
+ */
+async function storedTimes(
+  manager: JetStreamManager,
+  stream: string,
+  first: number,
+  last: number,
+  messages: number,
+): Promise<string[]> {
+  const found: string[] = [];
+  for (let seq = first; seq <= last && found.length < Math.min(messages, LISTED_LEFTOVERS); seq += 1) {
+    const message = await manager.streams.getMessage(stream, { seq }).catch(() => null);
+    if (message !== null) found.push(`${seq}@${message.time.toISOString()}`);
+  }
+  return found;
 }
 
 /** One reply from Redis, through the `redis-cli` that comes with `redis-server`. */
