@@ -85,9 +85,6 @@ async function runOn(kind: BrokerKind, config: ChaosConfig): Promise<boolean> {
     log(`load: ${records.length} requests; draining`);
     const leftovers = await drained(() => broker.leftovers(), config);
     await fleet.stop();
-    const logs = join(tmpdir(), `microbatch-chaos-${kind}-${startedAt}`);
-    fleet.writeLogs(logs);
-    log(`process logs: ${logs}`);
     const run = { cases, records, faults, incarnations: fleet.incarnations, unexpectedExits, leftovers, loadEndedAt };
     const verdict = judge(run);
     const facts = {
@@ -112,6 +109,10 @@ async function runOn(kind: BrokerKind, config: ChaosConfig): Promise<boolean> {
   } finally {
     await fleet.stop();
     await broker.stop();
+    // Also when the run could not complete: what each process printed is where to look.
+    const logs = join(tmpdir(), `microbatch-chaos-${kind}-${Date.now()}`);
+    fleet.writeLogs(logs);
+    log(`process logs: ${logs}`);
   }
 }
 
@@ -132,6 +133,7 @@ async function drained(read: () => Promise<Leftovers>, config: ChaosConfig): Pro
 
 const config = readChaosConfig(process.env);
 let passed = true;
+let incomplete = false;
 for (const kind of config.brokers) {
   try {
     passed = (await runOn(kind, config)) && passed;
@@ -141,7 +143,11 @@ for (const kind of config.brokers) {
       `${kind}: the run could not complete: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`,
     );
     passed = false;
+    incomplete = true;
   }
 }
-log(passed ? 'PASS on every broker' : 'FAIL: violations found (see the tables above)');
+const failure = incomplete
+  ? 'FAIL: a run could not complete (see above)'
+  : 'FAIL: violations found (see the tables above)';
+log(passed ? 'PASS on every broker' : failure);
 process.exit(passed ? 0 : 1);

@@ -1,7 +1,6 @@
 // The one right text of each prompt, computed before any fault by an uninterrupted run on the same fleet: each
 // prompt alone, whole and streamed, then all of them at once (batched together). A prompt whose greedy text is not
 // the same every way is dropped, so a later difference is the fleet's fault, never the model's batch numerics.
-import type { Exchange } from '../checks/outcome.js';
 import { sendCompletion } from './send-request.js';
 
 /** A prompt and the greedy text every answer to it must be. */
@@ -22,6 +21,11 @@ export const PROMPTS: readonly string[] = [
   'Sam found a red ball',
 ];
 
+/** How many times the baseline asks one question before it gives up on the fleet. */
+const BASELINE_ATTEMPTS = 5;
+/** The pause before asking again: a replica's 503 says `Retry-After: 1`. */
+const BASELINE_RETRY_PAUSE_MS = 1_000;
+
 /** Fewer prompts than this left after the agreement check: the harness refuses to run. */
 const MIN_PROMPTS = 3;
 
@@ -37,7 +41,8 @@ export interface BaselineOptions {
 
 /**
  * Runs every prompt alone (whole, then streamed) and all at once (each both ways), and keeps the prompts whose
- * answers all agree, with that text. Throws if any answer is not a complete 200, or if too few prompts agree.
+ * answers all agree, with that text. A question answered otherwise than by a complete 200 is asked again (up to 5
+ * times); throws if one never is, or if too few prompts agree.
  *
  * @example
  * ```ts
@@ -48,27 +53,28 @@ export async function computeBaseline(options: BaselineOptions): Promise<PromptC
   const { urls, maxTokens, giveUpMs } = options;
   if (urls.length === 0) throw new TypeError('Expected at least one replica URL for the baseline');
   const answers = new Map<string, string[]>(PROMPTS.map((prompt) => [prompt, []]));
-  const take = (prompt: string, exchange: Exchange): void => {
-    const complete = exchange.end === 'body' || exchange.end === 'done';
-    if (exchange.status !== 200 || !complete) {
-      throw new Error(`The baseline run failed for ${JSON.stringify(prompt)}: ${JSON.stringify(exchange)}`);
-    }
-    answers.get(prompt)?.push(exchange.text);
-  };
   let turn = 0;
-  const urlFor = (): string => urls[turn++ % urls.length] as string;
-  for (const prompt of PROMPTS) {
-    for (const stream of [false, true]) {
-      take(prompt, await sendCompletion({ url: urlFor(), prompt, maxTokens, stream, giveUpMs }));
+  // One complete 200 per question: a refusal (a 503 while a starved worker's heartbeat is late) is asked again, since
+  // the baseline learns texts and judges nothing; a fleet that never answers is an error.
+  const ask = async (prompt: string, stream: boolean): Promise<void> => {
+    for (let attempt = 1; ; attempt += 1) {
+      const url = urls[turn++ % urls.length] as string;
+      const exchange = await sendCompletion({ url, prompt, maxTokens, stream, giveUpMs });
+      if (exchange.status === 200 && (exchange.end === 'body' || exchange.end === 'done')) {
+        answers.get(prompt)?.push(exchange.text);
+        return;
+      }
+      if (attempt === BASELINE_ATTEMPTS) {
+        throw new Error(`The baseline run failed for ${JSON.stringify(prompt)}: ${JSON.stringify(exchange)}`);
+      }
+      options.log(`baseline: ${JSON.stringify(prompt)} asked again after ${exchange.status} ${exchange.end}`);
+      await new Promise((resolve) => setTimeout(resolve, BASELINE_RETRY_PAUSE_MS));
     }
+  };
+  for (const prompt of PROMPTS) {
+    for (const stream of [false, true]) await ask(prompt, stream);
   }
-  const together = PROMPTS.flatMap((prompt) =>
-    [false, true].map(async (stream) => {
-      const exchange = await sendCompletion({ url: urlFor(), prompt, maxTokens, stream, giveUpMs });
-      return { prompt, exchange };
-    }),
-  );
-  for (const { prompt, exchange } of await Promise.all(together)) take(prompt, exchange);
+  await Promise.all(PROMPTS.flatMap((prompt) => [false, true].map((stream) => ask(prompt, stream))));
   const cases: PromptCase[] = [];
   for (const [prompt, texts] of answers) {
     const distinct = new Set(texts);
