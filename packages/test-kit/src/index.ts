@@ -11,7 +11,7 @@ export type { SseMessage } from './sse.js';
 export { pollUntil, waitFor } from './wait-for.js';
 export { samplesOf } from './metrics-text.js';
 export { startRedisServer } from './redis-server.js';
-export type { TestRedis } from './redis-server.js';
+export type { TestRedis, TestRedisOptions } from './redis-server.js';
 export { startNatsServer } from './nats-server.js';
 export type { TestNats } from './nats-server.js';
 export { DataType, encodeModel, encodeModelParts, writeModel } from './onnx-writer.js';
