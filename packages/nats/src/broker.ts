@@ -177,6 +177,22 @@ export async function ensureProgressStream(
   }
 }
 
+/**
+ * Removes entries the workers' consumer has acknowledged but the stream still holds, and returns how many. A
+ * work-queue stream deletes an entry when it is acknowledged; after a NATS crash, the consumer's acknowledgement
+ * floor can come back ahead of those deletions (they were not yet on disk), and such entries are delivered to
+ * nobody again but hold the queue's `max_msgs` bound for good. Everything below the floor was acknowledged, so
+ * purging up to it loses nothing.
+ */
+export async function dropAcknowledged(manager: JetStreamManager, names: QueueNames): Promise<number> {
+  const consumer = await manager.consumers.info(names.stream, names.consumer);
+  const floor = consumer.ack_floor.stream_seq;
+  const stream = await manager.streams.info(names.stream);
+  if (stream.state.messages === 0 || stream.state.first_seq > floor) return 0;
+  const { purged } = await manager.streams.purge(names.stream, { seq: floor + 1 });
+  return purged;
+}
+
 /** Creates (or updates) the durable pull consumer every worker shares: explicit acks, `ack_wait`. */
 export async function ensureConsumer(
   manager: JetStreamManager,

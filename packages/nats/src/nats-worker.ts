@@ -27,6 +27,7 @@ import {
 } from '@microbatch/transport';
 import {
   type BrokerConnection,
+  dropAcknowledged,
   ensureConsumer,
   ensureProgressStream,
   ensureStream,
@@ -198,6 +199,15 @@ class Worker {
         const jsm = await manager(connection, this.#settings.commandTimeoutMs);
         await ensureStream(jsm, this.#names, undefined);
         await ensureConsumer(jsm, this.#names, this.#settings);
+        const dropped = await dropAcknowledged(jsm, this.#names);
+        if (dropped > 0) {
+          this.#log(
+            'info',
+            `[worker ${this.workerId}] dropped ${plural(dropped)} NATS kept after their acknowledgement`,
+            { dropped },
+            'dropped acknowledged entries',
+          );
+        }
         if (this.#settings.resumable !== undefined)
           await ensureProgressStream(jsm, this.#names, this.#settings.progressTtlMs);
         this.#manager = jsm;
