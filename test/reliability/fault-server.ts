@@ -4,6 +4,11 @@
 // reports the queue, the pool and the process's handles and listeners. It prints `listening on URL`, then
 // `ready: URL` once the model is loaded, or `load failed: ...` on stderr and stays up, answering 503.
 //
+// The batchers run on an `OffsetClock`: real time, which a test can jump forward (`POST /__clock`). A test gives
+// `executionTimeoutMs` a value no run reaches on real time (an hour) and jumps there once the batch it wants timed
+// out runs: the limit passes exactly then, and never for a batch that merely waits for a worker being replaced,
+// however slow the machine. Batch windows (`batchWaitTimeoutMs`) stay on real time.
+//
 // Prompt markers: `__exit__` makes the worker `process.exit`, `__throw__` throws an uncaught exception in it,
 // `__hang__` busy-loops it forever, `__poison__` makes the batch handler throw on the main thread.
 //
@@ -13,6 +18,7 @@
 //   POST /stream          the same model, streamed as Server-Sent Events
 //   GET /healthz, /readyz createHealth from @microbatch/prometheus
 //   GET /__stats          test-only counters (never mount anything like it in production)
+//   POST /__clock         test-only: `{ "advance": ms }` jumps the batchers' clock forward, answers `{ "fired" }`
 //
 // Environment: PORT (0), HOST (127.0.0.1), MODEL_DIR (the bundled model), EXECUTION_TIMEOUT_MS (4000),
 // MAX_QUEUE_SIZE (256), MAX_BATCH_SIZE (8), BATCH_WAIT_MS (50), START_TIMEOUT_MS (30000), SCHEDULING (the runner's
@@ -26,6 +32,7 @@ import { batchErrorHandler, batchRoute } from '@microbatch/express';
 import { createTextGenerationParser, textGenerationBatchKey } from '@microbatch/inference';
 import type { TextGenerationInput, TextGenerationOutput } from '@microbatch/inference';
 import { createHealth, toNodeHandler } from '@microbatch/prometheus';
+import { OffsetClock } from '@microbatch/test-kit';
 import { createWorkerPoolForTesting } from '../../packages/inference/src/testing.js';
 import { MARKERS } from './helpers/markers.js';
 
@@ -75,7 +82,10 @@ function handlerFor(route: string) {
   };
 }
 
+/** The batchers' clock: real time plus the jumps a test makes through `POST /__clock`. */
+const clock = new OffsetClock();
 const common = {
+  clock,
   maxBatchSize,
   batchWaitTimeoutMs,
   maxQueueSize,
@@ -106,7 +116,8 @@ const sockets = new Set<Socket>();
 
 const app = express();
 app.use((req, res, next) => {
-  if (req.path !== '/__stats') {
+  // The test-only routes are not the traffic under test.
+  if (!req.path.startsWith('/__')) {
     counts.requests += 1;
     open.add(res);
     res.once('close', () => {
@@ -146,6 +157,14 @@ app.get('/healthz', toNodeHandler(health.liveness));
 app.get('/readyz', toNodeHandler(health.readiness));
 app.get('/__stats', (_req, res) => {
   void stats().then((body) => res.set('Cache-Control', 'no-store').json(body));
+});
+app.post('/__clock', express.json(), (req, res) => {
+  const advance = (req.body as { advance?: unknown } | undefined)?.advance;
+  if (typeof advance !== 'number' || !Number.isFinite(advance) || advance < 0) {
+    res.status(400).json({ error: { code: 'INVALID_INPUT', message: 'Expected a body { "advance": ms >= 0 }' } });
+    return;
+  }
+  res.set('Cache-Control', 'no-store').json({ fired: clock.advance(advance) });
 });
 app.use(batchErrorHandler());
 

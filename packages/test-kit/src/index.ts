@@ -6,6 +6,7 @@ export type { Deferred, Settlement } from './deferred.js';
 export { closeServer, listen, serverUrlOf } from './http-server.js';
 export type { TestServer } from './http-server.js';
 export { ManualClock, flush } from './manual-clock.js';
+export { OffsetClock } from './offset-clock.js';
 export { parseSse, readSse, sseValues } from './sse.js';
 export type { SseMessage } from './sse.js';
 export { pollUntil, waitFor } from './wait-for.js';

@@ -87,6 +87,21 @@ export async function faultStats(server: ServerProcess): Promise<FaultStats> {
   return JSON.parse(body) as FaultStats;
 }
 
+/**
+ * Jumps the fault server's batcher clock `ms` forward (`POST /__clock`): the timers it reaches (an
+ * `executionTimeoutMs` of a running batch) fire at once, in the server, before it answers. Returns how many fired.
+ */
+export async function advanceClock(server: ServerProcess, ms: number): Promise<number> {
+  const { status, body } = await answer(server.url, '/__clock', {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ advance: ms }),
+    timeoutMs: 10_000,
+  });
+  if (status !== 200) throw new Error(`/__clock answered ${status}: ${body}`);
+  return (JSON.parse(body) as { fired: number }).fired;
+}
+
 /** True once nothing is queued or running anywhere and the pool's worker is loaded and idle. */
 export function idle(stats: FaultStats): boolean {
   const batchersIdle = Object.values(stats.batchers).every(
