@@ -24,8 +24,12 @@ interface Client {
   readonly maxTokens: number;
 }
 
-/** The storm's clients, the same on every run. */
-function clients(): Client[] {
+/**
+ * The storm's clients, the same on every run but for when the random leavers leave: within `windowMs`, derived from
+ * the machine's speed (a fixed window let every leaver leave while still queued on a loaded machine, so none left a
+ * running batch).
+ */
+function clients(windowMs: number): Client[] {
   const random = prng(SEED);
   return Array.from({ length: CLIENTS }, (_, index) => {
     const r = random();
@@ -35,7 +39,7 @@ function clients(): Client[] {
     if (m < 0.15) return { index, route, mode: 'complete', maxTokens };
     if (m < 0.25) return { index, route, mode: 'early', abortAfterMs: Math.floor(random() * 3), maxTokens };
     if (route === '/stream' && m < 0.55) return { index, route, mode: 'mid-stream', maxTokens };
-    return { index, route, mode: 'random', abortAfterMs: 5 + Math.floor(random() * 400), maxTokens };
+    return { index, route, mode: 'random', abortAfterMs: 5 + Math.floor(random() * windowMs), maxTokens };
   });
 }
 
@@ -81,6 +85,27 @@ function completeProblem(client: Client, outcome: Outcome): string | undefined {
     : `bad body: ${body.slice(0, 200)}`;
 }
 
+/**
+ * How long random leavers may wait before leaving: at least 400 ms, and 15 times a lone `/generate` request's
+ * latency measured now (the median of three), so that some leave while their batch runs however fast the machine.
+ */
+async function leaveWindowMs(): Promise<number> {
+  const latencies: number[] = [];
+  for (let round = 0; round < 3; round += 1) {
+    const started = performance.now();
+    const outcome = await postJson(
+      server.url,
+      '/generate',
+      { prompt: 'Once upon a time ', max_tokens: 24, temperature: 0 },
+      { timeoutMs: 120_000 },
+    );
+    if (outcome.kind !== 'answered' || outcome.answer.status !== 200) throw new Error('the probe request failed');
+    latencies.push(performance.now() - started);
+  }
+  const median = latencies.sort((a, b) => a - b)[1] as number;
+  return Math.max(400, Math.round(15 * median));
+}
+
 const settled = (stats: FaultStats): boolean => {
   const batchersIdle = Object.values(stats.batchers).every(
     (batcher) => batcher.queueLength === 0 && batcher.inFlightBatches === 0,
@@ -93,10 +118,11 @@ const settled = (stats: FaultStats): boolean => {
 
 describe(`a disconnect storm of ${CLIENTS} clients (${CONCURRENCY} at a time)`, () => {
   it('leaves nothing behind, and every client that waited got exactly one answer', async () => {
+    const windowMs = await leaveWindowMs();
     const baselineRead = await pollUntil(() => faultStats(server), settled, 30_000);
     const baseline = baselineRead.value;
     const rssBefore = server.rssBytes();
-    const all = clients();
+    const all = clients(windowMs);
     const outcomes: Outcome[] = new Array(all.length);
     let next = 0;
     const started = performance.now();
