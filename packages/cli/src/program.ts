@@ -73,6 +73,8 @@ export interface ServeFlags {
   readonly maxLatencyMs?: number;
   /** The most requests waiting (with `queue`: queued or running across every replica); then 503 `QUEUE_FULL`. */
   readonly maxQueueSize?: number;
+  /** With `queue` only: how long waiting requests wait for a worker once none is alive, then 503. */
+  readonly workerGraceMs?: number;
   readonly port: number;
   readonly host: string;
   readonly framework: (typeof FRAMEWORKS)[number];
@@ -144,6 +146,7 @@ const FLAG_MODES: Readonly<Record<string, { readonly flag: string; readonly mode
   batchWaitMs: { flag: '--batch-wait-ms', modes: ['serve request', 'worker continuous', 'worker request'] },
   maxLatencyMs: { flag: '--max-latency-ms', modes: ['serve continuous', 'serve request', 'web replica'] },
   maxQueueSize: { flag: '--max-queue-size', modes: ['serve continuous', 'serve request', 'web replica'] },
+  workerGraceMs: { flag: '--worker-grace-ms', modes: ['web replica'] },
   workers: { flag: '--workers', modes: ['serve continuous', 'serve request', 'worker continuous', 'worker request'] },
   threads: { flag: '--threads', modes: ['serve continuous', 'serve request', 'worker continuous', 'worker request'] },
   executionProvider: {
@@ -163,6 +166,9 @@ function whyUseless(key: string, mode: Mode): string {
       ? 'a web replica (--queue) loads no model; --model only names the queue'
       : 'a web replica (--queue) runs no model, its workers do: set it on `microbatch worker` (a replica honours ' +
           '--max-latency-ms and --max-queue-size)';
+  }
+  if (key === 'workerGraceMs') {
+    return 'only a web replica (--queue) waits for workers; a local server runs its model itself';
   }
   if (key === 'maxSequences') {
     return 'with --scheduling request there is no decode loop; a batch holds up to --max-batch-size requests';
@@ -360,6 +366,13 @@ export function createProgram(
       `the most requests waiting, then 503 QUEUE_FULL (default: ${DEFAULTS.maxQueueSize}). Locally: per batcher ` +
         '(whole and streamed completions); with --queue: queued or running across all replicas',
       integer(1),
+    )
+    .option(
+      '--worker-grace-ms <ms>',
+      'with --queue: once no worker is alive, how long the requests already waiting wait for one (a worker ' +
+        'restarted or replaced within it serves them) before 503; new requests are refused with 503 meanwhile ' +
+        '(default: 5000; 0: at once)',
+      milliseconds,
     )
     .option('--port <n>', 'port to listen on (0: any free port)', integer(0, 65_535), 8000)
     .option('--host <host>', 'address to listen on', '127.0.0.1')

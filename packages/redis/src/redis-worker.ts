@@ -94,7 +94,7 @@ const SWEEP_COUNT = 256;
  * Starts a model worker on a Redis queue. Whenever one of its `concurrency` slots is free it pulls what is waiting
  * (up to `maxBatchSize` entries, from every web replica) through the queue's consumer group, skips entries whose
  * deadline passed, runs the named handler (entries of different handlers or batch keys go in separate calls),
- * sends each answer to its replica's reply stream, then acknowledges and deletes the entries. It heartbeats, keeps
+ * sends each answer to its replica's reply stream, and acknowledges and deletes each entry once answered. It heartbeats, keeps
  * its running entries from being taken over, and takes over entries of workers that stopped (after `claimIdleMs`);
  * an entry that was delivered `maxDeliveries` times is answered with an error. It reconnects, and recreates the
  * consumer group, when Redis returns.
@@ -178,13 +178,15 @@ class Worker {
       await sleep(50);
     }
     // Redis may go again before the group exists: try until it is there (or the worker is closed).
-    while (!(await this.#ensureGroup().then(
-      () => true,
-      (error: unknown) => {
-        if (!isConnectionError(error)) throw error;
-        return false;
-      },
-    ))) {
+    while (
+      !(await this.#ensureGroup().then(
+        () => true,
+        (error: unknown) => {
+          if (!isConnectionError(error)) throw error;
+          return false;
+        },
+      ))
+    ) {
       if (this.#stopping) return;
       await sleep(100);
     }

@@ -49,7 +49,7 @@ describe('a Redis worker whose broker is killed and restarted', () => {
     // (A worker that exited is reported at once, with what it printed.)
     const exited = () => worker!.process.exitInfo() !== undefined;
     await until('the replica to see the worker again', async () => exited() || (await replica!.isReady()));
-    expect(exited(), worker.process.output()).toBe(false);
+    if (exited()) throw new Error(`The worker exited:\n${worker.process.output()}`);
 
     // The same worker process serves new requests: a call and a whole stream.
     const echo = replica.batcher<string, string>('echo');
