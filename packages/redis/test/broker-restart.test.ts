@@ -26,7 +26,14 @@ const logs = (child: ChildWorker): string[] =>
 describe('a Redis worker whose broker is killed and restarted', () => {
   it('stays up with streams in flight (no exit, no unhandled rejection) and serves new requests after the restart', async () => {
     const queue = 'restart';
-    worker = await startChildWorker({ REDIS_URL: redis.url, QUEUE: queue, MODE: 'answer', LOG: '1', TICK_MS: '10', CONCURRENCY: '3' });
+    worker = await startChildWorker({
+      REDIS_URL: redis.url,
+      QUEUE: queue,
+      MODE: 'answer',
+      LOG: '1',
+      TICK_MS: '10',
+      CONCURRENCY: '3',
+    });
     replica = createRedisQueue({ url: redis.url, queue });
     await replica.ready;
     await until('the replica to see the worker', () => replica!.isReady());
