@@ -71,7 +71,8 @@ export interface NatsQueueOptions extends NatsQueueTarget {
    * How long this replica's waiting items wait for a worker once none is alive (the last one stopped or went silent
    * for `heartbeatTtlMs`): a worker restarted or replaced within it serves them. When it runs out with still no
    * worker, they are answered 503 `UNAVAILABLE`; an item's own deadline ends it first (504). New calls are refused
-   * with 503 at once while no worker is alive, grace or not. 0: the waiting items fail as soon as the last worker is gone.
+   * with 503 at once while no worker is alive, grace or not. 0: the waiting items fail as soon as the last worker is
+   * gone.
    * @default 5000
    */
   readonly workerGraceMs?: number;

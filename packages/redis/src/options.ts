@@ -55,8 +55,9 @@ export interface RedisQueueOptions extends RedisQueueTarget {
   readonly timeoutMs?: number;
   /**
    * A worker whose last heartbeat is older than this counts as gone: with none alive, new items are refused at once
-   * with 503 `UNAVAILABLE` (as readiness says) and this replica's waiting items are answered the same way after `workerGraceMs`. The
-   * replica heartbeats every third of it too; when it stops (killed), workers drop its entries within this time.
+   * with 503 `UNAVAILABLE` (as readiness says) and this replica's waiting items are answered the same way after
+   * `workerGraceMs`. The replica heartbeats every third of it too; when it stops (killed), workers drop its entries
+   * within this time.
    * @default 3000
    */
   readonly heartbeatTtlMs?: number;
@@ -64,7 +65,8 @@ export interface RedisQueueOptions extends RedisQueueTarget {
    * How long this replica's waiting items wait for a worker once none is alive (the last one stopped or went silent
    * for `heartbeatTtlMs`): a worker restarted or replaced within it serves them. When it runs out with still no
    * worker, they are answered 503 `UNAVAILABLE`; an item's own deadline ends it first (504). New calls are refused
-   * with 503 at once while no worker is alive, grace or not. 0: the waiting items fail as soon as the last worker is gone.
+   * with 503 at once while no worker is alive, grace or not. 0: the waiting items fail as soon as the last worker is
+   * gone.
    * @default 5000
    */
   readonly workerGraceMs?: number;

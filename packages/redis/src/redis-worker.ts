@@ -94,10 +94,11 @@ const SWEEP_COUNT = 256;
  * Starts a model worker on a Redis queue. Whenever one of its `concurrency` slots is free it pulls what is waiting
  * (up to `maxBatchSize` entries, from every web replica) through the queue's consumer group, skips entries whose
  * deadline passed, runs the named handler (entries of different handlers or batch keys go in separate calls),
- * sends each answer to its replica's reply stream, and acknowledges and deletes each entry once answered. It heartbeats, keeps
- * its running entries from being taken over, and takes over entries of workers that stopped (after `claimIdleMs`);
- * an entry that was delivered `maxDeliveries` times is answered with an error. It reconnects, and recreates the
- * consumer group, when Redis returns.
+ * sends each answer to its replica's reply stream, and acknowledges and deletes each entry once answered. It
+ * heartbeats, keeps the entries it holds from being taken over, and takes over entries of workers that stopped (after
+ * `claimIdleMs`); an entry that was delivered `maxDeliveries` times is answered with an error. While Redis is gone it
+ * pulls nothing and its running batches finish (an item whose write failed sends nothing more and is not
+ * acknowledged); it reconnects, and recreates the consumer group, when Redis returns.
  *
  * @example
  * ```ts
