@@ -298,9 +298,8 @@ describe.each(selected)('transport: $name', (driver) => {
     const queue = nextQueue();
     const statuses: string[] = [];
     const outcomes: string[] = [];
-    // The replica sees the worker gone within half a second; the grace is far longer than a replacement's start.
+    // The replica sees the worker gone after its heartbeat ttl (3 s); the grace is far longer than a replacement's start.
     const a = replica(queue, {
-      heartbeatTtlMs: 500,
       workerGraceMs: 60_000,
       onStatus: (status) => statuses.push(`${status.event}:${outcomes.length}`),
     });
@@ -340,7 +339,6 @@ describe.each(selected)('transport: $name', (driver) => {
     const statuses: Array<{ event: string; failed?: number; settledBefore: number }> = [];
     let settled = 0;
     const a = replica(queue, {
-      heartbeatTtlMs: 500,
       workerGraceMs: 300,
       onStatus: (status) =>
         statuses.push({
