@@ -24,6 +24,7 @@ export interface TestBroker {
 export interface ReplicaOptions {
   readonly maxQueueSize?: number;
   readonly heartbeatTtlMs?: number;
+  readonly workerGraceMs?: number;
   readonly timeoutMs?: number;
   readonly onStatus?: StatusListener;
 }

@@ -294,10 +294,15 @@ describe.each(selected)('transport: $name', (driver) => {
     expect(idle.stats()).toMatchObject({ batches: 0, reclaimed: 0 });
   });
 
-  it('answers every item of a worker SIGKILLed mid-batch through another worker (0 lost)', async () => {
+  it('answers every item of a worker SIGKILLed mid-batch through a replacement started within the grace (0 lost)', async () => {
     const queue = nextQueue();
-    // A worker is expected back for a minute: the items wait for the rescuer instead of failing with 503.
-    const a = replica(queue, { heartbeatTtlMs: 60_000 });
+    const statuses: string[] = [];
+    const outcomes: string[] = [];
+    // The replica sees the worker gone after its heartbeat ttl (3 s); the grace is far longer than a replacement's start.
+    const a = replica(queue, {
+      workerGraceMs: 60_000,
+      onStatus: (status) => statuses.push(`${status.event}:${outcomes.length}`),
+    });
     const doomed = await startChildWorker(driver, broker.url, { QUEUE: queue, MODE: 'hang', CLAIM_IDLE_MS: '300' });
     await a.ready;
     await until('the replica to see the worker', () => a.isReady());
@@ -305,12 +310,17 @@ describe.each(selected)('transport: $name', (driver) => {
     const inputs = ['a', 'b', 'c', 'd', 'e'];
     // One group, admitted together: the doomed worker's waiting pull takes what has arrived (all of it on Redis,
     // where one script adds the group; on NATS the group's messages are published one by one) and hangs.
-    const answers = echo.callAll(inputs);
+    const answers = echo.callAll(inputs).finally(() => outcomes.push('settled'));
     const doomedBatch = await doomed.batch(0);
     expect(doomedBatch.length).toBeGreaterThan(0);
     expect(inputs).toEqual(expect.arrayContaining(doomedBatch));
+    const seen = statuses.length;
     doomed.process.child.kill('SIGKILL');
     await doomed.process.exited;
+    // No worker alive: new calls are refused at once, the items already waiting keep waiting through the grace.
+    await until('the replica to see the worker gone', () => statuses.slice(seen).includes('workers-down:0'));
+    await expect(echo('late')).rejects.toMatchObject({ code: 'UNAVAILABLE' });
+    expect(outcomes).toEqual([]);
     const rescuer = worker<string, string, never>(queue, {
       claimIdleMs: 300,
       handlers: { echo: async (batch) => batch.map((input) => `rescued:${input}`) },
@@ -319,7 +329,51 @@ describe.each(selected)('transport: $name', (driver) => {
     // What the doomed worker held was taken over; nothing it held was lost or answered twice.
     expect(rescuer.stats()).toMatchObject({ reclaimed: doomedBatch.length, items: inputs.length });
     expect(echo.stats()).toMatchObject({ inFlightBatches: 0, queueLength: 0, succeeded: 5, failed: 0 });
+    // Gone with every item still waiting, back (the rescuer) without any failed: no `workers-gone`.
+    expect(statuses.slice(seen)).toEqual(['workers-down:0', 'workers-up:0']);
     await until('the queue to be empty', async () => (await depth(queue)) === 0);
+  });
+
+  it('answers the items waiting 503 once the grace ran out with no worker back (not when the worker went)', async () => {
+    const queue = nextQueue();
+    const statuses: Array<{ event: string; failed?: number; settledBefore: number }> = [];
+    let settled = 0;
+    const a = replica(queue, {
+      workerGraceMs: 300,
+      onStatus: (status) =>
+        statuses.push({
+          event: status.event,
+          ...('failed' in status ? { failed: status.failed } : {}),
+          settledBefore: settled,
+        }),
+    });
+    const doomed = await startChildWorker(driver, broker.url, { QUEUE: queue, MODE: 'hang', CLAIM_IDLE_MS: '300' });
+    await a.ready;
+    await until('the replica to see the worker', () => a.isReady());
+    const echo = a.batcher<string, string>('echo');
+    const outcomes = ['a', 'b'].map((input) =>
+      echo(input).then(
+        (value) => value,
+        (error: unknown) => ((settled += 1), error),
+      ),
+    );
+    // The worker runs the first (and hangs); the second joins its pull or waits in the broker behind it.
+    expect(['a', 'b']).toEqual(expect.arrayContaining(await doomed.batch(0)));
+    await until('both entries in the broker', async () => (await depth(queue)) === 2);
+    doomed.process.child.kill('SIGKILL');
+    for (const outcome of await Promise.all(outcomes)) {
+      expect(outcome).toMatchObject({
+        code: 'UNAVAILABLE',
+        retryAfterSeconds: 1,
+        message: expect.stringContaining('No worker'),
+      });
+    }
+    // Seen gone with both items still waiting; failed together once the grace ran out, reported once.
+    expect(statuses.slice(-2)).toEqual([
+      { event: 'workers-down', failed: 0, settledBefore: 0 },
+      { event: 'workers-gone', failed: 2, settledBefore: 0 },
+    ]);
+    await until('their entries to be deleted', async () => (await depth(queue)) === 0);
   });
 
   it('answers an entry that crashes every worker with a 500 (HANDLER_ERROR) after maxDeliveries deliveries', async () => {

@@ -36,12 +36,16 @@ export function scheduledHelp(setting: SchedulingSetting, command: 'serve' | 'wo
   const rule = SCHEDULING_RULES[setting];
   const schedulings = rule[command];
   const [only] = schedulings;
-  const refused = [
-    ...SCHEDULINGS.filter((scheduling) => !schedulings.includes(scheduling)).map(
-      (scheduling) => `under ${scheduling} scheduling`,
-    ),
-    ...(command === 'serve' && !rule.replica ? ['with --queue'] : []),
-  ];
+  // A flag only a web replica reads (`serve` has it for `--queue`): refused without --queue, whatever the scheduling.
+  const replicaOnly = command === 'serve' && schedulings.length === 0 && rule.replica;
+  const refused = replicaOnly
+    ? ['without --queue']
+    : [
+        ...SCHEDULINGS.filter((scheduling) => !schedulings.includes(scheduling)).map(
+          (scheduling) => `under ${scheduling} scheduling`,
+        ),
+        ...(command === 'serve' && !rule.replica ? ['with --queue'] : []),
+      ];
   return (
     `${schedulings.length === 1 ? `--scheduling ${only}: ` : ''}${does}` +
     (refused.length === 0 ? '' : `. Refused ${refused.join(' and ')}`)

@@ -64,6 +64,8 @@ export interface ServeFlags {
   readonly maxLatencyMs?: number;
   /** The most requests waiting (with `queue`: queued or running across every replica); then 503 `QUEUE_FULL`. */
   readonly maxQueueSize?: number;
+  /** With `queue` only: how long waiting requests wait for a worker once none is alive, then 503. */
+  readonly workerGraceMs?: number;
   readonly port: number;
   readonly host: string;
   readonly framework: (typeof FRAMEWORKS)[number];
@@ -306,6 +308,17 @@ export function createProgram(
           '(whole and streamed completions); with --queue: queued or running across all replicas',
       ),
       integer(1),
+    )
+    .option(
+      '--worker-grace-ms <ms>',
+      scheduledHelp(
+        'workerGraceMs',
+        'serve',
+        'with --queue: once no worker is alive, how long the requests already waiting wait for one (a worker ' +
+          'restarted or replaced within it serves them) before 503; new requests are refused with 503 meanwhile ' +
+          '(default: 5000; 0: at once)',
+      ),
+      milliseconds,
     )
     .option('--port <n>', 'port to listen on (0: any free port)', integer(0, 65_535), 8000)
     .option('--host <host>', 'address to listen on', '127.0.0.1')

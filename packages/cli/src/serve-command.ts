@@ -134,6 +134,7 @@ async function serveFromQueue(flags: ServeFlags, url: string, fail: (message: st
         queue,
         {
           maxQueueSize: flags.maxQueueSize,
+          workerGraceMs: flags.workerGraceMs,
           onStatus: (status) => logQueueStatus(logger, status, brokerOf(url)),
           // With an SDK registered (`node --import`), each request's trace goes on into the worker's batch.
           tracer: otelTracer(),
@@ -172,6 +173,7 @@ function logQueueStatus(logger: ReturnType<typeof createLogger>, status: QueueSt
     'broker-down': `lost the queue (${broker}); refusing requests with 503 until it is back`,
     'workers-up': 'a worker is serving the queue',
     'workers-down': 'no worker is serving the queue; refusing requests with 503 until one is',
+    'workers-gone': 'no worker came back within the grace; answered the requests waiting with 503',
   } as const;
   if (up) logger.info(status, messages[status.event]);
   else logger.warn(status, messages[status.event]);

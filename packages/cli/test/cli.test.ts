@@ -109,6 +109,11 @@ describe('microbatch serve', () => {
     ],
     [['serve', ...QUEUE, '--max-step-tokens', '64'], '--max-step-tokens', 'a web replica (--queue) runs no model'],
     [['serve', ...QUEUE, '--prefix-cache-mb', '8'], '--prefix-cache-mb', 'a web replica (--queue) runs no model'],
+    [
+      ['serve', '--model', MODEL, '--worker-grace-ms', '1000'],
+      '--worker-grace-ms',
+      'with --scheduling continuous the server runs its model itself: only a web replica (--queue) waits for workers',
+    ],
   ])('refuses %j at once, naming the flag, with exit code 1', async (args, flag, why) => {
     const { code, stdout, stderr } = await run(args);
     expect(code).toBe(1);

@@ -27,6 +27,7 @@ const VALUES: Readonly<Record<SchedulingSetting, string>> = {
   prefixCacheMb: '8',
   maxLatencyMs: '100',
   maxQueueSize: '10',
+  workerGraceMs: '1000',
   workers: '2',
   threads: '2',
   executionProvider: 'cpu',
@@ -77,9 +78,10 @@ describe('microbatch flags and SCHEDULING_RULES', () => {
         }
       }
     }
-    // Every flag but --max-latency-ms and --max-queue-size is refused on a replica; the loop's three under request
-    // scheduling (serve and worker), --max-batch-size and --batch-wait-ms under continuous serving.
-    expect(refused).toBe(10 + 3 * 2 + 2);
+    // Every flag but --max-latency-ms, --max-queue-size and --worker-grace-ms is refused on a replica; the loop's
+    // three under request scheduling (serve and worker), --max-batch-size and --batch-wait-ms under continuous
+    // serving, and --worker-grace-ms by a server that is no replica (both schedulings).
+    expect(refused).toBe(10 + 3 * 2 + 2 + 2);
   });
 
   it('says in each flag’s help the scheduling it is for and where it is refused, from the table', () => {
@@ -89,11 +91,16 @@ describe('microbatch flags and SCHEDULING_RULES', () => {
       for (const setting of Object.keys(SCHEDULING_RULES) as SchedulingSetting[]) {
         const rule = SCHEDULING_RULES[setting];
         const option = command.options.find((candidate) => candidate.long === rule.flag);
-        if (rule[name].length === 0) {
+        const replicaOnly = name === 'serve' && rule.serve.length === 0 && rule.replica;
+        if (rule[name].length === 0 && !replicaOnly) {
           expect(option, `${name} ${rule.flag}`).toBeUndefined();
           continue;
         }
         const help = option!.description;
+        if (replicaOnly) {
+          expect(help.endsWith('. Refused without --queue'), `${name} ${rule.flag}`).toBe(true);
+          continue;
+        }
         const [only] = rule[name];
         expect(help.startsWith(`--scheduling ${only}: `), `${name} ${rule.flag}`).toBe(rule[name].length === 1);
         // The help ends with where the flag is refused, if anywhere: ". Refused under request scheduling and with --queue".

@@ -19,9 +19,15 @@ describe('SCHEDULING_RULES', () => {
       'maxSequences',
       'maxStepTokens',
       'prefixCacheMb',
+      'workerGraceMs',
     ]);
-    expect(settingsWhere((rule) => !rule.serve.includes('continuous'))).toEqual(['maxBatchSize', 'batchWaitTimeoutMs']);
-    expect(settingsWhere((rule) => rule.replica)).toEqual(['maxLatencyMs', 'maxQueueSize']);
+    expect(settingsWhere((rule) => !rule.serve.includes('continuous'))).toEqual([
+      'maxBatchSize',
+      'batchWaitTimeoutMs',
+      'workerGraceMs',
+    ]);
+    // Only a web replica waits for workers: a server that runs its model reads it under neither scheduling.
+    expect(settingsWhere((rule) => rule.replica)).toEqual(['maxLatencyMs', 'maxQueueSize', 'workerGraceMs']);
     // A worker pulls batches whatever its scheduling: the batcher settings are per pull there.
     expect(appliesIn('maxBatchSize', 'worker continuous')).toBe(true);
     expect(appliesIn('maxBatchSize', 'serve continuous')).toBe(false);
@@ -54,8 +60,8 @@ describe('SCHEDULING_RULES', () => {
       'the batcher hands the decode loop one request at a time (a batch of 1); bound the loop with `maxSequences`',
     );
     expect(schedulingRefusal('workers', 'web replica', asFlag)).toBe(
-      'runs no model, its workers do: set it on `microbatch worker` (a replica honours --max-latency-ms and ' +
-        '--max-queue-size)',
+      'runs no model, its workers do: set it on `microbatch worker` (a replica honours --max-latency-ms, ' +
+        '--max-queue-size and --worker-grace-ms)',
     );
     expect(() => schedulingRefusal('maxLatencyMs', 'worker request', asFlag)).toThrow(
       new TypeError('No scheduling rule says why `maxLatencyMs` has no effect in worker request'),

@@ -13,6 +13,7 @@ import {
   type QueueBatcherStats,
   type QueueSnapshot,
   StateReporter,
+  WorkerGrace,
   type Submission,
   type RegisteredWaiter,
   emitStatus,
@@ -136,13 +137,20 @@ class ReplicaCore implements QueueBackend {
   #snapshot: QueueSnapshot = EMPTY_SNAPSHOT;
   readonly #probeTimer: NodeJS.Timeout;
   readonly #brokerState = new StateReporter();
-  readonly #workersState = new StateReporter();
+  readonly #workers: WorkerGrace;
 
   constructor(settings: ResolvedQueueOptions, names: QueueNames, replicaId: string) {
     this.#settings = settings;
     this.#names = names;
     this.#replySubject = names.reply(replicaId);
     this.#otherReplicas = new ReplicaLoads(this.#replySubject);
+    this.#workers = new WorkerGrace({
+      graceMs: settings.workerGraceMs,
+      queue: settings.queue,
+      onStatus: settings.onStatus,
+      waiters: this.#waiters,
+      noWorker: () => this.#noWorker(),
+    });
     // A worker arriving or leaving is reported (and, the last one gone, the waiting items answered) at once.
     this.#roster = new WorkerRoster(settings.heartbeatTtlMs, () => this.#probe());
     let becameReady!: () => void;
@@ -273,7 +281,8 @@ class ReplicaCore implements QueueBackend {
 
   /**
    * Forgets workers not heard from within `heartbeatTtlMs`, samples the queue (the consumer's pending and
-   * unacknowledged counts), and when no worker is alive any more answers the items waiting 503 now.
+   * unacknowledged counts); when no worker has been alive for `workerGraceMs`, answers the items waiting 503 (a
+   * replacement within the grace serves them).
    */
   #probe(): void {
     if (this.#stopped || !this.#up) return;
@@ -302,15 +311,8 @@ class ReplicaCore implements QueueBackend {
         })
         .finally(() => (this.#sampling = false));
     }
-    if (!this.#workersState.set(alive > 0)) return;
-    const queue = this.#settings.queue;
-    if (alive > 0) {
-      emitStatus(this.#settings.onStatus, { event: 'workers-up', queue, workers: alive });
-      return;
-    }
-    const waiting = [...this.#waiters.values()].filter((waiter) => waiter.entryId !== undefined);
-    for (const waiter of waiting) this.#waiters.cancel(waiter, this.#noWorker());
-    emitStatus(this.#settings.onStatus, { event: 'workers-down', queue, failed: waiting.length });
+    // Reports workers gone or back; once none has been alive for `workerGraceMs`, answers the items waiting 503.
+    this.#workers.observe(alive);
   }
 
   async workersAlive(): Promise<number> {

@@ -55,11 +55,21 @@ export interface RedisQueueOptions extends RedisQueueTarget {
   readonly timeoutMs?: number;
   /**
    * A worker whose last heartbeat is older than this counts as gone: with none alive, new items are refused at once
-   * with 503 `UNAVAILABLE` (as readiness says) and this replica's waiting items are answered the same way. The
-   * replica heartbeats every third of it too; when it stops (killed), workers drop its entries within this time.
+   * with 503 `UNAVAILABLE` (as readiness says) and this replica's waiting items are answered the same way after
+   * `workerGraceMs`. The replica heartbeats every third of it too; when it stops (killed), workers drop its entries
+   * within this time.
    * @default 3000
    */
   readonly heartbeatTtlMs?: number;
+  /**
+   * How long this replica's waiting items wait for a worker once none is alive (the last one stopped or went silent
+   * for `heartbeatTtlMs`): a worker restarted or replaced within it serves them. When it runs out with still no
+   * worker, they are answered 503 `UNAVAILABLE`; an item's own deadline ends it first (504). New calls are refused
+   * with 503 at once while no worker is alive, grace or not. 0: the waiting items fail as soon as the last worker is
+   * gone.
+   * @default 5000
+   */
+  readonly workerGraceMs?: number;
   /**
    * The `Retry-After` hint, in seconds, of `QUEUE_FULL`, `UNAVAILABLE` and `CLOSED` refusals.
    * @default 1
@@ -174,6 +184,7 @@ export const QUEUE_DEFAULTS = {
   maxQueueSize: DEFAULTS.maxQueueSize,
   timeoutMs: 30_000,
   heartbeatTtlMs: 3_000,
+  workerGraceMs: 5_000,
   retryAfterSeconds: DEFAULTS.retryAfterSeconds,
 } as const;
 
@@ -212,6 +223,7 @@ export function resolveQueueOptions(options: RedisQueueOptions): Required<
   checkInteger('maxQueueSize', resolved.maxQueueSize, 1);
   checkNumber('timeoutMs', resolved.timeoutMs, 0, Number.POSITIVE_INFINITY, true);
   checkNumber('heartbeatTtlMs', resolved.heartbeatTtlMs, 0, MAX_FINITE, true);
+  checkNumber('workerGraceMs', resolved.workerGraceMs, 0, MAX_FINITE);
   checkNumber('retryAfterSeconds', resolved.retryAfterSeconds, 0, MAX_FINITE);
   if (options.replicaId !== undefined) checkString('replicaId', options.replicaId);
   if (options.onStatus !== undefined && typeof options.onStatus !== 'function')

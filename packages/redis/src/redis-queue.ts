@@ -4,6 +4,7 @@ import type { Batcher, CallOptions, CloseOptions, FleetLoad, StreamingBatcher } 
 import {
   EMPTY_SNAPSHOT,
   WaiterRegistry,
+  WorkerGrace,
   type QueueBackend,
   type QueueBatcher,
   type QueueBatcherStats,
@@ -143,14 +144,26 @@ class QueueCore implements QueueBackend {
   #snapshot: QueueSnapshot = EMPTY_SNAPSHOT;
   readonly #probeTimer: NodeJS.Timeout;
   readonly #broker = new StateReporter();
-  readonly #workers = new StateReporter();
   readonly #fleet = new FleetView();
   readonly #waiters = new WaiterRegistry(this.#fleet, (entryId) => this.#delete(entryId));
+  readonly #workers: WorkerGrace;
 
   constructor(settings: Settings, keys: QueueKeys, replicaId: string) {
     this.#settings = settings;
     this.#keys = keys;
     this.#replyKey = keys.reply(replicaId);
+    this.#workers = new WorkerGrace({
+      graceMs: settings.workerGraceMs,
+      queue: settings.queue,
+      onStatus: settings.onStatus,
+      waiters: this.#waiters,
+      noWorker: () =>
+        unavailable(
+          `No worker has served the queue \`${settings.queue}\` for ${settings.heartbeatTtlMs} ms` +
+            (settings.workerGraceMs > 0 ? ` and none came back within ${settings.workerGraceMs} ms; retry` : '; retry'),
+          settings.retryAfterSeconds,
+        ),
+    });
     const { url, commandTimeoutMs } = settings;
     let readyCommands!: () => void;
     let readyReplies!: () => void;
@@ -224,7 +237,8 @@ class QueueCore implements QueueBackend {
 
   /**
    * One round trip: records this replica's heartbeat, forgets workers silent for `heartbeatTtlMs`, and samples the
-   * queue. When no worker is alive any more, nobody will answer the items waiting: they are answered 503 now.
+   * queue. When no worker has been alive for `workerGraceMs`, nobody will answer the items waiting: they are
+   * answered 503 then (a replacement within the grace serves them).
    */
   async #probe(): Promise<void> {
     if (this.#stopped || !this.#commandsUp) return;
@@ -266,24 +280,8 @@ class QueueCore implements QueueBackend {
       others: mergeLoads(loads),
       clockOffsetMs: Number(redisNow) - (before + Date.now()) / 2,
     });
-    if (!this.#workers.set(Number(alive) > 0)) return;
-    const queue = this.#settings.queue;
-    if (Number(alive) > 0) {
-      emitStatus(this.#settings.onStatus, { event: 'workers-up', queue, workers: Number(alive) });
-      return;
-    }
-    // Items whose entry the script is adding now get its own verdict (it checks for a live worker itself).
-    const waiting = [...this.#waiters.values()].filter((waiter) => waiter.entryId !== undefined);
-    for (const waiter of waiting) {
-      this.#waiters.cancel(
-        waiter,
-        unavailable(
-          `No worker has served the queue \`${queue}\` for ${this.#settings.heartbeatTtlMs} ms; retry`,
-          this.#settings.retryAfterSeconds,
-        ),
-      );
-    }
-    emitStatus(this.#settings.onStatus, { event: 'workers-down', queue, failed: waiting.length });
+    // Reports workers gone or back; once none has been alive for `workerGraceMs`, answers the items waiting 503.
+    this.#workers.observe(Number(alive));
   }
 
   #probeKeys(): string[] {

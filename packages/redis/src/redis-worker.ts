@@ -94,10 +94,11 @@ const SWEEP_COUNT = 256;
  * Starts a model worker on a Redis queue. Whenever one of its `concurrency` slots is free it pulls what is waiting
  * (up to `maxBatchSize` entries, from every web replica) through the queue's consumer group, skips entries whose
  * deadline passed, runs the named handler (entries of different handlers or batch keys go in separate calls),
- * sends each answer to its replica's reply stream, then acknowledges and deletes the entries. It heartbeats, keeps
- * its running entries from being taken over, and takes over entries of workers that stopped (after `claimIdleMs`);
- * an entry that was delivered `maxDeliveries` times is answered with an error. It reconnects, and recreates the
- * consumer group, when Redis returns.
+ * sends each answer to its replica's reply stream, and acknowledges and deletes each entry once answered. It
+ * heartbeats, keeps the entries it holds from being taken over, and takes over entries of workers that stopped (after
+ * `claimIdleMs`); an entry that was delivered `maxDeliveries` times is answered with an error. While Redis is gone it
+ * pulls nothing and its running batches finish (an item whose write failed sends nothing more and is not
+ * acknowledged); it reconnects, and recreates the consumer group, when Redis returns.
  *
  * @example
  * ```ts
@@ -177,7 +178,19 @@ class Worker {
       if (this.#stopping) return;
       await sleep(50);
     }
-    await this.#ensureGroup();
+    // Redis may go again before the group exists: try until it is there (or the worker is closed).
+    while (
+      !(await this.#ensureGroup().then(
+        () => true,
+        (error: unknown) => {
+          if (!isConnectionError(error)) throw error;
+          return false;
+        },
+      ))
+    ) {
+      if (this.#stopping) return;
+      await sleep(100);
+    }
     await this.#heartbeat();
     const { heartbeatMs, claimIdleMs } = this.#settings;
     this.#timers.push(
@@ -331,6 +344,11 @@ class Worker {
         await new Promise<void>((resolve) => (this.#slotFreed = resolve));
         continue;
       }
+      // Redis lost: nothing to pull until it is back (the connections reconnect on their own; reported once).
+      if (!this.#readerUp || !this.#commandsUp) {
+        await sleep(50);
+        continue;
+      }
       let entries = this.#reclaimed.splice(0, maxBatchSize);
       if (entries.length === 0) entries = await this.#read(maxBatchSize, READ_BLOCK_MS);
       if (entries.length === 0) continue;
@@ -383,6 +401,9 @@ class Worker {
       if (entry === undefined) invalid.push(id);
       else entries.push(entry);
     }
+    // Held from the moment they are delivered, not only once they run: a pull that waits `batchWaitTimeoutMs` for
+    // company keeps them fresh too, so no worker (this one included) takes them over meanwhile.
+    for (const entry of entries) this.#held.add(entry.entryId);
     if (invalid.length > 0) void this.#finish(invalid);
     return entries;
   }
@@ -392,12 +413,18 @@ class Worker {
     const now = this.#now();
     const { expired, refusals, batches } = planBatches(entries, now, this.#settings);
     this.#stats.expired += expired.length;
-    for (const entryId of expired) this.#takenOver.delete(entryId);
-    for (const [entry] of refusals) this.#takenOver.delete(entry.entryId);
+    for (const entryId of [...expired, ...refusals.map(([entry]) => entry.entryId)]) {
+      this.#held.delete(entryId);
+      this.#takenOver.delete(entryId);
+    }
     if (expired.length > 0) void this.#finish(expired);
     if (refusals.length > 0) void this.#answerErrors(refusals);
     for (const batch of batches) {
-      const run = this.#runBatch(batch.target, batch.entries, batch.inputs, now);
+      const run = this.#runBatch(batch.target, batch.entries, batch.inputs, now).catch((error: unknown) => {
+        // Its entries stay pending and are run again; the worker carries on.
+        const message = describe(error);
+        this.#log('error', `[worker ${this.workerId}] batch failed: ${message}`, { error: message }, 'batch failed');
+      });
       this.#batches.add(run);
       void run.finally(() => this.#batches.delete(run));
     }
@@ -444,23 +471,37 @@ class Worker {
         })),
         [],
       ).catch(() => undefined);
-      // Chunks go as they come; final answers go with the acknowledgement, in one script (one round trip).
-      const sends: Array<Promise<unknown>> = [];
-      const finals: Answer[] = [];
+      // Chunks go as they come; each item's final answer goes with its acknowledgement, in one script, as soon as
+      // the item is done (a stream's `[DONE]` does not wait for the rest of the batch).
+      const items = entries.map((): ItemWrites => ({ writes: [], lost: false }));
+      const answered: Array<Promise<void>> = [];
+      let finals: Array<{ readonly index: number; readonly answer: Answer }> = [];
+      // The finals of one burst (a request batch's results, the streams that ended at one step) share a script.
+      const flushFinals = (): void => {
+        if (finals.length === 0) return;
+        answered.push(this.#answerItems(finals, entries, items, offsets !== undefined));
+        finals = [];
+      };
       const resumable = target.streaming ? this.#settings.resumable : undefined;
       // A resumable stream's tokens sent so far (by this worker, or one that stopped): each chunk says where it starts.
       const offsets = resumable === undefined ? undefined : await this.#resume(resumable, entries, inputs);
       const send = (index: number, kind: ReplyKind, data: string): void => {
         const entry = entries[index] as RequestEntry;
+        const item = items[index] as ItemWrites;
         const batch = batchOf(index, performance.now() - started);
         if (kind === ReplyKind.ERROR) failed += 1;
         if (kind !== ReplyKind.CHUNK) {
-          finals.push({ reply: entry.reply, fields: replyFields(entry.itemId, kind, data, batch) });
+          if (finals.length === 0) queueMicrotask(flushFinals);
+          finals.push({ index, answer: { reply: entry.reply, fields: replyFields(entry.itemId, kind, data, batch) } });
           return;
         }
+        // After a write that failed (Redis lost), the item's later chunks are not sent: one that reached a Redis
+        // back with its data would leave a gap in the stream and in its progress record.
+        if (item.lost) return;
         const tokens = offsets === undefined ? undefined : resumable?.tokensOf(JSON.parse(data));
         if (offsets === undefined || tokens === undefined) {
-          sends.push(
+          write(
+            item,
             this.#commands.sendCommand(['XADD', entry.reply, '*', ...replyFields(entry.itemId, kind, data, batch)]),
           );
           return;
@@ -468,7 +509,8 @@ class Worker {
         const offset = offsets[index] as number;
         offsets[index] = offset + tokens.length;
         const fields = replyFields(entry.itemId, kind, data, batch, { offset, count: tokens.length });
-        sends.push(
+        write(
+          item,
           runScript(
             (command) => this.#commands.sendCommand(command),
             CHUNK,
@@ -480,6 +522,7 @@ class Worker {
       };
       started = performance.now();
       failure = await trace.run(() => executeBatch(target, inputs, context, send));
+      flushFinals();
       if (failure !== undefined) {
         controller.abort(failure);
         const message = describe(failure);
@@ -490,15 +533,7 @@ class Worker {
           'batch failed',
         );
       }
-      const outcomes = await Promise.allSettled(sends);
-      // Answers that did not reach Redis are not acknowledged: the entries stay pending and are run again.
-      if (outcomes.some((outcome) => outcome.status === 'rejected')) return;
-      await this.#answerAndAck(finals, ids).catch(() => undefined);
-      if (offsets !== undefined) {
-        this.#commands
-          .sendCommand(['DEL', ...ids.map((entryId) => this.#keys.progress(entryId))])
-          .catch(() => undefined);
-      }
+      await Promise.all(answered);
       // A batch that failed as a whole says nothing of how long batches take (core's predictor skips them too).
       if (failure === undefined) this.#fit.add(entries.length, performance.now() - slotStarted);
     } finally {
@@ -558,6 +593,40 @@ class Worker {
     return sent.map((tokens) => tokens.length);
   }
 
+  /**
+   * Sends the final answers of items once each item's chunks reached Redis, and acknowledges those items in the
+   * same script. An item with a chunk that did not reach Redis (lost) is neither answered nor acknowledged: it stays
+   * pending and is run again (resumed from its progress) by whichever worker takes it over.
+   */
+  async #answerItems(
+    finals: ReadonlyArray<{ readonly index: number; readonly answer: Answer }>,
+    entries: readonly RequestEntry[],
+    items: readonly ItemWrites[],
+    resumable: boolean,
+  ): Promise<void> {
+    const complete = await Promise.all(
+      finals.map(async ({ index }) => (await Promise.all((items[index] as ItemWrites).writes)).every(Boolean)),
+    );
+    const ready = finals.filter((_, at) => complete[at]);
+    if (ready.length === 0) return;
+    const ids = ready.map(({ index }) => (entries[index] as RequestEntry).entryId);
+    try {
+      await this.#answerAndAck(
+        ready.map(({ answer }) => answer),
+        ids,
+      );
+    } catch {
+      return; // Not acknowledged: the entries stay pending and are run again.
+    }
+    for (const entryId of ids) {
+      this.#held.delete(entryId);
+      this.#takenOver.delete(entryId);
+    }
+    if (resumable) {
+      this.#commands.sendCommand(['DEL', ...ids.map((entryId) => this.#keys.progress(entryId))]).catch(() => undefined);
+    }
+  }
+
   /** Acknowledges and deletes answered (or skipped) entries. */
   async #finish(ids: readonly string[]): Promise<void> {
     if (ids.length === 0) return;
@@ -615,6 +684,15 @@ class Worker {
     }
     this.#claimCursor = claim.cursor;
     if (claim.invalid.length > 0) void this.#finish(claim.invalid);
+    // `XAUTOCLAIM` takes idle entries whoever holds them, this worker included: one of its own whose refresh came
+    // late (a stalled event loop) would otherwise run a second time beside the first, and a stream would get a
+    // second producer. Claiming it refreshed it; it keeps running where it is.
+    const own = (entry: RequestEntry): boolean => this.#held.has(entry.entryId);
+    claim = {
+      ...claim,
+      entries: claim.entries.filter((entry) => !own(entry)),
+      poisoned: claim.poisoned.filter((entry) => !own(entry)),
+    };
     if (claim.poisoned.length > 0) {
       this.#stats.gaveUp += claim.poisoned.length;
       this.#log(
@@ -650,6 +728,29 @@ class Worker {
   #log(level: 'info' | 'warn' | 'error', line: string, fields: Record<string, unknown>, message: string): void {
     writeLog(this.#settings.log, this.workerId, level, line, fields, message);
   }
+}
+
+/** The chunk writes of one item of a running batch: each resolves to whether it reached Redis. */
+interface ItemWrites {
+  readonly writes: Array<Promise<boolean>>;
+  /** A write failed: the item sends nothing more and is not acknowledged. */
+  lost: boolean;
+}
+
+/**
+ * Records a write, handled where it is made: a failure (Redis lost mid-batch) marks the item lost instead of being an
+ * unhandled rejection that would end the worker's process.
+ */
+function write(item: ItemWrites, sent: Promise<unknown>): void {
+  item.writes.push(
+    sent.then(
+      () => true,
+      () => {
+        item.lost = true;
+        return false;
+      },
+    ),
+  );
 }
 
 function describe(error: unknown): string {

@@ -12,6 +12,7 @@ describe('option checks (once, at creation, with what was given)', () => {
     [{ url, queue: 'a b' }, 'Expected `queue` to be a name without spaces or braces, got `"a b"` (string)'],
     [{ url, queue: 'q', maxQueueSize: 0 }, 'Expected `maxQueueSize` to be an integer >= 1, got `0` (number)'],
     [{ url, queue: 'q', timeoutMs: 0 }, 'Expected `timeoutMs` to be a number > 0, got `0` (number)'],
+    [{ url, queue: 'q', workerGraceMs: -1 }, 'Expected `workerGraceMs` to be a finite number >= 0, got `-1` (number)'],
     [{ url, queue: 'q', tracer: {} }, 'Expected `tracer` to be an object with `capture` and `startBatch` functions'],
   ])('createRedisQueue(%j) throws a TypeError', (options, message) => {
     expect(() => createRedisQueue(options as never)).toThrow(new TypeError(message));

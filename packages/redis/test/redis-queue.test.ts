@@ -161,4 +161,45 @@ describe('createRedisQueue + createRedisWorker', () => {
     await until('the stream to be empty', async () => (await queueLength(queue)) === 0);
     expect(held.batches).toEqual([[1]]);
   });
+  // The scale-out SSE flake: `XAUTOCLAIM` (consumer = this worker) takes idle entries whoever holds them. A worker's
+  // own entries went idle while its pull waited `batchWaitTimeoutMs` for company (they were not refreshed until they
+  // ran), or while a stalled event loop delayed their refresh; its claim then ran them a second time beside the first.
+  it('never runs its own entry twice: not while its pull waits for company, not after its event loop stalls', async () => {
+    const queue = nextQueue();
+    const claimIdleMs = 200;
+    const runs: number[] = [];
+    const worker = createRedisWorker<number, number>({
+      url: redis.url,
+      queue,
+      log: false,
+      // Claims every 50 ms; a pull waits three claim periods for company.
+      heartbeatMs: 50,
+      claimIdleMs,
+      batchWaitTimeoutMs: 3 * claimIdleMs,
+      concurrency: 2,
+      handlers: {
+        double: async (inputs) => {
+          runs.push(...inputs);
+          if (inputs.includes(2)) {
+            // A stalled machine: the event loop blocked for three claim periods (the refresh timer cannot run), then
+            // the batch goes on long enough for the overdue claim timer to fire.
+            const end = performance.now() + 3 * claimIdleMs;
+            while (performance.now() < end);
+            await new Promise((resolve) => setTimeout(resolve, 3 * claimIdleMs));
+          }
+          return inputs.map((input) => input * 2);
+        },
+      },
+    });
+    opened.push(worker);
+    const a = replica(queue);
+    await Promise.all([worker.ready, a.ready]);
+    const double = a.batcher<number, number>('double');
+    expect(await double(1)).toBe(2);
+    expect(await double(2)).toBe(4);
+    await until('the queue to be empty', async () => (await queueLength(queue)) === 0);
+    // Each entry ran once, and none was counted as taken over.
+    expect(runs).toEqual([1, 2]);
+    expect(worker.stats()).toMatchObject({ batches: 2, items: 2, reclaimed: 0 });
+  });
 });

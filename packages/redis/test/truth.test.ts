@@ -192,10 +192,16 @@ describe('Redis mode never strands a request', () => {
     ]);
   });
 
-  it('answers the waiting items 503 as soon as the last worker is gone (killed), long before their deadline', async () => {
+  it('without a grace, answers the waiting items 503 as soon as the last worker is gone (killed), long before their deadline', async () => {
     const queue = nextQueue();
     const statuses: QueueStatus[] = [];
-    const a = replica(queue, { timeoutMs: 600_000, heartbeatTtlMs: 1500, onStatus: (s) => statuses.push(s) });
+    // `workerGraceMs: 0`: no wait for a replacement (the grace itself is tested on both brokers in test/transport/).
+    const a = replica(queue, {
+      timeoutMs: 600_000,
+      heartbeatTtlMs: 1500,
+      workerGraceMs: 0,
+      onStatus: (s) => statuses.push(s),
+    });
     await a.ready;
     const doomed = await startChildWorker({ REDIS_URL: redis.url, QUEUE: queue, MODE: 'hang' });
     const echo = a.batcher<string, string>('echo');

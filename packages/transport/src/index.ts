@@ -29,6 +29,8 @@ export type { HandlerSettings, NamedHandler, PlannedBatch, ReplySink } from './w
 export { checkResumable, checkWorkerHandlers, logBatch, plural, round1, sleep, writeLog } from './worker-kit.js';
 export type { BatchReport, StreamResume, WorkerHandlerOptions, WorkerLog, WorkerLogger } from './worker-kit.js';
 export { WaiterRegistry } from './waiter-registry.js';
+export { WorkerGrace } from './worker-grace.js';
+export type { WorkerGraceOptions } from './worker-grace.js';
 export type { RegisteredWaiter } from './waiter-registry.js';
 export { WorkerFit, wireBatchOf } from './worker-fit.js';
 export type { AnnouncedSettings } from './worker-fit.js';

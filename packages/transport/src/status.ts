@@ -1,8 +1,10 @@
 /**
  * A change in what a web replica or a worker can reach, reported once per change (never once per failed command):
  * `broker-down` / `broker-up` when its connection to the broker (Redis, NATS) is lost / ready again, and on a web replica
- * `workers-down` / `workers-up` when no worker has heartbeated within `heartbeatTtlMs` / one has again. The first
- * state seen is reported too, so a log shows where a process started from.
+ * `workers-down` / `workers-up` when no worker has heartbeated within `heartbeatTtlMs` / one has again (`failed`: the
+ * items answered 503 at once, only without a grace), and `workers-gone` when none came back within `workerGraceMs`
+ * and the items still waiting were answered 503 (`failed` of them; not reported when none waited). The first state
+ * seen is reported too, so a log shows where a process started from.
  *
  * @example
  * ```ts
@@ -13,7 +15,8 @@ export type QueueStatus =
   | { readonly event: 'broker-up'; readonly queue: string }
   | { readonly event: 'broker-down'; readonly queue: string; readonly error: string }
   | { readonly event: 'workers-up'; readonly queue: string; readonly workers: number }
-  | { readonly event: 'workers-down'; readonly queue: string; readonly failed: number };
+  | { readonly event: 'workers-down'; readonly queue: string; readonly failed: number }
+  | { readonly event: 'workers-gone'; readonly queue: string; readonly failed: number; readonly graceMs: number };
 
 /** Receives {@link QueueStatus} changes; a throw is ignored (reporting must not break the queue). */
 export type StatusListener = (status: QueueStatus) => void;

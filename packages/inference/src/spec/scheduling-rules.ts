@@ -88,6 +88,7 @@ export type SchedulingSetting =
   | 'prefixCacheMb'
   | 'maxLatencyMs'
   | 'maxQueueSize'
+  | 'workerGraceMs'
   | 'workers'
   | 'threads'
   | 'executionProvider';
@@ -97,12 +98,19 @@ const CONTINUOUS: readonly Scheduling[] = ['continuous'];
 const REQUEST: readonly Scheduling[] = ['request'];
 
 // A replica only sends requests to the queue: what runs the model is set on the workers.
-const RUNS_NO_MODEL: RefusalReason = (name) =>
-  'runs no model, its workers do: set it on `microbatch worker` (a replica honours ' +
-  `${replicaSettings().map(name).join(' and ')})`;
+const RUNS_NO_MODEL: RefusalReason = (name) => {
+  const names = replicaSettings().map(name);
+  return (
+    'runs no model, its workers do: set it on `microbatch worker` (a replica honours ' +
+    `${names.slice(0, -1).join(', ')} and ${names.at(-1)})`
+  );
+};
 // Continuous scheduling's batches are single requests: the decode loop, not the batcher, batches them.
 const BATCH_OF_ONE: RefusalReason = (name) =>
   'the batcher hands the decode loop one request at a time (a batch of 1); bound the loop with ' + name('maxSequences');
+// Only a web replica waits for queue workers: a server that is not one runs the model in its own process.
+const RUNS_ITS_MODEL: RefusalReason = () =>
+  'the server runs its model itself: only a web replica (--queue) waits for workers';
 const NO_LOOP: RefusalReason = () => 'there is no decode loop (each batch is one generate call over whole prompts)';
 
 /**
@@ -166,6 +174,13 @@ export const SCHEDULING_RULES: Readonly<Record<SchedulingSetting, SchedulingRule
   },
   maxLatencyMs: { flag: '--max-latency-ms', serve: BOTH, worker: [], replica: true, why: {} },
   maxQueueSize: { flag: '--max-queue-size', serve: BOTH, worker: [], replica: true, why: {} },
+  workerGraceMs: {
+    flag: '--worker-grace-ms',
+    serve: [],
+    worker: [],
+    replica: true,
+    why: { continuous: RUNS_ITS_MODEL, request: RUNS_ITS_MODEL },
+  },
   workers: { flag: '--workers', serve: BOTH, worker: BOTH, replica: false, why: { replica: RUNS_NO_MODEL } },
   threads: { flag: '--threads', serve: BOTH, worker: BOTH, replica: false, why: { replica: RUNS_NO_MODEL } },
   executionProvider: {
