@@ -48,7 +48,7 @@ function gatedModel() {
 async function listen(model: CompletionsModel): Promise<string> {
   const registry = new Registry();
   const generation = createGenerationMetrics({ model: model.id, registry });
-  const completions = createCompletionsEndpoint(model, {}, undefined, generation);
+  const completions = createCompletionsEndpoint(model, { generation });
   const metrics = metricsHandler(registry);
   const listening = createServer((req, res) => {
     if (req.url === '/metrics') return void metrics(req, res);
