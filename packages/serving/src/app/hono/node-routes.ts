@@ -5,7 +5,7 @@ import { getRequestListener } from '@hono/node-server';
 import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import { BatchError } from '@microbatch/core';
 import { lingerAfterRefusal, serverErrorReporter } from '@microbatch/core/http';
-import { batchErrorHandler, jsonBody } from '@microbatch/hono';
+import { batchErrorHandler, hasBody, readJsonBody } from '@microbatch/hono';
 import type { NodeHandler } from '@microbatch/prometheus';
 import { type Context, Hono, type MiddlewareHandler } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
@@ -36,6 +36,21 @@ export const node = (c: Context): NodeBindings => c.env as NodeBindings;
 const lingerAfter413: MiddlewareHandler = async (c, next) => {
   await next();
   if (c.res.status === 413) lingerAfterRefusal(node(c).outgoing, new BatchError('ITEM_TOO_LARGE', 'refused'));
+};
+
+/**
+ * The JSON body (64 KiB at most) of an OpenAI route into `jsonBody`, as `@microbatch/hono`'s `jsonBody()` reads it,
+ * a refused one (400, 413, 415) answered in OpenAI's shape, as every framework's app answers there.
+ */
+const openAiJsonBody: MiddlewareHandler = async (c, next) => {
+  if (hasBody(c.req.raw) && c.get('jsonBody') === undefined) {
+    try {
+      c.set('jsonBody', await readJsonBody(c.req.raw));
+    } catch (error) {
+      return routeErrorResponse(c, c.req.path, error);
+    }
+  }
+  await next();
 };
 
 /**
@@ -101,8 +116,8 @@ function getTextQuery(app: Hono, path: string, handler: TextQueryHandler): void 
 
 /** `POST path`: the JSON body (64 KiB at most) answered by `endpoint` on the Node response. */
 function postJson(app: Hono, path: string, endpoint: NodeJsonEndpoint): void {
-  app.post(path, lingerAfter413, jsonBody(), async (c) => {
-    await endpoint(c.var.jsonBody, node(c).outgoing);
+  app.post(path, lingerAfter413, openAiJsonBody, async (c) => {
+    await endpoint(c.get('jsonBody'), node(c).outgoing);
     return RESPONSE_ALREADY_SENT;
   });
 }

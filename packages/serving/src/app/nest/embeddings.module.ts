@@ -19,10 +19,11 @@ import {
 import { APP_FILTER } from '@nestjs/core';
 import { type EmbeddingsAppOptions, httpErrorOptions } from '../app-options.js';
 import type { EmbeddingService } from '../../service/embedding-service.js';
-import { embeddingsHandlers, noEmbeddingsRoute } from '../embeddings-routes.js';
+import { EMBEDDINGS_ROUTES, embeddingsHandlers, noEmbeddingsRoute } from '../embeddings-routes.js';
 import { writeRouteError } from '../route-errors.js';
 import { requestPath } from '../text-completion-routes.js';
-import { ServingExpressSettings } from './express-settings.js';
+import { exactPaths } from './exact-paths.middleware.js';
+import { HideServerStack } from './express-settings.js';
 import { openAiJsonBody } from './openai-json-body.js';
 import { ServingController } from './serving.controller.js';
 import { serviceLifecycle } from './service-lifecycle.js';
@@ -88,12 +89,14 @@ export class EmbeddingsModule implements NestModule {
         { provide: EMBEDDINGS_APP_OPTIONS, useValue: options },
         { provide: APP_FILTER, useClass: EmbeddingsErrorFilter },
         serviceLifecycle(EMBEDDING_SERVICE),
-        ServingExpressSettings,
+        HideServerStack,
       ],
     };
   }
 
   configure(consumer: MiddlewareConsumer): void {
+    // First: a path that is not exactly a route's is a 404 before its body is read.
+    consumer.apply(exactPaths(EMBEDDINGS_ROUTES, noEmbeddingsRoute)).forRoutes(EmbeddingsController);
     consumer.apply(openAiJsonBody()).forRoutes({ path: 'v1/embeddings', method: RequestMethod.POST });
   }
 }

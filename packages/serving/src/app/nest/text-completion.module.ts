@@ -1,11 +1,13 @@
 import { type DynamicModule, type MiddlewareConsumer, Module, type NestModule, RequestMethod } from '@nestjs/common';
 import { APP_FILTER } from '@nestjs/core';
-import { ServingExpressSettings } from './express-settings.js';
+import { HideServerStack } from './express-settings.js';
+import { exactPaths } from './exact-paths.middleware.js';
 import { JsonErrorFilter } from './json-error.filter.js';
 import { openAiJsonBody } from './openai-json-body.js';
 import { serviceLifecycle } from './service-lifecycle.js';
 import { type TextCompletionAppOptions, httpErrorOptions } from '../app-options.js';
 import type { TextCompletionService } from '../../service/text-completion-service.js';
+import { TEXT_COMPLETION_ROUTES, noRoute } from '../text-completion-routes.js';
 import { TEXT_COMPLETION_APP_OPTIONS, TEXT_COMPLETION_SERVICE } from './text-completion.constants.js';
 import { TextCompletionController } from './text-completion.controller.js';
 
@@ -34,7 +36,7 @@ export class TextCompletionModule implements NestModule {
         { provide: TEXT_COMPLETION_APP_OPTIONS, useValue: options },
         { provide: APP_FILTER, useClass: JsonErrorFilter },
         serviceLifecycle(TEXT_COMPLETION_SERVICE),
-        ServingExpressSettings,
+        HideServerStack,
       ],
     };
   }
@@ -45,6 +47,8 @@ export class TextCompletionModule implements NestModule {
    * read them first.
    */
   configure(consumer: MiddlewareConsumer): void {
+    // First: a path that is not exactly a route's is a 404 before its body is read.
+    consumer.apply(exactPaths(TEXT_COMPLETION_ROUTES, noRoute)).forRoutes(TextCompletionController);
     consumer.apply(openAiJsonBody()).forRoutes({ path: 'v1/completions', method: RequestMethod.POST });
     consumer.apply(openAiJsonBody()).forRoutes({ path: 'v1/chat/completions', method: RequestMethod.POST });
   }
