@@ -76,7 +76,7 @@ describe.each(FRAMEWORKS)('bad inputs against the %s text-completion example', (
     const field = (error.details as { field?: unknown } | undefined)?.field;
     if (expected.field !== undefined && field !== expected.field)
       return `details.field ${String(field)}, expected ${expected.field}`;
-    return shapeProblem(expected.request.path, error as Record<string, unknown>, expected.field);
+    return shapeProblem(expected.request.path, error, expected.field);
   }
 
   describe.each(Object.entries(groupBy(BAD_INPUTS, (input) => input.group)))('%s', (_group, inputs) => {
@@ -202,7 +202,7 @@ function shapeProblem(path: string, error: Record<string, unknown>, field: strin
   // `param` is the field the server names (`details.field`), which the corpus states where it matters.
   const named = (error.details as { field?: unknown } | undefined)?.field ?? null;
   const param = field ?? named;
-  if (error.param !== param) return `error.param ${String(error.param)}, expected ${String(param)}`;
+  if (error.param !== param) return `error.param ${JSON.stringify(error.param)}, expected ${JSON.stringify(param)}`;
   return undefined;
 }
 
