@@ -33,7 +33,7 @@ export default defineConfig({
       },
       ...['express', 'koa', 'fastify', 'hono', 'nest'].map((subpath) => ({
         find: new RegExp(`^@microbatch/serving/${subpath}$`),
-        replacement: fileURLToPath(new URL(`./packages/serving/src/${subpath}/index.ts`, import.meta.url)),
+        replacement: fileURLToPath(new URL(`./packages/serving/src/app/${subpath}/index.ts`, import.meta.url)),
       })),
       ...packages.map((name) => ({
         find: new RegExp(`^@microbatch/${name}$`),

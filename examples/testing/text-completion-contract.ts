@@ -212,8 +212,15 @@ export function describeTextCompletionApp(
           const payload = Array.isArray(body) ? body : { ...(streamed ? { stream: true } : {}), ...(body as object) };
           const response = await fetch(`${app.url}/v1/completions`, json(payload));
           expect(response.status).toBe(400);
+          // OpenAI's error object, as on every /v1/* endpoint: `param` is the field, microbatch's `details` beside.
           expect(await response.json()).toEqual({
-            error: { code: 'INVALID_INPUT', message: expect.any(String), details },
+            error: {
+              message: expect.any(String),
+              type: 'invalid_request_error',
+              param: details.field ?? null,
+              code: 'INVALID_INPUT',
+              details,
+            },
           });
         }
         expect(run).not.toHaveBeenCalled();
@@ -223,7 +230,7 @@ export function describeTextCompletionApp(
       }
     });
 
-    it('takes OpenAI’s `user` as the fairness key, and refuses one that is not a short string', async () => {
+    it('accepts OpenAI’s `user` (never the fairness key), and refuses one that is not a short string', async () => {
       expect(
         (await complete(app.url, { prompt: 'Once upon a time ', max_tokens: 2, user: 'alice' })).choices,
       ).toHaveLength(1);
@@ -262,14 +269,17 @@ export function describeTextCompletionApp(
           headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' },
           body: '{"prompt": "Once upon a time "}',
         });
+        const invalid = (message: string) => ({
+          error: { message, type: 'invalid_request_error', param: null, code: 'INVALID_INPUT' },
+        });
         expect([mismatch.status, await mismatch.json()]).toEqual([
           400,
-          { error: { code: 'INVALID_INPUT', message: 'The request body does not match its Content-Encoding' } },
+          invalid('The request body does not match its Content-Encoding'),
         ]);
         const malformed = await fetch(`${app.url}/v1/completions`, { ...json({}), body: '{"prompt": CLIENT-BYTES}' });
         expect([malformed.status, await malformed.json()]).toEqual([
           400,
-          { error: { code: 'INVALID_INPUT', message: 'The request body is not valid JSON' } },
+          invalid('The request body is not valid JSON'),
         ]);
         expect(run).not.toHaveBeenCalled();
         expect(stream).not.toHaveBeenCalled();
@@ -288,7 +298,7 @@ export function describeTextCompletionApp(
       expect([missing.headers.get('x-powered-by'), health.headers.get('x-powered-by')]).toEqual([null, null]);
     });
 
-    it('answers another method on a known path 405 with Allow, in the JSON error shape', async () => {
+    it('answers another method on a known path 405 with Allow, in the JSON error shape (OpenAI’s on /v1/*)', async () => {
       const put = await fetch(`${app.url}/v1/completions`, {
         method: 'PUT',
         headers: { 'content-type': 'application/json' },
@@ -299,8 +309,10 @@ export function describeTextCompletionApp(
         'POST',
         {
           error: {
-            code: 'METHOD_NOT_ALLOWED',
             message: 'PUT is not allowed on /v1/completions; allowed: POST',
+            type: 'invalid_request_error',
+            param: null,
+            code: 'METHOD_NOT_ALLOWED',
             details: { allowed: ['POST'] },
           },
         },
@@ -408,7 +420,7 @@ export function describeTextCompletionApp(
         expect(refused.status).toBe(503);
         expect(refused.headers.get('retry-after')).toBe('1');
         expect(await refused.json()).toEqual({
-          error: { code: 'CLOSED', message: expect.any(String), retryAfterSeconds: 1 },
+          error: { message: expect.any(String), type: 'server_overloaded', param: null, code: 'CLOSED' },
         });
       } finally {
         await other.close();

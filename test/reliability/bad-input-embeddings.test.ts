@@ -80,6 +80,8 @@ describe.each(['express', 'koa', 'nest'])('bad embeddings inputs against microba
     expect([outcome.answer.status, error?.code]).toEqual([status, code]);
     expect(leaksInternals(outcome.answer.body)).toBe(false);
     expect((error?.details as { field?: string } | undefined)?.field).toBe(field);
+    // OpenAI's shape, as on every /v1/* endpoint: `type`, and `param` naming the field (or null).
+    expect(error).toMatchObject({ type: 'invalid_request_error', param: field ?? null });
   });
 
   it('still embeds afterwards', async () => {

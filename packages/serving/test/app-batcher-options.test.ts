@@ -5,9 +5,9 @@
 import { waitFor } from '@microbatch/test-kit';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { RunningServer } from '../src/index.js';
-import { startTextCompletionApp as startExpress } from '../src/express/index.js';
-import { startTextCompletionApp as startKoa } from '../src/koa/index.js';
-import { startTextCompletionApp as startNest } from '../src/nest/index.js';
+import { startTextCompletionApp as startExpress } from '../src/app/express/index.js';
+import { startTextCompletionApp as startKoa } from '../src/app/koa/index.js';
+import { startTextCompletionApp as startNest } from '../src/app/nest/index.js';
 import { BATCH_MS, gatedService } from './gated-service.js';
 
 const APPS = { express: startExpress, koa: startKoa, nest: startNest } as const;

@@ -4,8 +4,8 @@ import { join } from 'node:path';
 import { isBatchError } from '@microbatch/core';
 import { createTextGenerationParser } from '@microbatch/inference';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseChatRequest } from '../src/chat-request.js';
-import { PLAIN_CHAT_TEMPLATE, loadChatTemplate } from '../src/chat-template.js';
+import { parseChatRequest } from '../src/openai/chat-request.js';
+import { PLAIN_CHAT_TEMPLATE, loadChatTemplate } from '../src/openai/chat-template.js';
 
 const validate = createTextGenerationParser();
 // ChatML as Qwen's tokenizer_config.json writes it (shortened), with the special tokens as objects.

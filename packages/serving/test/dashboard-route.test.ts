@@ -7,11 +7,11 @@ import { createBatcher, createStreamingBatcher, END } from '@microbatch/core';
 import type { TextGenerationChunk, TextGenerationInput, TextGenerationOutput } from '@microbatch/inference';
 import { createTextGenerationParser } from '@microbatch/inference';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createTextCompletionApp as expressApp } from '../src/express/index.js';
-import { startTextCompletionApp as startFastify } from '../src/fastify/index.js';
-import { startTextCompletionApp as startHono } from '../src/hono/index.js';
-import { createTextCompletionApp as koaApp } from '../src/koa/index.js';
-import { TextCompletionModule } from '../src/nest/index.js';
+import { createTextCompletionApp as expressApp } from '../src/app/express/index.js';
+import { startTextCompletionApp as startFastify } from '../src/app/fastify/index.js';
+import { startTextCompletionApp as startHono } from '../src/app/hono/index.js';
+import { createTextCompletionApp as koaApp } from '../src/app/koa/index.js';
+import { TextCompletionModule } from '../src/app/nest/index.js';
 import { NestFactory } from '@nestjs/core';
 import type { RunningServer, TextCompletionService } from '../src/index.js';
 

@@ -7,13 +7,13 @@ import type { RunningServer, TextCompletionAppOptions } from '../src/index.js';
 import {
   createTextCompletionApp as createExpress,
   startTextCompletionApp as startExpress,
-} from '../src/express/index.js';
+} from '../src/app/express/index.js';
 import {
   createTextCompletionApp as createFastify,
   startTextCompletionApp as startFastify,
-} from '../src/fastify/index.js';
-import { createEmbeddingsApp as createHonoEmbeddings } from '../src/hono/index.js';
-import { TextCompletionModule } from '../src/nest/index.js';
+} from '../src/app/fastify/index.js';
+import { createEmbeddingsApp as createHonoEmbeddings } from '../src/app/hono/index.js';
+import { TextCompletionModule } from '../src/app/nest/index.js';
 import { gatedService } from './gated-service.js';
 
 const APPS = { express: startExpress, fastify: startFastify } as const;

@@ -84,7 +84,7 @@ describe('fairness against a client that invents `user` values', () => {
   ] as const)('keyed by %s, the honest client gets at least 0.8x of an equal share', async (_name, header) => {
     const model = heldModel();
     const url = await listen(
-      createCompletionsEndpoint(model, {}, header === undefined ? undefined : clientKeyFromHeader(header)),
+      createCompletionsEndpoint(model, header === undefined ? {} : { clientKey: clientKeyFromHeader(header) }),
     );
     const sent: { client: 'alice' | 'dodger'; status: Promise<number> }[] = [];
     // One request at a time, each decided (queued or refused) before the next, alternating the two clients.

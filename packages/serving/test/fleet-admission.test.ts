@@ -10,7 +10,7 @@ import { createNatsQueue, createNatsWorker } from '@microbatch/nats';
 import { createRedisQueue, createRedisWorker } from '@microbatch/redis';
 import { pollUntil, startNatsServer, startRedisServer, waitFor } from '@microbatch/test-kit';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { ReplicaAdmission } from '../src/replica-admission.js';
+import { ReplicaAdmission } from '../src/service/replica-admission.js';
 
 /** The worker's handler: this many ms per batch, plus this many per item. */
 const BATCH_MS = 30;

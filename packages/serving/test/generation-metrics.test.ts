@@ -1,5 +1,5 @@
-// Generation metrics on `/metrics`, through a real HTTP server: a completions endpoint with a fake model whose
-// batches wait for the test, so the running / waiting gauges and the refusals are read at known moments.
+// Generation metrics on `/metrics`, through a real HTTP server: a completions (or chat) endpoint with a fake model
+// whose batches wait for the test, so the running / waiting gauges and the refusals are read at known moments.
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createBatcher, createStreamingBatcher, END } from '@microbatch/core';
@@ -8,7 +8,7 @@ import { createTextGenerationParser } from '@microbatch/inference';
 import { GENERATION_METRIC_NAMES as N, createGenerationMetrics, metricsHandler } from '@microbatch/prometheus';
 import { Registry } from 'prom-client';
 import { afterEach, describe, expect, it } from 'vitest';
-import { type CompletionsModel, createCompletionsEndpoint } from '../src/index.js';
+import { type CompletionsModel, createChatCompletionsEndpoint, createCompletionsEndpoint } from '../src/index.js';
 
 let server: Server | undefined;
 afterEach(async () => {
@@ -45,10 +45,11 @@ function gatedModel() {
   return { model, waiting, release: () => waiting.splice(0).forEach((resolve) => resolve()) };
 }
 
-async function listen(model: CompletionsModel): Promise<string> {
+async function listen(model: CompletionsModel, endpoint: 'completions' | 'chat' = 'completions'): Promise<string> {
   const registry = new Registry();
   const generation = createGenerationMetrics({ model: model.id, registry });
-  const completions = createCompletionsEndpoint(model, {}, undefined, generation);
+  const create = endpoint === 'chat' ? createChatCompletionsEndpoint : createCompletionsEndpoint;
+  const completions = create(model, { generation });
   const metrics = metricsHandler(registry);
   const listening = createServer((req, res) => {
     if (req.url === '/metrics') return void metrics(req, res);
@@ -128,6 +129,31 @@ describe('generation metrics on /metrics', () => {
     expect(value(`${N.timeToFirstToken}_sum{${model}}`)).toBeGreaterThan(0);
     expect(value(`${N.promptTokens}{${model}}`)).toBe(10);
     expect(value(`${N.generationTokens}{${model}}`)).toBe(6);
+    expect(value(`${N.running}{${model}}`)).toBe(0);
+  });
+
+  it("records chat's choices as completions' prompts: whole and streamed, one sequence per choice", async () => {
+    const { model: fake, release } = gatedModel();
+    const base = await listen(fake, 'chat');
+    const chat = (body: object) =>
+      fetch(`${base}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ messages: [{ role: 'user', content: 'one' }], max_tokens: 3, ...body }),
+      });
+    const pump = setInterval(release, 5);
+    const whole = await chat({}).finally(() => clearInterval(pump));
+    expect(whole.status).toBe(200);
+    const streamed = await chat({ n: 2, stream: true });
+    expect(streamed.status).toBe(200);
+    expect(await streamed.text()).toContain('[DONE]');
+    const value = await scrape(base);
+    // 1 whole choice + 2 streamed ones; only the streamed ones have a first token.
+    expect(value(`${N.requestDuration}_count{${model}}`)).toBe(3);
+    expect(value(`${N.queueTime}_count{${model}}`)).toBe(3);
+    expect(value(`${N.timeToFirstToken}_count{${model}}`)).toBe(2);
+    expect(value(`${N.promptTokens}{${model}}`)).toBe(4 + 2 * 5);
+    expect(value(`${N.generationTokens}{${model}}`)).toBe(3 + 2 * 3);
     expect(value(`${N.running}{${model}}`)).toBe(0);
   });
 });

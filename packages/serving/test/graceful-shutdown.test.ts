@@ -65,7 +65,7 @@ describe('shutdownServer', () => {
 
   it('throws a TypeError without a drain step', () => {
     expect(() => shutdownServer(createServer(), {} as never)).toThrow(
-      new TypeError('Expected `steps.drain` to be a function, got undefined'),
+      new TypeError('Expected `steps.drain` to be a function, got `undefined` (undefined)'),
     );
   });
 });

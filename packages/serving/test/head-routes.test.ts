@@ -4,11 +4,11 @@
 // `Response`, whose headers `@hono/node-server` then wrote a second time.)
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { RunningServer } from '../src/index.js';
-import { startTextCompletionApp as startExpress } from '../src/express/index.js';
-import { startTextCompletionApp as startFastify } from '../src/fastify/index.js';
-import { startTextCompletionApp as startHono } from '../src/hono/index.js';
-import { startTextCompletionApp as startKoa } from '../src/koa/index.js';
-import { startTextCompletionApp as startNest } from '../src/nest/index.js';
+import { startTextCompletionApp as startExpress } from '../src/app/express/index.js';
+import { startTextCompletionApp as startFastify } from '../src/app/fastify/index.js';
+import { startTextCompletionApp as startHono } from '../src/app/hono/index.js';
+import { startTextCompletionApp as startKoa } from '../src/app/koa/index.js';
+import { startTextCompletionApp as startNest } from '../src/app/nest/index.js';
 import { gatedService } from './gated-service.js';
 
 const APPS = { express: startExpress, koa: startKoa, fastify: startFastify, hono: startHono, nest: startNest } as const;

@@ -4,7 +4,7 @@
 import { BatchError, createBatcher, createStreamingBatcher } from '@microbatch/core';
 import type { FleetLoad, FleetWorker, LatencyFit } from '@microbatch/core';
 import { describe, expect, it } from 'vitest';
-import { ReplicaAdmission } from '../src/replica-admission.js';
+import { ReplicaAdmission } from '../src/service/replica-admission.js';
 
 // 40 ms per batch plus 5 ms per item, exact (no spread): a batch of 4 takes 60 ms.
 const FIT: LatencyFit = { samples: 10, msPerCost: 5, msPerBatch: 40, flatCost: undefined, minMs: 0, spread: 0 };

@@ -1,0 +1,98 @@
+// The embeddings app's routes, the same on Express, Koa, Fastify, Hono and Nest: one table (method, path, handler),
+// so a route added here is served by every framework, with the same 405 / 404 for what none answers.
+import { unmatchedRoute } from '@microbatch/core/http';
+import type { BatchError } from '@microbatch/core';
+import { createHealth, instrumentBatcher, metricsHandler, toNodeHandler } from '@microbatch/prometheus';
+import { Registry } from 'prom-client';
+import { type EmbeddingsAppOptions, httpErrorOptions } from './app-options.js';
+import {
+  type AppRoute,
+  type RouteRow,
+  allowedMethods,
+  jsonRoute,
+  jsonValueRoute,
+  nodeRoute,
+  resolveRoutes,
+} from './route-table.js';
+import type { EmbeddingService } from '../service/embedding-service.js';
+import { createEmbeddingsEndpoint } from '../endpoints/embeddings-endpoint.js';
+import { modelList } from '../openai/model-list.js';
+
+/**
+ * The embeddings app's route table: method, path and the handler that answers. `GET` routes answer `HEAD` too.
+ *
+ * @example
+ * ```ts
+ * EMBEDDINGS_TABLE[0]; // { method: 'POST', path: '/v1/embeddings', handler: 'embeddings' }
+ * ```
+ */
+export const EMBEDDINGS_TABLE = [
+  { method: 'POST', path: '/v1/embeddings', handler: 'embeddings' },
+  { method: 'GET', path: '/v1/models', handler: 'models' },
+  { method: 'GET', path: '/healthz', handler: 'liveness' },
+  { method: 'GET', path: '/readyz', handler: 'readiness' },
+  { method: 'GET', path: '/metrics', handler: 'metrics' },
+] as const satisfies readonly RouteRow[];
+
+/**
+ * Path → the methods the embeddings app answers there (HEAD as GET).
+ *
+ * @example
+ * ```ts
+ * EMBEDDINGS_ROUTES['/v1/embeddings']; // ['POST']
+ * ```
+ */
+export const EMBEDDINGS_ROUTES: Readonly<Record<string, readonly string[]>> = allowedMethods(EMBEDDINGS_TABLE);
+
+/**
+ * The handlers of {@link EMBEDDINGS_TABLE} over one model: every input of every request is one batched item costing
+ * its tokens; errors mapped with the options' `exposeDetails`.
+ *
+ * @example
+ * ```ts
+ * const { embeddings } = embeddingsHandlers(model);
+ * ```
+ */
+export function embeddingsHandlers(service: EmbeddingService, options: EmbeddingsAppOptions = {}) {
+  const errors = httpErrorOptions(options);
+  const health = createHealth({ batchers: service.batchers, ready: () => service.isReady() });
+  const registry = new Registry();
+  for (const batcher of service.batchers) instrumentBatcher(batcher, { registry });
+  return {
+    embeddings: jsonRoute(
+      createEmbeddingsEndpoint(service, {
+        ...errors,
+        limits: options.limits ?? {},
+        clientKey: options.clientKey,
+      }),
+    ),
+    models: jsonValueRoute(modelList(service.id, new Date())),
+    liveness: nodeRoute(toNodeHandler(() => health.liveness())),
+    readiness: nodeRoute(toNodeHandler(() => health.readiness())),
+    metrics: nodeRoute(metricsHandler(registry)),
+  };
+}
+
+/**
+ * The embeddings app's routes over one model, in table order, for a framework's `mountRoutes`.
+ *
+ * @example
+ * ```ts
+ * mountRoutes(embeddingsRoutes(model), expressMounts(app));
+ * ```
+ */
+export function embeddingsRoutes(service: EmbeddingService, options: EmbeddingsAppOptions = {}): AppRoute[] {
+  return resolveRoutes(EMBEDDINGS_TABLE, embeddingsHandlers(service, options));
+}
+
+/**
+ * The error for a request no route of the embeddings app matched: 405 with `Allow` on a known path, else 404.
+ *
+ * @example
+ * ```ts
+ * app.use((req, res) => writeHttpError(res, noEmbeddingsRoute(req.method, req.path)));
+ * ```
+ */
+export function noEmbeddingsRoute(method: string, path: string): BatchError<'NOT_FOUND' | 'METHOD_NOT_ALLOWED'> {
+  return unmatchedRoute(method, path, EMBEDDINGS_ROUTES);
+}

@@ -1,0 +1,133 @@
+// OpenAI's `POST /v1/embeddings` on the endpoint skeleton: every input of a request one batched item costing its
+// tokens, so inputs of one request and of concurrent requests share padded model calls.
+import type { CallOptions } from '@microbatch/core';
+import { fail } from '@microbatch/core/util';
+import {
+  type EmbeddingsRequest,
+  type EmbeddingsRequestLimits,
+  parseEmbeddingsRequest,
+} from '../openai/embeddings-request.js';
+import { normalized } from '../service/embedding-pooling.js';
+import type { EmbeddingService } from '../service/embedding-service.js';
+import type { ClientKey } from './client-key.js';
+import { type NodeJsonEndpoint, createOpenAiEndpoint } from './openai-endpoint.js';
+
+/**
+ * OpenAI's answer to `POST /v1/embeddings`.
+ *
+ * @example
+ * ```ts
+ * const [{ embedding }] = answer.data;
+ * ```
+ */
+export interface EmbeddingList {
+  readonly object: 'list';
+  readonly data: ReadonlyArray<{
+    readonly object: 'embedding';
+    readonly index: number;
+    /** Floats, or with `encoding_format: 'base64'` their little-endian float32 bytes in base64. */
+    readonly embedding: readonly number[] | string;
+  }>;
+  readonly model: string;
+  readonly usage: { readonly prompt_tokens: number; readonly total_tokens: number };
+}
+
+/**
+ * Answers one `POST /v1/embeddings` request on a Node response, given its parsed JSON body.
+ *
+ * @example
+ * ```ts
+ * app.post('/v1/embeddings', jsonBody(), (req, res) => embeddings(req.body, res));
+ * ```
+ */
+export type EmbeddingsEndpoint = NodeJsonEndpoint;
+
+/**
+ * Options of {@link createEmbeddingsEndpoint}.
+ *
+ * @example
+ * ```ts
+ * createEmbeddingsEndpoint(model, { limits: { maxInputs: 64 }, clientKey: clientKeyFromHeader('x-api-key-id') });
+ * ```
+ */
+export interface EmbeddingsEndpointOptions {
+  /** Bounds of a request beyond the model's own. */
+  readonly limits?: EmbeddingsRequestLimits;
+  /**
+   * Who a request comes from, for fair shares of the queue and of each batch. OpenAI's `user` never is.
+   * @default the client's address
+   */
+  readonly clientKey?: ClientKey;
+  /**
+   * Whether a refusal (503) keeps the engine's own message and `details`.
+   * @default false
+   */
+  readonly exposeDetails?: boolean;
+}
+
+/** A little-endian float32 vector in base64, as the official clients decode it. */
+function toBase64(vector: Float32Array): string {
+  const bytes = Buffer.alloc(vector.length * 4);
+  vector.forEach((value, index) => bytes.writeFloatLE(value, index * 4));
+  return bytes.toString('base64');
+}
+
+/**
+ * Creates an OpenAI-compatible embeddings endpoint over an embedding model: every input of a request is one batched
+ * item costing its token count, so inputs of one request and of concurrent requests share padded model calls
+ * (at most the model's `maxBatchCost` tokens each). `dimensions` below the model's keeps the leading ones and
+ * normalises again (models that allow it); usage counts the inputs' tokens. Each client has a fair share (its
+ * address, or `clientKey`; never OpenAI's `user`). Invalid requests get a 400 naming the field; every error is in
+ * OpenAI's shape, its status from core's `toHttpError`. Never rejects.
+ *
+ * @example
+ * ```ts
+ * const embeddings = createEmbeddingsEndpoint(model);
+ * app.post('/v1/embeddings', jsonBody(), (req, res) => embeddings(req.body, res));
+ * ```
+ */
+export function createEmbeddingsEndpoint(
+  model: EmbeddingService,
+  options: EmbeddingsEndpointOptions = {},
+): EmbeddingsEndpoint {
+  if (typeof model !== 'object' || model === null || typeof model.embedAll !== 'function') {
+    fail('model', 'an embedding model from `createEmbeddingModel()`', model);
+  }
+  if (typeof options !== 'object' || options === null) fail('options', 'an object', options);
+  const { limits = {}, clientKey, exposeDetails } = options;
+  return createOpenAiEndpoint<EmbeddingsRequest, EmbeddingList>({
+    // Texts are tokenized here: until the tokenizer is loaded, `tokenize` refuses them (503 UNAVAILABLE).
+    parse: (body) => parseEmbeddingsRequest(body, model, limits),
+    complete: ({ request, call }) => embedAll(model, request, call),
+    clientKey,
+    exposeDetails,
+  });
+}
+
+async function embedAll(
+  model: EmbeddingService,
+  request: EmbeddingsRequest,
+  call: CallOptions,
+): Promise<EmbeddingList> {
+  const vectors = await model.embedAll(request.ids, call);
+  let tokens = 0;
+  for (const ids of request.ids) tokens += ids.length;
+  return {
+    object: 'list',
+    data: vectors.map((full, index) => {
+      const vector =
+        request.dimensions === full.length
+          ? full
+          : model.normalize
+            ? normalized(full.slice(0, request.dimensions))
+            : full.slice(0, request.dimensions);
+      return {
+        object: 'embedding',
+        index,
+        embedding: request.encoding === 'base64' ? toBase64(vector) : Array.from(vector),
+      };
+    }),
+    model: model.id,
+    usage: { prompt_tokens: tokens, total_tokens: tokens },
+  };
+}

@@ -1,0 +1,223 @@
+// An embedding model in worker threads of this process behind one batcher: the `EmbeddingService` the embeddings
+// apps serve, its pooling and normalisation read from the model folder where it says.
+import { existsSync, readFileSync } from 'node:fs';
+import { basename, join, resolve } from 'node:path';
+import { BatchError, ErrorCode, createBatcher } from '@microbatch/core';
+import { checkInteger, checkOneOf, dropUndefined } from '@microbatch/core/util';
+import { createWorkerPool, loadTokenizer } from '@microbatch/inference';
+import type { OnnxInput, OnnxOutput, WorkerPool } from '@microbatch/inference';
+import { type LogLine, type Logger, logBatches, logRefusals } from './batch-log.js';
+import { type Pooling, poolEmbedding } from './embedding-pooling.js';
+import type { EmbeddingService } from './embedding-service.js';
+
+const POOLINGS: readonly Pooling[] = ['mean', 'cls', 'last_token'];
+
+/**
+ * Options of {@link createEmbeddingModel}.
+ *
+ * @example
+ * ```ts
+ * const options: EmbeddingModelOptions = { model: 'models/all-MiniLM-L6-v2', maxBatchCost: 8192 };
+ * ```
+ */
+export interface EmbeddingModelOptions {
+  /**
+   * The model folder in transformers.js layout: `config.json`, `tokenizer.json`, `onnx/model.onnx` with a
+   * `last_hidden_state` output; sentence-transformers' `1_Pooling/config.json` and `modules.json` when present.
+   */
+  readonly model: string;
+  /**
+   * The name responses report as `model`.
+   * @default the folder's name
+   */
+  readonly id?: string;
+  /**
+   * How token vectors become one: the attention-masked mean, the first (`[CLS]`) token, or the last token.
+   * @default read from `1_Pooling/config.json`, else 'mean'
+   */
+  readonly pooling?: Pooling;
+  /**
+   * Scale every embedding to unit length (L2).
+   * @default true where `modules.json` lists a Normalize module or there is no `modules.json`, else false
+   */
+  readonly normalize?: boolean;
+  /**
+   * Whether the model was trained so that its embeddings may be cut short (Matryoshka): then requests may ask for
+   * fewer `dimensions` (cut, then normalised again); otherwise `dimensions` other than the model's are a 400.
+   * @default false
+   */
+  readonly truncatableDimensions?: boolean;
+  /**
+   * The most inputs one model call holds.
+   * @default 64
+   */
+  readonly maxBatchSize?: number;
+  /**
+   * The most tokens one model call holds (each input costs its token count), so one call never pads past this.
+   * @default 8192
+   */
+  readonly maxBatchCost?: number;
+  /**
+   * Inputs are batched only with inputs of the same length bucket (token counts rounded up to a multiple of this),
+   * so a model call pads each input by less than this many tokens instead of to the longest of a mixed batch.
+   * `0` turns bucketing off (one queue; each call padded to its longest input).
+   * @default 8
+   */
+  readonly lengthBucket?: number;
+  /** @default 0 (work-conserving) */
+  readonly batchWaitTimeoutMs?: number;
+  /** @default Infinity */
+  readonly maxLatencyMs?: number;
+  /** @default 1024 */
+  readonly maxQueueSize?: number;
+  /** @default 1 */
+  readonly workers?: number;
+  /** @default 1 */
+  readonly threads?: number;
+  /** @default 'cpu' */
+  readonly executionProvider?: string;
+  /** Where the one-line-per-batch log goes; `false` turns it off. @default console.log */
+  readonly log?: LogLine | false;
+  /** A pino-compatible logger, instead of `log`. */
+  readonly logger?: Logger;
+}
+
+interface ModelConfig {
+  readonly hidden_size?: number;
+  readonly max_position_embeddings?: number;
+  readonly vocab_size?: number;
+  readonly type_vocab_size?: number;
+}
+
+function readJson<T>(path: string): T | undefined {
+  if (!existsSync(path)) return undefined;
+  return JSON.parse(readFileSync(path, 'utf8')) as T;
+}
+
+/** sentence-transformers' pooling and normalisation, read from the folder where it says. */
+export function folderPooling(dir: string): { pooling: Pooling | undefined; normalize: boolean | undefined } {
+  const config = readJson<Record<string, unknown>>(join(dir, '1_Pooling', 'config.json'));
+  let pooling: Pooling | undefined;
+  if (config !== undefined) {
+    if (config.pooling_mode_cls_token === true) pooling = 'cls';
+    else if (config.pooling_mode_lasttoken === true) pooling = 'last_token';
+    else if (config.pooling_mode_mean_tokens === true) pooling = 'mean';
+    else {
+      throw new Error(
+        `${join(dir, '1_Pooling', 'config.json')} asks for a pooling mode this server does not have (mean, cls, last token)`,
+      );
+    }
+  }
+  const modules = readJson<Array<{ type?: unknown }>>(join(dir, 'modules.json'));
+  const normalize = modules?.some((module) => String(module.type).endsWith('.Normalize'));
+  return { pooling, normalize };
+}
+
+/**
+ * Starts an embedding model (a BERT-style encoder in transformers.js layout) on worker threads behind one batcher
+ * whose items cost their token count: a model call holds at most `maxBatchSize` inputs and `maxBatchCost` tokens
+ * and is padded to its own longest input (the ONNX runner's per-batch padding). Texts are tokenized here (the
+ * tokenizer is loaded once), so cost, usage and the length check are exact before anything is queued; pooling and
+ * normalisation run on the model's `last_hidden_state` as sentence-transformers would.
+ *
+ * @example
+ * ```ts
+ * const model = createEmbeddingModel({ model: 'models/all-MiniLM-L6-v2' });
+ * await model.ready;
+ * ```
+ */
+export function createEmbeddingModel(options: EmbeddingModelOptions): EmbeddingService {
+  const dir = resolve(options.model);
+  for (const file of ['config.json', 'tokenizer.json', join('onnx', 'model.onnx')]) {
+    if (!existsSync(join(dir, file))) throw new Error(`${dir} is not a transformers.js embedding model: no ${file}`);
+  }
+  const config = readJson<ModelConfig>(join(dir, 'config.json')) ?? {};
+  const dimensions = config.hidden_size;
+  if (!Number.isInteger(dimensions) || (dimensions as number) < 1) {
+    throw new Error(`${join(dir, 'config.json')} has no \`hidden_size\``);
+  }
+  const folder = folderPooling(dir);
+  const pooling = checkOneOf('pooling', options.pooling ?? folder.pooling ?? 'mean', POOLINGS);
+  const normalize = options.normalize ?? folder.normalize ?? true;
+  const settings = {
+    maxBatchSize: 64,
+    maxBatchCost: 8192,
+    batchWaitTimeoutMs: 0,
+    maxLatencyMs: Number.POSITIVE_INFINITY,
+    maxQueueSize: 1024,
+    ...dropUndefined({
+      maxBatchSize: options.maxBatchSize,
+      maxBatchCost: options.maxBatchCost,
+      batchWaitTimeoutMs: options.batchWaitTimeoutMs,
+      maxLatencyMs: options.maxLatencyMs,
+      maxQueueSize: options.maxQueueSize,
+    }),
+  };
+  const maxTokens = Math.min(config.max_position_embeddings ?? 512, settings.maxBatchCost);
+  const pool: WorkerPool<OnnxInput, OnnxOutput> = createWorkerPool({
+    runner: {
+      task: 'onnx',
+      model: join(dir, 'onnx', 'model.onnx'),
+      outputs: ['last_hidden_state'],
+      paddingSide: 'right',
+    },
+    size: options.workers ?? 1,
+    threads: options.threads ?? 1,
+    executionProvider: options.executionProvider ?? 'cpu',
+  });
+  const bucket = checkInteger('lengthBucket', options.lengthBucket ?? 8, 0);
+  const tokensOf = (item: OnnxInput) => (item.input_ids as readonly number[]).length;
+  // A running encoder call is never cancelled: it takes milliseconds, while stopping it means retiring its worker
+  // and loading the model again (onnxruntime cannot be interrupted). A cancelled input still leaves its queue at
+  // once, and the answer of one cancelled while its call runs is dropped.
+  const batcher = createBatcher<OnnxInput, OnnxOutput>((inputs) => pool.run(inputs), {
+    ...settings,
+    ...pool.batcherOptions,
+    ...(bucket > 0 ? { batchKey: (item: OnnxInput) => Math.ceil(tokensOf(item) / bucket) } : {}),
+    cost: tokensOf,
+    name: 'embed',
+  });
+  const log = options.logger ?? options.log ?? console.log;
+  if (log !== false) {
+    logBatches(batcher, log);
+    logRefusals(batcher, log);
+  }
+  // BERT-style encoders take segment ids too (all 0: one segment).
+  const withTypes = config.type_vocab_size !== undefined;
+  const item = (ids: readonly number[]): OnnxInput =>
+    withTypes ? { input_ids: ids, token_type_ids: Array.from({ length: ids.length }, () => 0) } : { input_ids: ids };
+  const vector = (output: OnnxOutput): Float32Array =>
+    poolEmbedding(output.last_hidden_state as never, dimensions as number, pooling, normalize);
+
+  let encode: ((text: string) => number[]) | undefined;
+  const tokenizer = loadTokenizer(dir).then((loaded) => {
+    encode = (text) => loaded.encode(text);
+  });
+  const ready = Promise.all([pool.ready, tokenizer]).then(() => undefined);
+  ready.catch(() => undefined);
+  const drain = () => batcher.close();
+  return {
+    id: options.id ?? basename(dir),
+    dimensions: dimensions as number,
+    maxTokens,
+    vocabSize: config.vocab_size ?? Number.MAX_SAFE_INTEGER,
+    pooling,
+    normalize,
+    truncatableDimensions: options.truncatableDimensions ?? false,
+    batcher,
+    batchers: [batcher],
+    ready,
+    isReady: () => pool.isReady && encode !== undefined && !batcher.closed,
+    tokenize: (text) => {
+      if (encode === undefined) throw new BatchError(ErrorCode.UNAVAILABLE, 'The model is still loading');
+      return encode(text);
+    },
+    embed: async (ids, call) => vector(await batcher(item(ids), call)),
+    embedAll: async (all, call) => (await batcher.callAll(all.map(item), call)).map(vector),
+    drain,
+    close: async () => {
+      await drain();
+      await pool.close();
+    },
+  };
+}

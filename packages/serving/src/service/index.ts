@@ -1,0 +1,19 @@
+// service/: what the endpoints serve, apart from HTTP: the service contracts (`TextCompletionService`,
+// `EmbeddingService`, each in a file of its own), the models behind batchers in this process
+// (`createTextCompletionModel`, `createEmbeddingModel`) or behind a shared queue (`createQueuedTextCompletionService`,
+// `ReplicaAdmission`), their option checks, logs and metrics. It may read OpenAI's types (a chat template), never an
+// endpoint or an app.
+export { isLogger, logBatches, logDecodeLoop, logRefusals } from './batch-log.js';
+export type { DecodeLoopSource, LogLine, LogTarget, Logger } from './batch-log.js';
+export { ReplicaAdmission } from './replica-admission.js';
+export { createTextCompletionModel, textCompletionCost } from './text-completion-model.js';
+export type { TextCompletionModel } from './text-completion-model.js';
+export type { TextCompletionModelOptions } from './text-completion-options.js';
+export type { TextCompletionService } from './text-completion-service.js';
+export { TEXT_COMPLETION_HANDLERS, createQueuedTextCompletionService } from './queued-service.js';
+export type { QueuedTextCompletionServiceOptions, TextCompletionQueue } from './queued-service.js';
+export { createEmbeddingModel, folderPooling } from './embedding-model.js';
+export type { EmbeddingModelOptions } from './embedding-model.js';
+export type { EmbeddingItem, EmbeddingService } from './embedding-service.js';
+export { normalized, poolEmbedding } from './embedding-pooling.js';
+export type { Pooling } from './embedding-pooling.js';
