@@ -94,6 +94,8 @@ function constants(shape: LlamaShape): Initializer[] {
     int64('ax_12', [2], [1, 2]),
     int64('i64_0', [], [0]),
     int64('i64_1', [], [1]),
+    int64('i64_big', [1], [2 ** 31]),
+    float('nan_f', [], [Number.NaN]),
     int64('shape_q', [4], [0, 0, shape.heads, headDim]),
     int64('shape_kv', [4], [0, 0, shape.kvHeads, headDim]),
     int64('shape_o', [3], [0, 0, shape.hidden]),
@@ -252,7 +254,10 @@ function weights(shape: LlamaShape): Initializer[] {
 }
 
 /** The inputs and outputs of a transformers.js decoder export with a KV cache, for `layers` layers. */
-export function llamaSignature(shape: Pick<LlamaShape, 'layers' | 'kvHeads' | 'hidden' | 'heads' | 'vocab'>): {
+export function llamaSignature(
+  shape: Pick<LlamaShape, 'layers' | 'kvHeads' | 'hidden' | 'heads' | 'vocab'>,
+  layout: LlamaLayout = {},
+): {
   inputs: ValueInfo[];
   outputs: ValueInfo[];
 } {
@@ -265,8 +270,10 @@ export function llamaSignature(shape: Pick<LlamaShape, 'layers' | 'kvHeads' | 'h
   const inputs: ValueInfo[] = [
     { name: 'input_ids', type: DataType.INT64, shape: ['batch_size', 'sequence_length'] },
     { name: 'attention_mask', type: DataType.INT64, shape: ['batch_size', 'total_sequence_length'] },
-    { name: 'position_ids', type: DataType.INT64, shape: ['batch_size', 'sequence_length'] },
   ];
+  if (layout.positionIds ?? true) {
+    inputs.push({ name: 'position_ids', type: DataType.INT64, shape: ['batch_size', 'sequence_length'] });
+  }
   const outputs: ValueInfo[] = [
     { name: 'logits', type: DataType.FLOAT, shape: ['batch_size', 'sequence_length', shape.vocab] },
   ];
@@ -276,8 +283,26 @@ export function llamaSignature(shape: Pick<LlamaShape, 'layers' | 'kvHeads' | 'h
       outputs.push(kv(`present.${index}.${part}`, 'total_sequence_length'));
     }
   }
+  if (layout.useCacheBranch ?? false) inputs.push({ name: 'use_cache_branch', type: DataType.BOOL, shape: [1] });
   return { inputs, outputs };
 }
+
+/** Derives `position_ids` from the mask, as exports without that input do: each token's count of real tokens - 1. */
+const derivedPositions: NodeSpec[] = [
+  { op: 'CumSum', inputs: ['attention_mask', 'i64_1'], outputs: ['mask_sum'] },
+  { op: 'Sub', inputs: ['mask_sum', 'i64_1'], outputs: ['pos_all'] },
+  { op: 'Shape', inputs: ['input_ids'], outputs: ['S1_pos'], attributes: { start: 1, end: 2 } },
+  { op: 'Neg', inputs: ['S1_pos'], outputs: ['pos_start'] },
+  { op: 'Slice', inputs: ['pos_all', 'pos_start', 'i64_big', 'ax_1'], outputs: ['position_ids'] },
+];
+
+/** NaN logits unless `use_cache_branch` says whether a past was given (P0 > 0). */
+const cacheBranchCheck: NodeSpec[] = [
+  { op: 'Greater', inputs: ['P0', 'i64_0'], outputs: ['has_past'] },
+  { op: 'Equal', inputs: ['use_cache_branch', 'has_past'], outputs: ['branch_ok'] },
+  { op: 'Where', inputs: ['branch_ok', 'zero_f', 'nan_f'], outputs: ['branch_bias'] },
+  { op: 'Add', inputs: ['logits_raw', 'branch_bias'], outputs: ['logits'] },
+];
 
 /** The `config.json` of a shape: a LlamaForCausalLM as transformers writes it, plus what generated it. */
 export function llamaConfig(shape: LlamaShape): Record<string, unknown> {
@@ -307,11 +332,43 @@ export function llamaConfig(shape: LlamaShape): Record<string, unknown> {
   };
 }
 
+/**
+ * How a generated decoder is laid out, reproducing the variants of real exports.
+ *
+ * @example
+ * ```ts
+ * await writeLlamaModel(dir, shape, tokenizerDir, { graph: 'decoder_model_merged', useCacheBranch: true });
+ * ```
+ */
+export interface LlamaLayout {
+  /**
+   * The graph's name in `onnx/`: `model` (transformers.js v3+ exports) or `decoder_model_merged` (older exports).
+   * @default 'model'
+   */
+  readonly graph?: string;
+  /**
+   * Keep the weights in `onnx/<graph>.onnx_data` beside the graph (exports past 2 GB).
+   * @default false
+   */
+  readonly externalData?: boolean;
+  /**
+   * A merged decoder's `use_cache_branch` input (bool `[1]`): the logits are NaN unless it is true exactly when a
+   * past is given, so a caller that feeds it wrong sees it at once.
+   * @default false
+   */
+  readonly useCacheBranch?: boolean;
+  /**
+   * Take `position_ids` as an input; without, the graph derives them from `attention_mask` (cumulative sum - 1).
+   * @default true
+   */
+  readonly positionIds?: boolean;
+}
+
 /** What {@link writeLlamaModel} did. */
 export interface WrittenLlama {
   readonly dir: string;
   readonly parameters: number;
-  /** `onnx/model.onnx`'s size in bytes. */
+  /** The graph file's size in bytes (`onnx/model.onnx` by default). */
   readonly bytes: number;
   /** False when the folder already held this shape (nothing was written). */
   readonly written: boolean;
@@ -327,20 +384,29 @@ export interface WrittenLlama {
  * await writeLlamaModel('models/bench/llama-30m', shape, 'models/tinystories-656k');
  * ```
  */
-export async function writeLlamaModel(dir: string, shape: LlamaShape, tokenizerDir: string): Promise<WrittenLlama> {
+export async function writeLlamaModel(
+  dir: string,
+  shape: LlamaShape,
+  tokenizerDir: string,
+  layout: LlamaLayout = {},
+): Promise<WrittenLlama> {
   checkShape(shape);
+  const graph = layout.graph ?? 'model';
   const config = llamaConfig(shape);
+  // A folder written with another layout is written again.
+  if (Object.keys(layout).length > 0) config.microbatch_dummy_layout = layout;
   const text = `${JSON.stringify(config, null, 2)}\n`;
   const parameters = llamaParameters(shape);
   const existing = await readFile(join(dir, 'config.json'), 'utf8').catch(() => undefined);
-  const modelPath = join(dir, 'onnx', 'model.onnx');
+  const modelPath = join(dir, 'onnx', `${graph}.onnx`);
   const size = await stat(modelPath).then(
     (info) => info.size,
     () => undefined,
   );
   if (existing === text && size !== undefined) return { dir, parameters, bytes: size, written: false };
   await mkdir(join(dir, 'onnx'), { recursive: true });
-  const nodes: NodeSpec[] = [...preamble];
+  const branch = layout.useCacheBranch ?? false;
+  const nodes: NodeSpec[] = [...((layout.positionIds ?? true) ? [] : derivedPositions), ...preamble];
   let hidden = 'embeds';
   for (let index = 0; index < shape.layers; index += 1) {
     nodes.push(...layer(index, hidden));
@@ -349,10 +415,12 @@ export async function writeLlamaModel(dir: string, shape: LlamaShape, tokenizerD
   nodes.push(
     ...rmsNorm('final_norm', hidden, 'final_ln'),
     { op: 'Transpose', inputs: ['embed'], outputs: ['lm_head_T'], attributes: { perm: [1, 0] } },
-    { op: 'MatMul', inputs: ['final_norm.out', 'lm_head_T'], outputs: ['logits'] },
+    { op: 'MatMul', inputs: ['final_norm.out', 'lm_head_T'], outputs: [branch ? 'logits_raw' : 'logits'] },
+    ...(branch ? cacheBranchCheck : []),
   );
   const bytes = await writeModel(modelPath, {
-    ...llamaSignature(shape),
+    ...llamaSignature(shape, layout),
+    ...(layout.externalData === true ? { externalData: `${graph}.onnx_data` } : {}),
     initializers: [...constants(shape), ...weights(shape)],
     nodes,
     producer: 'microbatch-dummy-llama',
