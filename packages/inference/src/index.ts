@@ -13,6 +13,8 @@ export {
   textGenerationBatchKey,
   textGenerationResume,
 } from './spec/runner-spec.js';
+export { AUTO_DTYPE_ORDER, DTYPE_CHOICES, MODEL_DTYPE_SUFFIXES } from './spec/model-dtypes.js';
+export type { ModelDtype } from './spec/model-dtypes.js';
 export type {
   ChunkOf,
   ClassificationLabel,

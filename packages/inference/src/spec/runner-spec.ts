@@ -17,6 +17,7 @@ import type {
   TextClassificationRunnerSpec,
   TextGenerationRunnerSpec,
 } from './runner-types.js';
+import { DTYPE_CHOICES } from './model-dtypes.js';
 
 /**
  * The stop string the bundled TinyStories model family spells out at the end of every story.
@@ -49,6 +50,7 @@ export const TEXT_GENERATION_DEFAULTS = {
   maxSequences: 32,
   maxStepTokens: 64,
   prefixCacheMb: 64,
+  dtype: 'auto',
 } as const satisfies Required<TextGenerationRunnerSpec>;
 
 const FEATURE_EXTRACTION_DEFAULTS = {
@@ -56,12 +58,14 @@ const FEATURE_EXTRACTION_DEFAULTS = {
   model: '',
   pooling: 'mean',
   normalize: true,
+  dtype: 'auto',
 } as const satisfies Required<FeatureExtractionRunnerSpec>;
 
 const TEXT_CLASSIFICATION_DEFAULTS = {
   task: 'text-classification',
   model: '',
   topK: 1,
+  dtype: 'auto',
 } as const satisfies Required<TextClassificationRunnerSpec>;
 
 const ONNX_DEFAULTS = {
@@ -178,6 +182,7 @@ export function resolveRunnerSpec(spec: RunnerSpec): ResolvedRunnerSpec {
         );
       }
       checkInteger('runner.maxSequences', resolved.maxSequences, 1);
+      checkOneOf('runner.dtype', resolved.dtype, DTYPE_CHOICES);
       return {
         ...resolved,
         ...checkLoopBudgets(resolved, given as Partial<TextGenerationRunnerSpec>),
@@ -188,11 +193,13 @@ export function resolveRunnerSpec(spec: RunnerSpec): ResolvedRunnerSpec {
       const resolved = { ...FEATURE_EXTRACTION_DEFAULTS, ...given, model } as Required<FeatureExtractionRunnerSpec>;
       checkOneOf('runner.pooling', resolved.pooling, ['mean', 'cls', 'last_token']);
       checkBoolean('runner.normalize', resolved.normalize);
+      checkOneOf('runner.dtype', resolved.dtype, DTYPE_CHOICES);
       return resolved;
     }
     case 'text-classification': {
       const resolved = { ...TEXT_CLASSIFICATION_DEFAULTS, ...given, model } as Required<TextClassificationRunnerSpec>;
       checkInteger('runner.topK', resolved.topK, 1);
+      checkOneOf('runner.dtype', resolved.dtype, DTYPE_CHOICES);
       return resolved;
     }
     case 'onnx': {

@@ -17,6 +17,16 @@ export interface ModelGeometry {
   readonly padTokenId: number;
   /** Whether the model takes `position_ids` (it derives them itself otherwise). */
   readonly positionIds: boolean;
+  /**
+   * Whether the model is a merged decoder (`decoder_model_merged.onnx`) with a `use_cache_branch` input: true when a
+   * past is fed, false on a prefill without one.
+   */
+  readonly useCacheBranch?: boolean;
+}
+
+/** A merged decoder's `use_cache_branch` feed. */
+function cacheBranch(past: number): Tensor {
+  return new Tensor('bool', Uint8Array.of(past > 0 ? 1 : 0), [1]);
 }
 
 /** KV data for some rows: per past input, one `[rows, kvHeads, past, headDim]` array (or longer: its start is used). */
@@ -123,6 +133,7 @@ export function decodeFeeds(
     attention_mask: new Tensor('int64', mask, [count, width]),
   };
   if (geometry.positionIds) feeds.position_ids = new Tensor('int64', positions, [count, 1]);
+  if (geometry.useCacheBranch === true) feeds.use_cache_branch = cacheBranch(source.past);
   return feeds;
 }
 
@@ -157,5 +168,6 @@ export function prefillFeeds(
     attention_mask: new Tensor('int64', mask, [count, width]),
   };
   if (geometry.positionIds) feeds.position_ids = new Tensor('int64', positions, [count, longest]);
+  if (geometry.useCacheBranch === true) feeds.use_cache_branch = cacheBranch(pastLength);
   return feeds;
 }
