@@ -2,12 +2,12 @@
 // input and output names and dtypes, config.json), each loaded by microbatch and by transformers.js's own
 // `pipeline(task, dir, { dtype })` on the same folder, which must agree: the same greedy text (decoders, under
 // both schedulings) or the same embeddings within 1e-4 (encoders). packages/inference/README.md lists the rows.
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join, sep } from 'node:path';
 import { env, pipeline } from '@huggingface/transformers';
 import type { FeatureExtractionPipeline, TextGenerationPipeline } from '@huggingface/transformers';
-import { createWorkerPool } from '@microbatch/inference';
+import { MODEL_DTYPE_SUFFIXES, createWorkerPool } from '@microbatch/inference';
 import type { ModelDtype, TextGenerationInput } from '@microbatch/inference';
 import { writeLlamaModel } from '@microbatch/test-kit';
 import type { LlamaLayout, LlamaShape } from '@microbatch/test-kit';
@@ -132,6 +132,12 @@ describe('decoders: the same greedy text as transformers.js', () => {
       graph: 'model',
     },
     {
+      row: 'Llama q8 (onnx/model_quantized.onnx: DynamicQuantizeLinear + MatMulInteger)',
+      layout: { quantize: 'q8' },
+      dtype: 'q8',
+      graph: 'model',
+    },
+    {
       row: 'merged decoder (onnx/decoder_model_merged.onnx, use_cache_branch, no position_ids)',
       layout: { graph: 'decoder_model_merged', useCacheBranch: true, positionIds: false },
       dtype: 'fp32',
@@ -139,10 +145,13 @@ describe('decoders: the same greedy text as transformers.js', () => {
     },
   ];
 
-  it.each(rows)('$row', async ({ layout, dtype, graph }) => {
-    const dir = join(root, `llama-${graph}-${layout.externalData === true ? 'external' : 'inline'}`);
+  it.each(rows.map((row, index) => ({ ...row, index })))('$row', async ({ layout, dtype, graph, index }) => {
+    const dir = join(root, `llama-${index}`);
     await writeLlamaModel(dir, SHAPE, TINYSTORIES_DIR, layout);
     expect(dirname(dir)).toBe(root);
+    // The one graph of the row, under the dtype's name (a quantized one with its integer matmuls).
+    const file = join(dir, 'onnx', `${graph}${MODEL_DTYPE_SUFFIXES[dtype]}.onnx`);
+    expect((await readFile(file)).includes('MatMulInteger')).toBe(dtype === 'q8');
     const expected = await transformersGreedy(dir, dtype, graph);
     expect(expected.every(({ tokens }) => tokens.length === MAX_NEW_TOKENS)).toBe(true);
     // 'auto' finds the row's one file, as an explicit dtype does.

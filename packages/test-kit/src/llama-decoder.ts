@@ -362,6 +362,60 @@ export interface LlamaLayout {
    * @default true
    */
   readonly positionIds?: boolean;
+  /**
+   * `'q8'`: the weight matrices quantized as onnxruntime's `quantize_dynamic` (transformers.js's `model_quantized.onnx`)
+   * does: int8 weights with a per-tensor scale, each MatMul a DynamicQuantizeLinear + MatMulInteger + rescale. The
+   * graph's name gets the dtype's suffix (`model_quantized.onnx`).
+   */
+  readonly quantize?: 'q8';
+}
+
+/**
+ * Quantizes every MatMul whose right operand is a weight matrix (`l<i>.w*`) to int8, as `quantize_dynamic` does:
+ * the activation per call (DynamicQuantizeLinear: uint8, scale, zero point), the weight once (symmetric int8, a
+ * per-tensor scale), the product in int32 (MatMulInteger), then scaled back to float.
+ */
+function quantizeMatMuls(
+  nodes: readonly NodeSpec[],
+  initializers: readonly Initializer[],
+): {
+  nodes: NodeSpec[];
+  initializers: Initializer[];
+} {
+  const weight = /^l\d+\.w[a-z]$/;
+  const out: Initializer[] = [];
+  for (const init of initializers) {
+    if (!weight.test(init.name)) {
+      out.push(init);
+      continue;
+    }
+    const values = init.values as Float32Array;
+    const scale = values.reduce((max, value) => Math.max(max, Math.abs(value)), 0) / 127 || 1;
+    out.push(
+      {
+        name: `${init.name}_q`,
+        type: DataType.INT8,
+        dims: init.dims,
+        values: Int8Array.from(values, (value) => Math.max(-127, Math.min(127, Math.round(value / scale)))),
+      },
+      float(`${init.name}_s`, [], [scale]),
+      { name: `${init.name}_zp`, type: DataType.INT8, dims: [], values: [0] },
+    );
+  }
+  const quantized = nodes.flatMap((node): NodeSpec[] => {
+    const [input, matrix] = node.inputs;
+    const [output] = node.outputs;
+    if (node.op !== 'MatMul' || matrix === undefined || !weight.test(matrix) || input === undefined) return [node];
+    const q = `${output}.q`;
+    return [
+      { op: 'DynamicQuantizeLinear', inputs: [input], outputs: [`${q}.x`, `${q}.xs`, `${q}.xzp`] },
+      { op: 'MatMulInteger', inputs: [`${q}.x`, `${matrix}_q`, `${q}.xzp`, `${matrix}_zp`], outputs: [`${q}.i`] },
+      { op: 'Cast', inputs: [`${q}.i`], outputs: [`${q}.f`], attributes: { to: DataType.FLOAT } },
+      { op: 'Mul', inputs: [`${q}.xs`, `${matrix}_s`], outputs: [`${q}.s`] },
+      { op: 'Mul', inputs: [`${q}.f`, `${q}.s`], outputs: [output as string] },
+    ];
+  });
+  return { nodes: quantized, initializers: out };
 }
 
 /** What {@link writeLlamaModel} did. */
@@ -398,7 +452,8 @@ export async function writeLlamaModel(
   const text = `${JSON.stringify(config, null, 2)}\n`;
   const parameters = llamaParameters(shape);
   const existing = await readFile(join(dir, 'config.json'), 'utf8').catch(() => undefined);
-  const modelPath = join(dir, 'onnx', `${graph}.onnx`);
+  const suffix = layout.quantize === 'q8' ? '_quantized' : '';
+  const modelPath = join(dir, 'onnx', `${graph}${suffix}.onnx`);
   const size = await stat(modelPath).then(
     (info) => info.size,
     () => undefined,
@@ -418,11 +473,11 @@ export async function writeLlamaModel(
     { op: 'MatMul', inputs: ['final_norm.out', 'lm_head_T'], outputs: [branch ? 'logits_raw' : 'logits'] },
     ...(branch ? cacheBranchCheck : []),
   );
+  const plain = { nodes, initializers: [...constants(shape), ...weights(shape)] };
   const bytes = await writeModel(modelPath, {
     ...llamaSignature(shape, layout),
-    ...(layout.externalData === true ? { externalData: `${graph}.onnx_data` } : {}),
-    initializers: [...constants(shape), ...weights(shape)],
-    nodes,
+    ...(layout.quantize === 'q8' ? quantizeMatMuls(plain.nodes, plain.initializers) : plain),
+    ...(layout.externalData === true ? { externalData: `${graph}${suffix}.onnx_data` } : {}),
     producer: 'microbatch-dummy-llama',
     graphName: 'llama',
   });

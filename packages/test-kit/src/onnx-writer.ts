@@ -4,7 +4,7 @@ import { open, rename } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 
 /** ONNX `TensorProto.DataType` values used by the test models. */
-export const DataType = { FLOAT: 1, INT32: 6, INT64: 7, BOOL: 9 } as const;
+export const DataType = { FLOAT: 1, UINT8: 2, INT8: 3, INT32: 6, INT64: 7, BOOL: 9 } as const;
 type DataTypeValue = (typeof DataType)[keyof typeof DataType];
 
 /** A graph input/output: name, element type and shape (numbers are fixed dims, strings symbolic ones). */
@@ -142,6 +142,8 @@ function rawData(type: DataTypeValue, values: ArrayLike<number>): Uint8Array {
   }
   if (type === DataType.INT32) return new Uint8Array(Int32Array.from(values).buffer);
   if (type === DataType.BOOL) return Uint8Array.from(values, (value) => (value === 0 ? 0 : 1));
+  if (type === DataType.UINT8) return Uint8Array.from(values);
+  if (type === DataType.INT8) return new Uint8Array(Int8Array.from(values).buffer);
   return new Uint8Array(BigInt64Array.from(Array.from(values, (value) => BigInt(value))).buffer);
 }
 
