@@ -161,7 +161,7 @@ describe('dtype at start-up', () => {
     ['text-generation (request)', { task: 'text-generation', scheduling: 'request' }],
     ['feature-extraction', { task: 'feature-extraction' }],
   ] as const)('%s: a missing dtype file fails ready, naming the dtypes the folder has', async (_, spec) => {
-    const error = await start({ ...spec, model: twoDtypes, dtype: 'fp16' } as RunnerSpec);
+    const error = await start({ ...spec, model: twoDtypes, dtype: 'fp16' });
     expect(isBatchError(error, 'UNAVAILABLE')).toBe(true);
     expect((error as Error).message).toContain(
       `dtype 'fp16' needs onnx/model_fp16.onnx` +

@@ -264,7 +264,7 @@ export function llamaSignature(
   const headDim = shape.hidden / shape.heads;
   const kv = (name: string, length: string): ValueInfo => ({
     name,
-    type: DataType.FLOAT,
+    type: layout.kvDtype === 'float16' ? DataType.FLOAT16 : DataType.FLOAT,
     shape: ['batch_size', shape.kvHeads, length, headDim],
   });
   const inputs: ValueInfo[] = [
@@ -368,6 +368,61 @@ export interface LlamaLayout {
    * graph's name gets the dtype's suffix (`model_quantized.onnx`).
    */
   readonly quantize?: 'q8';
+  /**
+   * `'gpt2'`: `config.json` as a GPT-2 export writes it (`model_type: 'gpt2'`, `n_head`, `n_embd`, `n_layer`,
+   * `n_positions`; no KV-head count, so `kvHeads` must equal `heads`), over the same Llama-shaped graph: what a
+   * loader reads from a GPT-2 folder's config, not GPT-2's attention math.
+   * @default 'llama'
+   */
+  readonly config?: 'llama' | 'gpt2';
+  /**
+   * The KV cache's element type in the graph's inputs and outputs: `'float16'` as fp16 exports have (cast to float
+   * inside, so the arithmetic is the float32 graph's).
+   * @default 'float32'
+   */
+  readonly kvDtype?: 'float32' | 'float16';
+}
+
+/** Makes the KV inputs and outputs float16: casts each past input to float on entry, each present on exit. */
+function halfKv(nodes: readonly NodeSpec[]): NodeSpec[] {
+  const kv = /^(past_key_values|present)\.\d+\.(key|value)$/;
+  const inner = (name: string) => (kv.test(name) ? `${name}.f32` : name);
+  const names = new Set(nodes.flatMap((node) => [...node.inputs, ...node.outputs]).filter((name) => kv.test(name)));
+  const past = [...names].filter((name) => name.startsWith('past_key_values.'));
+  const present = [...names].filter((name) => name.startsWith('present.'));
+  return [
+    ...past.map((name) => ({ op: 'Cast', inputs: [name], outputs: [inner(name)], attributes: { to: DataType.FLOAT } })),
+    ...nodes.map((node) => ({ ...node, inputs: node.inputs.map(inner), outputs: node.outputs.map(inner) })),
+    ...present.map((name) => ({
+      op: 'Cast',
+      inputs: [inner(name)],
+      outputs: [name],
+      attributes: { to: DataType.FLOAT16 },
+    })),
+  ];
+}
+
+/** A GPT-2 export's `config.json` for a shape (whose KV heads are its heads). */
+function gpt2Config(shape: LlamaShape): Record<string, unknown> {
+  if (shape.kvHeads !== shape.heads) {
+    throw new TypeError(
+      `Expected \`kvHeads\` (${shape.kvHeads}) to equal \`heads\` (${shape.heads}): GPT-2's config has no KV-head count`,
+    );
+  }
+  return {
+    architectures: ['GPT2LMHeadModel'],
+    model_type: 'gpt2',
+    bos_token_id: 1,
+    eos_token_id: EOS_TOKEN_ID,
+    n_embd: shape.hidden,
+    n_head: shape.heads,
+    n_inner: shape.intermediate,
+    n_layer: shape.layers,
+    n_positions: shape.positions,
+    vocab_size: shape.vocab,
+    use_cache: true,
+    microbatch_dummy_weights: { seed: shape.seed, parameters: llamaParameters(shape) },
+  };
 }
 
 /**
@@ -446,13 +501,14 @@ export async function writeLlamaModel(
 ): Promise<WrittenLlama> {
   checkShape(shape);
   const graph = layout.graph ?? 'model';
-  const config = llamaConfig(shape);
+  const config = layout.config === 'gpt2' ? gpt2Config(shape) : llamaConfig(shape);
   // A folder written with another layout is written again.
   if (Object.keys(layout).length > 0) config.microbatch_dummy_layout = layout;
   const text = `${JSON.stringify(config, null, 2)}\n`;
   const parameters = llamaParameters(shape);
   const existing = await readFile(join(dir, 'config.json'), 'utf8').catch(() => undefined);
-  const suffix = layout.quantize === 'q8' ? '_quantized' : '';
+  // The dtype's suffix, as transformers.js names the file: q8 weights, or an fp16 export's float16 KV cache.
+  const suffix = layout.quantize === 'q8' ? '_quantized' : layout.kvDtype === 'float16' ? '_fp16' : '';
   const modelPath = join(dir, 'onnx', `${graph}${suffix}.onnx`);
   const size = await stat(modelPath).then(
     (info) => info.size,
@@ -473,7 +529,10 @@ export async function writeLlamaModel(
     { op: 'MatMul', inputs: ['final_norm.out', 'lm_head_T'], outputs: [branch ? 'logits_raw' : 'logits'] },
     ...(branch ? cacheBranchCheck : []),
   );
-  const plain = { nodes, initializers: [...constants(shape), ...weights(shape)] };
+  const plain = {
+    nodes: layout.kvDtype === 'float16' ? halfKv(nodes) : nodes,
+    initializers: [...constants(shape), ...weights(shape)],
+  };
   const bytes = await writeModel(modelPath, {
     ...llamaSignature(shape, layout),
     ...(layout.quantize === 'q8' ? quantizeMatMuls(plain.nodes, plain.initializers) : plain),

@@ -4,7 +4,7 @@ import { open, rename } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 
 /** ONNX `TensorProto.DataType` values used by the test models. */
-export const DataType = { FLOAT: 1, UINT8: 2, INT8: 3, INT32: 6, INT64: 7, BOOL: 9 } as const;
+export const DataType = { FLOAT: 1, UINT8: 2, INT8: 3, INT32: 6, INT64: 7, BOOL: 9, FLOAT16: 10 } as const;
 type DataTypeValue = (typeof DataType)[keyof typeof DataType];
 
 /** A graph input/output: name, element type and shape (numbers are fixed dims, strings symbolic ones). */
@@ -136,6 +136,7 @@ class Writer {
 }
 
 function rawData(type: DataTypeValue, values: ArrayLike<number>): Uint8Array {
+  if (type === DataType.FLOAT16) throw new TypeError('float16 is for graph inputs and outputs here, not initializers');
   if (type === DataType.FLOAT) {
     const floats = values instanceof Float32Array ? values : Float32Array.from(values);
     return new Uint8Array(floats.buffer, floats.byteOffset, floats.byteLength);
