@@ -139,6 +139,12 @@ describe('decoders: the same greedy text as transformers.js', () => {
       graph: 'model',
     },
     {
+      row: 'Llama q4 (onnx/model_q4.onnx: MatMulNBits, 4-bit blocks of 32)',
+      layout: { quantize: 'q4' },
+      dtype: 'q4',
+      graph: 'model',
+    },
+    {
       row: 'merged decoder (onnx/decoder_model_merged.onnx, use_cache_branch, no position_ids)',
       layout: { graph: 'decoder_model_merged', useCacheBranch: true, positionIds: false },
       dtype: 'fp32',
@@ -165,7 +171,8 @@ describe('decoders: the same greedy text as transformers.js', () => {
     expect(dirname(dir)).toBe(root);
     // The one graph of the row, under the dtype's name (a quantized one with its integer matmuls).
     const file = join(dir, 'onnx', `${graph}${MODEL_DTYPE_SUFFIXES[dtype]}.onnx`);
-    expect((await readFile(file)).includes('MatMulInteger')).toBe(dtype === 'q8');
+    const bytes = await readFile(file);
+    expect([bytes.includes('MatMulInteger'), bytes.includes('MatMulNBits')]).toEqual([dtype === 'q8', dtype === 'q4']);
     const expected = await transformersGreedy(dir, dtype, graph);
     expect(expected.every(({ tokens }) => tokens.length === MAX_NEW_TOKENS)).toBe(true);
     if (layout.kvDtype === 'float16') {

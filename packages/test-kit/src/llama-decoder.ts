@@ -365,9 +365,10 @@ export interface LlamaLayout {
   /**
    * `'q8'`: the weight matrices quantized as onnxruntime's `quantize_dynamic` (transformers.js's `model_quantized.onnx`)
    * does: int8 weights with a per-tensor scale, each MatMul a DynamicQuantizeLinear + MatMulInteger + rescale. The
-   * graph's name gets the dtype's suffix (`model_quantized.onnx`).
+   * graph's name gets the dtype's suffix (`model_quantized.onnx`). `'q4'`: 4-bit blocks of 32 with a scale each
+   * (onnxruntime's MatMulNBits, as transformers.js's `model_q4.onnx`).
    */
-  readonly quantize?: 'q8';
+  readonly quantize?: 'q8' | 'q4';
   /**
    * `'gpt2'`: `config.json` as a GPT-2 export writes it (`model_type: 'gpt2'`, `n_head`, `n_embd`, `n_layer`,
    * `n_positions`; no KV-head count, so `kvHeads` must equal `heads`), over the same Llama-shaped graph: what a
@@ -473,6 +474,70 @@ function quantizeMatMuls(
   return { nodes: quantized, initializers: out };
 }
 
+/** MatMulNBits' block: 32 weights of one output column share a scale. */
+const Q4_BLOCK = 32;
+
+/**
+ * Quantizes every weight-matrix MatMul to 4 bits as onnxruntime's MatMulNBits takes them: per output column, blocks
+ * of 32 along K, each with a float scale and the default zero point 8; two weights a byte, the first in the low nibble.
+ */
+function quantize4Bit(
+  nodes: readonly NodeSpec[],
+  initializers: readonly Initializer[],
+): {
+  nodes: NodeSpec[];
+  initializers: Initializer[];
+} {
+  const weight = /^l\d+\.w[a-z]$/;
+  const shapes = new Map<string, readonly number[]>();
+  const out: Initializer[] = [];
+  for (const init of initializers) {
+    if (!weight.test(init.name)) {
+      out.push(init);
+      continue;
+    }
+    const [k = 0, n = 0] = init.dims;
+    shapes.set(init.name, init.dims);
+    const values = init.values as Float32Array;
+    const blocks = Math.ceil(k / Q4_BLOCK);
+    const packed = new Uint8Array(n * blocks * (Q4_BLOCK / 2));
+    const scales = new Float32Array(n * blocks);
+    for (let column = 0; column < n; column += 1) {
+      for (let block = 0; block < blocks; block += 1) {
+        const at = (i: number) => {
+          const row = block * Q4_BLOCK + i;
+          return row < k ? (values[row * n + column] as number) : 0;
+        };
+        let max = 0;
+        for (let i = 0; i < Q4_BLOCK; i += 1) max = Math.max(max, Math.abs(at(i)));
+        const scale = max / 7 || 1;
+        scales[column * blocks + block] = scale;
+        for (let i = 0; i < Q4_BLOCK; i += 2) {
+          const q = (value: number) => Math.max(0, Math.min(15, Math.round(value / scale) + 8));
+          packed[(column * blocks + block) * (Q4_BLOCK / 2) + i / 2] = q(at(i)) | (q(at(i + 1)) << 4);
+        }
+      }
+    }
+    out.push(
+      { name: `${init.name}_q4`, type: DataType.UINT8, dims: [n, blocks, Q4_BLOCK / 2], values: packed },
+      float(`${init.name}_scales`, [n * blocks], scales),
+    );
+  }
+  const quantized = nodes.map((node): NodeSpec => {
+    const [input, matrix] = node.inputs;
+    const dims = matrix === undefined ? undefined : shapes.get(matrix);
+    if (node.op !== 'MatMul' || dims === undefined || input === undefined) return node;
+    return {
+      op: 'MatMulNBits',
+      domain: 'com.microsoft',
+      inputs: [input, `${matrix}_q4`, `${matrix}_scales`],
+      outputs: node.outputs,
+      attributes: { K: dims[0] as number, N: dims[1] as number, bits: 4, block_size: Q4_BLOCK },
+    };
+  });
+  return { nodes: quantized, initializers: out };
+}
+
 /** What {@link writeLlamaModel} did. */
 export interface WrittenLlama {
   readonly dir: string;
@@ -508,7 +573,14 @@ export async function writeLlamaModel(
   const parameters = llamaParameters(shape);
   const existing = await readFile(join(dir, 'config.json'), 'utf8').catch(() => undefined);
   // The dtype's suffix, as transformers.js names the file: q8 weights, or an fp16 export's float16 KV cache.
-  const suffix = layout.quantize === 'q8' ? '_quantized' : layout.kvDtype === 'float16' ? '_fp16' : '';
+  const suffix =
+    layout.quantize === 'q8'
+      ? '_quantized'
+      : layout.quantize === 'q4'
+        ? '_q4'
+        : layout.kvDtype === 'float16'
+          ? '_fp16'
+          : '';
   const modelPath = join(dir, 'onnx', `${graph}${suffix}.onnx`);
   const size = await stat(modelPath).then(
     (info) => info.size,
@@ -535,7 +607,11 @@ export async function writeLlamaModel(
   };
   const bytes = await writeModel(modelPath, {
     ...llamaSignature(shape, layout),
-    ...(layout.quantize === 'q8' ? quantizeMatMuls(plain.nodes, plain.initializers) : plain),
+    ...(layout.quantize === 'q8'
+      ? quantizeMatMuls(plain.nodes, plain.initializers)
+      : layout.quantize === 'q4'
+        ? quantize4Bit(plain.nodes, plain.initializers)
+        : plain),
     ...(layout.externalData === true ? { externalData: `${graph}${suffix}.onnx_data` } : {}),
     producer: 'microbatch-dummy-llama',
     graphName: 'llama',

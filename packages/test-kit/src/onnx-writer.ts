@@ -28,6 +28,8 @@ export interface NodeSpec {
   readonly inputs: readonly string[];
   readonly outputs: readonly string[];
   readonly attributes?: Readonly<Record<string, number | readonly number[]>>;
+  /** The operator's domain (`com.microsoft` for onnxruntime's contrib operators); the default domain when absent. */
+  readonly domain?: string;
 }
 
 /** What {@link encodeModel} writes: one graph, default-domain opset. */
@@ -164,6 +166,7 @@ function writeNode(writer: Writer, node: NodeSpec, index: number): void {
   for (const input of node.inputs) writer.string(1, input);
   for (const output of node.outputs) writer.string(2, output);
   writer.string(3, `${node.op}_${index}`).string(4, node.op);
+  if (node.domain !== undefined) writer.string(7, node.domain);
   for (const [name, value] of Object.entries(node.attributes ?? {})) {
     writer.message(5, (attribute) => {
       attribute.string(1, name);
@@ -235,6 +238,10 @@ function encodeGraph(spec: ModelSpec, external: ExternalLayout | undefined): Uin
     for (const output of spec.outputs) graph.message(12, (writer) => writeValueInfo(writer, output));
   });
   model.message(8, (opset) => opset.string(1, '').int(2, spec.opset ?? 17));
+  // Each other domain a node uses, at version 1 (onnxruntime's contrib operators).
+  for (const domain of new Set(spec.nodes.flatMap((node) => (node.domain === undefined ? [] : [node.domain])))) {
+    model.message(8, (opset) => opset.string(1, domain).int(2, 1));
+  }
   return model.parts();
 }
 
