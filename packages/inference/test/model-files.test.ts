@@ -125,10 +125,17 @@ describe('decoderGeometry', () => {
     expect(decoderGeometry(bigcode, kvInput('kv', 'dim'))).toMatchObject({ kvHeads: 1, headDim: 16 });
   });
 
-  it('refuses a config whose geometry disagrees with the graph, or that has none', () => {
+  it('refuses a config whose geometry disagrees with the graph, or that has none, and a fused 3-D KV input', () => {
     expect(() =>
       decoderGeometry({ model_type: 'llama', num_attention_heads: 4, hidden_size: 64 }, kvInput(2, 16)),
     ).toThrow("config.json (model_type 'llama') gives KV heads 4, but the graph's `past_key_values.0.key` has 2");
+    const fused = [{ ...kvInput(1, 1)[0], name: 'past_key_values.0.key_value', shape: ['batch_size', 'past', 32] }];
+    expect(() =>
+      decoderGeometry({ model_type: 'gpt_bigcode', n_head: 4, n_embd: 64, multi_query: true }, fused),
+    ).toThrow(
+      "the decode loop drives 4-D KV inputs [batch, KV heads, past, head size]; the graph's " +
+        "`past_key_values.0.key_value` has 3 dims: use `scheduling: 'request'` for this model",
+    );
     expect(() => decoderGeometry({ model_type: 'gpt2', n_embd: 64 }, [])).toThrow(
       "config.json (model_type 'gpt2') has no `n_head` and `n_embd`",
     );

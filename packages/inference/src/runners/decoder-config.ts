@@ -88,6 +88,13 @@ export function decoderGeometry(
   const headDim = givenHeadDim ?? (hidden as number) / heads;
   const past = inputs.find((input) => input.name.startsWith('past_key_values.'));
   if (past?.isTensor === true) {
+    // gpt_bigcode's multi-query exports fuse key and value in one 3-D input ([batch, past, 2 x head size]).
+    if (past.shape.length !== 4) {
+      throw new Error(
+        `the decode loop drives 4-D KV inputs [batch, KV heads, past, head size]; the graph's \`${past.name}\` has ` +
+          `${past.shape.length} dims: use \`scheduling: 'request'\` for this model`,
+      );
+    }
     const [, graphKvHeads, , graphHeadDim] = past.shape;
     for (const [name, fromConfig, inGraph] of [
       ['KV heads', kvHeads, graphKvHeads],
