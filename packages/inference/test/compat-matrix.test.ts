@@ -158,6 +158,13 @@ describe('decoders: the same greedy text as transformers.js', () => {
       graph: 'decoder_model_merged',
     },
     {
+      row: 'Gemma config: head_dim (32) != hidden / heads (16), one KV head (multi-query)',
+      layout: { config: 'gemma' },
+      shape: { ...SHAPE, headDim: 32, kvHeads: 1 },
+      dtype: 'fp32',
+      graph: 'model',
+    },
+    {
       row: 'float16 KV cache (onnx/model_fp16.onnx), request scheduling only',
       layout: { kvDtype: 'float16' },
       dtype: 'fp16',

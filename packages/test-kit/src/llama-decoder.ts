@@ -22,7 +22,17 @@ export interface LlamaShape {
   readonly positions: number;
   /** Seeds the weights: the same shape and seed give the same bytes. */
   readonly seed: number;
+  /**
+   * Each head's size, when not `hidden / heads` (Gemma's `head_dim`: the query and output projections are then
+   * `hidden x heads * headDim`). Must be even.
+   * @default hidden / heads
+   */
+  readonly headDim?: number;
 }
+
+/** A shape's head size: its own `headDim`, else `hidden / heads`. */
+const headDimOf = (shape: Pick<LlamaShape, 'hidden' | 'heads' | 'headDim'>): number =>
+  shape.headDim ?? shape.hidden / shape.heads;
 
 const EOS_TOKEN_ID = 2;
 const RMS_EPS = 1e-6;
@@ -30,8 +40,8 @@ const ROPE_THETA = 10_000;
 
 /** The parameters of a shape (tied input/output embedding counted once), as `config.json` reports them. */
 export function llamaParameters(shape: LlamaShape): number {
-  const headDim = shape.hidden / shape.heads;
-  const attention = 2 * shape.hidden * shape.hidden + 2 * shape.hidden * shape.kvHeads * headDim;
+  const headDim = headDimOf(shape);
+  const attention = 2 * shape.hidden * shape.heads * headDim + 2 * shape.hidden * shape.kvHeads * headDim;
   const mlp = 3 * shape.hidden * shape.intermediate;
   return shape.vocab * shape.hidden + shape.layers * (attention + mlp + 2 * shape.hidden) + shape.hidden;
 }
@@ -42,7 +52,9 @@ function checkShape(shape: LlamaShape): void {
       throw new TypeError(`Expected \`${key}\` to be a positive integer, got \`${String(value)}\``);
     }
   }
-  if (shape.hidden % shape.heads !== 0 || (shape.hidden / shape.heads) % 2 !== 0) {
+  if (shape.headDim !== undefined) {
+    if (shape.headDim % 2 !== 0) throw new TypeError(`Expected \`headDim\` (${shape.headDim}) to be even`);
+  } else if (shape.hidden % shape.heads !== 0 || (shape.hidden / shape.heads) % 2 !== 0) {
     throw new TypeError(`Expected \`hidden\` (${shape.hidden}) to split into \`heads\` (${shape.heads}) of even size`);
   }
   if (shape.heads % shape.kvHeads !== 0) {
@@ -79,7 +91,7 @@ const int64 = (name: string, dims: number[], values: number[]): Initializer => (
 
 /** The graph's constants: rotary tables, mask values, reshape targets. */
 function constants(shape: LlamaShape): Initializer[] {
-  const headDim = shape.hidden / shape.heads;
+  const headDim = headDimOf(shape);
   const half = headDim / 2;
   const invFreq = Array.from({ length: half }, (_, i) => ROPE_THETA ** (-(2 * i) / headDim));
   const group = shape.heads / shape.kvHeads;
@@ -98,7 +110,7 @@ function constants(shape: LlamaShape): Initializer[] {
     float('nan_f', [], [Number.NaN]),
     int64('shape_q', [4], [0, 0, shape.heads, headDim]),
     int64('shape_kv', [4], [0, 0, shape.kvHeads, headDim]),
-    int64('shape_o', [3], [0, 0, shape.hidden]),
+    int64('shape_o', [3], [0, 0, shape.heads * headDim]),
     // rotate_half as a gather: [x2, x1] with the first half negated.
     float('inv_freq', [headDim], [...invFreq, ...invFreq]),
     int64(
@@ -224,7 +236,7 @@ function layer(index: number, input: string): NodeSpec[] {
 
 /** The weights: uniform, scaled by 1/sqrt(fan-in) so activations stay O(1) through the residual stack. */
 function weights(shape: LlamaShape): Initializer[] {
-  const headDim = shape.hidden / shape.heads;
+  const headDim = headDimOf(shape);
   const kv = shape.kvHeads * headDim;
   let stream = 0;
   // Each tensor draws from its own stream, so one tensor's size never shifts another's values.
@@ -239,10 +251,10 @@ function weights(shape: LlamaShape): Initializer[] {
   for (let index = 0; index < shape.layers; index += 1) {
     const l = `l${index}`;
     all.push(
-      matrix(`${l}.wq`, shape.hidden, shape.hidden),
+      matrix(`${l}.wq`, shape.hidden, shape.heads * headDim),
       matrix(`${l}.wk`, shape.hidden, kv),
       matrix(`${l}.wv`, shape.hidden, kv),
-      matrix(`${l}.wo`, shape.hidden, shape.hidden),
+      matrix(`${l}.wo`, shape.heads * headDim, shape.hidden),
       matrix(`${l}.wg`, shape.hidden, shape.intermediate),
       matrix(`${l}.wu`, shape.hidden, shape.intermediate),
       matrix(`${l}.wd`, shape.intermediate, shape.hidden),
@@ -255,13 +267,13 @@ function weights(shape: LlamaShape): Initializer[] {
 
 /** The inputs and outputs of a transformers.js decoder export with a KV cache, for `layers` layers. */
 export function llamaSignature(
-  shape: Pick<LlamaShape, 'layers' | 'kvHeads' | 'hidden' | 'heads' | 'vocab'>,
+  shape: Pick<LlamaShape, 'layers' | 'kvHeads' | 'hidden' | 'heads' | 'vocab' | 'headDim'>,
   layout: LlamaLayout = {},
 ): {
   inputs: ValueInfo[];
   outputs: ValueInfo[];
 } {
-  const headDim = shape.hidden / shape.heads;
+  const headDim = headDimOf(shape);
   const kv = (name: string, length: string): ValueInfo => ({
     name,
     type: layout.kvDtype === 'float16' ? DataType.FLOAT16 : DataType.FLOAT,
@@ -311,7 +323,7 @@ export function llamaConfig(shape: LlamaShape): Record<string, unknown> {
     attention_bias: false,
     bos_token_id: 1,
     eos_token_id: EOS_TOKEN_ID,
-    head_dim: shape.hidden / shape.heads,
+    head_dim: headDimOf(shape),
     hidden_act: 'silu',
     hidden_size: shape.hidden,
     intermediate_size: shape.intermediate,
@@ -372,10 +384,11 @@ export interface LlamaLayout {
   /**
    * `'gpt2'`: `config.json` as a GPT-2 export writes it (`model_type: 'gpt2'`, `n_head`, `n_embd`, `n_layer`,
    * `n_positions`; no KV-head count, so `kvHeads` must equal `heads`), over the same Llama-shaped graph: what a
-   * loader reads from a GPT-2 folder's config, not GPT-2's attention math.
+   * loader reads from a GPT-2 folder's config, not GPT-2's attention math. `'gemma'`: Llama's names under
+   * `model_type: 'gemma'` (whose `head_dim` need not be `hidden / heads`: give the shape a `headDim`).
    * @default 'llama'
    */
-  readonly config?: 'llama' | 'gpt2';
+  readonly config?: 'llama' | 'gpt2' | 'gemma';
   /**
    * The KV cache's element type in the graph's inputs and outputs: `'float16'` as fp16 exports have (cast to float
    * inside, so the arithmetic is the float32 graph's).
@@ -566,7 +579,12 @@ export async function writeLlamaModel(
 ): Promise<WrittenLlama> {
   checkShape(shape);
   const graph = layout.graph ?? 'model';
-  const config = layout.config === 'gpt2' ? gpt2Config(shape) : llamaConfig(shape);
+  const config =
+    layout.config === 'gpt2'
+      ? gpt2Config(shape)
+      : layout.config === 'gemma'
+        ? { ...llamaConfig(shape), architectures: ['GemmaForCausalLM'], model_type: 'gemma' }
+        : llamaConfig(shape);
   // A folder written with another layout is written again.
   if (Object.keys(layout).length > 0) config.microbatch_dummy_layout = layout;
   const text = `${JSON.stringify(config, null, 2)}\n`;
