@@ -129,7 +129,14 @@ describe('decoderGeometry', () => {
     expect(() =>
       decoderGeometry({ model_type: 'llama', num_attention_heads: 4, hidden_size: 64 }, kvInput(2, 16)),
     ).toThrow("config.json (model_type 'llama') gives KV heads 4, but the graph's `past_key_values.0.key` has 2");
-    const fused = [{ ...kvInput(1, 1)[0], name: 'past_key_values.0.key_value', shape: ['batch_size', 'past', 32] }];
+    const fused = [
+      {
+        name: 'past_key_values.0.key_value',
+        isTensor: true as const,
+        type: 'float32' as const,
+        shape: ['batch_size', 'past_sequence_length', 32],
+      },
+    ];
     expect(() =>
       decoderGeometry({ model_type: 'gpt_bigcode', n_head: 4, n_embd: 64, multi_query: true }, fused),
     ).toThrow(
