@@ -287,7 +287,11 @@ export function llamaSignature(
     inputs.push({ name: 'position_ids', type: DataType.INT64, shape: ['batch_size', 'sequence_length'] });
   }
   const outputs: ValueInfo[] = [
-    { name: 'logits', type: DataType.FLOAT, shape: ['batch_size', 'sequence_length', shape.vocab] },
+    {
+      name: 'logits',
+      type: layout.kvDtype === 'float16' ? DataType.FLOAT16 : DataType.FLOAT,
+      shape: ['batch_size', 'sequence_length', shape.vocab],
+    },
   ];
   for (let index = 0; index < shape.layers; index += 1) {
     for (const part of ['key', 'value']) {
@@ -390,20 +394,23 @@ export interface LlamaLayout {
    */
   readonly config?: 'llama' | 'gpt2' | 'gemma';
   /**
-   * The KV cache's element type in the graph's inputs and outputs: `'float16'` as fp16 exports have (cast to float
-   * inside, so the arithmetic is the float32 graph's).
+   * The KV cache's and the logits' element type in the graph's inputs and outputs: `'float16'` as fp16 exports have
+   * (cast to float inside, so the arithmetic is the float32 graph's).
    * @default 'float32'
    */
   readonly kvDtype?: 'float32' | 'float16';
 }
 
-/** Makes the KV inputs and outputs float16: casts each past input to float on entry, each present on exit. */
+/**
+ * Makes the KV inputs and outputs and the logits float16, as an fp16 export's are: casts each past input to float on
+ * entry, each present and the logits on exit.
+ */
 function halfKv(nodes: readonly NodeSpec[]): NodeSpec[] {
-  const kv = /^(past_key_values|present)\.\d+\.(key|value)$/;
+  const kv = /^(past_key_values\.\d+\.(key|value)|present\.\d+\.(key|value)|logits)$/;
   const inner = (name: string) => (kv.test(name) ? `${name}.f32` : name);
   const names = new Set(nodes.flatMap((node) => [...node.inputs, ...node.outputs]).filter((name) => kv.test(name)));
   const past = [...names].filter((name) => name.startsWith('past_key_values.'));
-  const present = [...names].filter((name) => name.startsWith('present.'));
+  const present = [...names].filter((name) => name.startsWith('present.') || name === 'logits');
   return [
     ...past.map((name) => ({ op: 'Cast', inputs: [name], outputs: [inner(name)], attributes: { to: DataType.FLOAT } })),
     ...nodes.map((node) => ({ ...node, inputs: node.inputs.map(inner), outputs: node.outputs.map(inner) })),

@@ -79,11 +79,13 @@ export async function loadContinuousGenerationRunner(spec: Spec, init: WorkerIni
         "outputs logits, present.*); use `scheduling: 'request'` for this model",
     );
   }
-  const kvType = session.inputMetadata.find((input) => input.name === pastNames[0]);
-  if (kvType?.isTensor === true && kvType.type !== 'float32') {
+  // The loop keeps the KV cache in the graph's own type (fp16 exports: float16) and reads logits of either type.
+  const kv = session.inputMetadata.find((input) => input.name === pastNames[0]);
+  const kvType = kv?.isTensor === true ? kv.type : 'float32';
+  if (kvType !== 'float32' && kvType !== 'float16') {
     throw new Error(
-      `continuous scheduling keeps the KV cache in float32; this graph's \`${kvType.name}\` is ${kvType.type} ` +
-        `(dtype '${file.dtype}'): load an fp32, q8 or q4 file (\`dtype\`), or use \`scheduling: 'request'\``,
+      `the decode loop keeps a float32 or float16 KV cache; this graph's \`${kv?.name ?? pastNames[0]}\` is ` +
+        `${kvType} (dtype '${file.dtype}'): use \`scheduling: 'request'\``,
     );
   }
   const { kvHeads, headDim, positions } = decoderGeometry(config, session.inputMetadata);
@@ -96,6 +98,7 @@ export async function loadContinuousGenerationRunner(spec: Spec, init: WorkerIni
     padTokenId: tokenizer.pad_token_id ?? config.pad_token_id ?? 0,
     positionIds: session.inputNames.includes('position_ids'),
     useCacheBranch: session.inputNames.includes('use_cache_branch'),
+    kvType,
   };
   const eos = generation.eos_token_id ?? config.eos_token_id ?? tokenizer.eos_token_id;
   const blockBytes = PrefixCache.blockBytes(geometry);
