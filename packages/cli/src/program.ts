@@ -1,5 +1,5 @@
 import { DEFAULTS } from '@microbatch/core';
-import { SCHEDULINGS, TEXT_GENERATION_DEFAULTS } from '@microbatch/inference';
+import { DTYPE_CHOICES, SCHEDULINGS, TEXT_GENERATION_DEFAULTS } from '@microbatch/inference';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { scheduledHelp, uselessFlag } from './flag-rules.js';
 import { LOG_FORMATS } from './logger.js';
@@ -108,6 +108,8 @@ export interface WorkerFlags {
   readonly maxStepTokens?: number;
   /** `--scheduling continuous` only: each worker thread's prefix KV cache in MiB (0: none). */
   readonly prefixCacheMb?: number;
+  /** Which of the folder's ONNX files the workers load (`auto`: the first in a CPU preference order). */
+  readonly dtype: (typeof DTYPE_CHOICES)[number];
   readonly batchWaitMs?: number;
   readonly workers?: number;
   readonly threads?: number;
@@ -383,6 +385,16 @@ export function createProgram(
       )
         .choices(SCHEDULINGS)
         .default('continuous'),
+    )
+    .addOption(
+      new Option(
+        '--dtype <dtype>',
+        "which of the model folder's ONNX files to load, as transformers.js names them (q8: " +
+          'onnx/model_quantized.onnx, q4: onnx/model_q4.onnx, fp32: onnx/model.onnx ...); auto: the first present of ' +
+          `${DTYPE_CHOICES.slice(1).join(', ')}. A missing file is refused at start, naming the dtypes the folder has`,
+      )
+        .choices(DTYPE_CHOICES)
+        .default('auto'),
     )
     .option(
       '--max-batch-size <n>',

@@ -36,6 +36,7 @@ export async function workerCommand(flags: WorkerFlags, fail: (message: string) 
     task: 'text-generation',
     model,
     scheduling,
+    dtype: flags.dtype,
     ...dropUndefined({
       maxSequences: flags.maxSequences,
       maxStepTokens: flags.maxStepTokens,
@@ -49,6 +50,7 @@ export async function workerCommand(flags: WorkerFlags, fail: (message: string) 
       model: queue,
       queue: redact(flags.queue),
       scheduling: pool.scheduling,
+      dtype: flags.dtype,
       workers: pool.size,
       maxBatchSize: maxBatchSize ?? DEFAULTS.maxBatchSize,
       batchWaitMs: batchWaitMs ?? DEFAULTS.batchWaitTimeoutMs,

@@ -149,6 +149,26 @@ describe('microbatch serve', () => {
     expect(stdout).toBe('');
   });
 
+  it.each([
+    [
+      ['--dtype', 'q3'],
+      "error: option '--dtype <dtype>' argument 'q3' is invalid. Allowed choices are auto, q8, int8, uint8, q4, bnb4, fp32, q4f16, fp16.",
+    ],
+    [
+      ['--dtype', 'q4'],
+      `dtype 'q4' needs onnx/model_q4.onnx or onnx/decoder_model_merged_q4.onnx in ${MODEL}; it has fp32 (onnx/model.onnx)`,
+    ],
+  ])(
+    'worker %j: refuses a dtype the folder has no file for, naming its dtypes, with exit code 1',
+    async (flags, message) => {
+      // The worker loads its model before it connects (the queue's port is closed: it would fail there otherwise).
+      const { code, stderr } = await run(['worker', '--queue', 'redis://127.0.0.1:1', '--model', MODEL, ...flags]);
+      expect(code).toBe(1);
+      expect(stderr).toContain(message);
+      expect(stderr).not.toMatch(/\n\s+at /);
+    },
+  );
+
   it('documents the loop budgets in --help', async () => {
     for (const command of ['serve', 'worker']) {
       const { code, stdout } = await run([command, '--help']);

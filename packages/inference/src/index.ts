@@ -14,6 +14,8 @@ export {
   textGenerationResume,
 } from './spec/runner-spec.js';
 export type { ChunkOf, ClassificationLabel, InputOf, OutputOf, RunnerTypes } from './contract/task-types.js';
+export { AUTO_DTYPE_ORDER, DTYPE_CHOICES, MODEL_DTYPE_SUFFIXES } from './spec/model-dtypes.js';
+export type { ModelDtype } from './spec/model-dtypes.js';
 export type {
   DecodeBatch,
   FinishReason,

@@ -120,7 +120,7 @@ describe('worker pool', () => {
     const error = await rejection(pool.ready);
     expect(isBatchError(error, 'UNAVAILABLE')).toBe(true);
     expect((error as Error).message).toBe(
-      `Failed to load the text-generation model from "${missing}": missing config.json, tokenizer.json, onnx/model.onnx (expected a transformers.js model folder, fp32)`,
+      `Failed to load the text-generation model from "${missing}": missing config.json, tokenizer.json (expected a transformers.js model folder)`,
     );
     expect(pool.isReady).toBe(false);
     await expect(pool.run([{ prompt: 'Hi ' }])).rejects.toBe(error);

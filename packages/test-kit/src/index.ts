@@ -18,4 +18,4 @@ export type { TestNats } from './nats-server.js';
 export { DataType, encodeModel, encodeModelParts, writeModel } from './onnx-writer.js';
 export type { Initializer, ModelSpec, NodeSpec, ValueInfo } from './onnx-writer.js';
 export { llamaConfig, llamaParameters, llamaSignature, writeLlamaModel } from './llama-decoder.js';
-export type { LlamaShape, WrittenLlama } from './llama-decoder.js';
+export type { LlamaLayout, LlamaShape, WrittenLlama } from './llama-decoder.js';

@@ -22,7 +22,17 @@ export interface LlamaShape {
   readonly positions: number;
   /** Seeds the weights: the same shape and seed give the same bytes. */
   readonly seed: number;
+  /**
+   * Each head's size, when not `hidden / heads` (Gemma's `head_dim`: the query and output projections are then
+   * `hidden x heads * headDim`). Must be even.
+   * @default hidden / heads
+   */
+  readonly headDim?: number;
 }
+
+/** A shape's head size: its own `headDim`, else `hidden / heads`. */
+const headDimOf = (shape: Pick<LlamaShape, 'hidden' | 'heads' | 'headDim'>): number =>
+  shape.headDim ?? shape.hidden / shape.heads;
 
 const EOS_TOKEN_ID = 2;
 const RMS_EPS = 1e-6;
@@ -30,8 +40,8 @@ const ROPE_THETA = 10_000;
 
 /** The parameters of a shape (tied input/output embedding counted once), as `config.json` reports them. */
 export function llamaParameters(shape: LlamaShape): number {
-  const headDim = shape.hidden / shape.heads;
-  const attention = 2 * shape.hidden * shape.hidden + 2 * shape.hidden * shape.kvHeads * headDim;
+  const headDim = headDimOf(shape);
+  const attention = 2 * shape.hidden * shape.heads * headDim + 2 * shape.hidden * shape.kvHeads * headDim;
   const mlp = 3 * shape.hidden * shape.intermediate;
   return shape.vocab * shape.hidden + shape.layers * (attention + mlp + 2 * shape.hidden) + shape.hidden;
 }
@@ -42,7 +52,9 @@ function checkShape(shape: LlamaShape): void {
       throw new TypeError(`Expected \`${key}\` to be a positive integer, got \`${String(value)}\``);
     }
   }
-  if (shape.hidden % shape.heads !== 0 || (shape.hidden / shape.heads) % 2 !== 0) {
+  if (shape.headDim !== undefined) {
+    if (shape.headDim % 2 !== 0) throw new TypeError(`Expected \`headDim\` (${shape.headDim}) to be even`);
+  } else if (shape.hidden % shape.heads !== 0 || (shape.hidden / shape.heads) % 2 !== 0) {
     throw new TypeError(`Expected \`hidden\` (${shape.hidden}) to split into \`heads\` (${shape.heads}) of even size`);
   }
   if (shape.heads % shape.kvHeads !== 0) {
@@ -79,7 +91,7 @@ const int64 = (name: string, dims: number[], values: number[]): Initializer => (
 
 /** The graph's constants: rotary tables, mask values, reshape targets. */
 function constants(shape: LlamaShape): Initializer[] {
-  const headDim = shape.hidden / shape.heads;
+  const headDim = headDimOf(shape);
   const half = headDim / 2;
   const invFreq = Array.from({ length: half }, (_, i) => ROPE_THETA ** (-(2 * i) / headDim));
   const group = shape.heads / shape.kvHeads;
@@ -94,9 +106,11 @@ function constants(shape: LlamaShape): Initializer[] {
     int64('ax_12', [2], [1, 2]),
     int64('i64_0', [], [0]),
     int64('i64_1', [], [1]),
+    int64('i64_big', [1], [2 ** 31]),
+    float('nan_f', [], [Number.NaN]),
     int64('shape_q', [4], [0, 0, shape.heads, headDim]),
     int64('shape_kv', [4], [0, 0, shape.kvHeads, headDim]),
-    int64('shape_o', [3], [0, 0, shape.hidden]),
+    int64('shape_o', [3], [0, 0, shape.heads * headDim]),
     // rotate_half as a gather: [x2, x1] with the first half negated.
     float('inv_freq', [headDim], [...invFreq, ...invFreq]),
     int64(
@@ -222,7 +236,7 @@ function layer(index: number, input: string): NodeSpec[] {
 
 /** The weights: uniform, scaled by 1/sqrt(fan-in) so activations stay O(1) through the residual stack. */
 function weights(shape: LlamaShape): Initializer[] {
-  const headDim = shape.hidden / shape.heads;
+  const headDim = headDimOf(shape);
   const kv = shape.kvHeads * headDim;
   let stream = 0;
   // Each tensor draws from its own stream, so one tensor's size never shifts another's values.
@@ -237,10 +251,10 @@ function weights(shape: LlamaShape): Initializer[] {
   for (let index = 0; index < shape.layers; index += 1) {
     const l = `l${index}`;
     all.push(
-      matrix(`${l}.wq`, shape.hidden, shape.hidden),
+      matrix(`${l}.wq`, shape.hidden, shape.heads * headDim),
       matrix(`${l}.wk`, shape.hidden, kv),
       matrix(`${l}.wv`, shape.hidden, kv),
-      matrix(`${l}.wo`, shape.hidden, shape.hidden),
+      matrix(`${l}.wo`, shape.heads * headDim, shape.hidden),
       matrix(`${l}.wg`, shape.hidden, shape.intermediate),
       matrix(`${l}.wu`, shape.hidden, shape.intermediate),
       matrix(`${l}.wd`, shape.intermediate, shape.hidden),
@@ -252,23 +266,32 @@ function weights(shape: LlamaShape): Initializer[] {
 }
 
 /** The inputs and outputs of a transformers.js decoder export with a KV cache, for `layers` layers. */
-export function llamaSignature(shape: Pick<LlamaShape, 'layers' | 'kvHeads' | 'hidden' | 'heads' | 'vocab'>): {
+export function llamaSignature(
+  shape: Pick<LlamaShape, 'layers' | 'kvHeads' | 'hidden' | 'heads' | 'vocab' | 'headDim'>,
+  layout: LlamaLayout = {},
+): {
   inputs: ValueInfo[];
   outputs: ValueInfo[];
 } {
-  const headDim = shape.hidden / shape.heads;
+  const headDim = headDimOf(shape);
   const kv = (name: string, length: string): ValueInfo => ({
     name,
-    type: DataType.FLOAT,
+    type: layout.kvDtype === 'float16' ? DataType.FLOAT16 : DataType.FLOAT,
     shape: ['batch_size', shape.kvHeads, length, headDim],
   });
   const inputs: ValueInfo[] = [
     { name: 'input_ids', type: DataType.INT64, shape: ['batch_size', 'sequence_length'] },
     { name: 'attention_mask', type: DataType.INT64, shape: ['batch_size', 'total_sequence_length'] },
-    { name: 'position_ids', type: DataType.INT64, shape: ['batch_size', 'sequence_length'] },
   ];
+  if (layout.positionIds ?? true) {
+    inputs.push({ name: 'position_ids', type: DataType.INT64, shape: ['batch_size', 'sequence_length'] });
+  }
   const outputs: ValueInfo[] = [
-    { name: 'logits', type: DataType.FLOAT, shape: ['batch_size', 'sequence_length', shape.vocab] },
+    {
+      name: 'logits',
+      type: layout.kvDtype === 'float16' ? DataType.FLOAT16 : DataType.FLOAT,
+      shape: ['batch_size', 'sequence_length', shape.vocab],
+    },
   ];
   for (let index = 0; index < shape.layers; index += 1) {
     for (const part of ['key', 'value']) {
@@ -276,8 +299,26 @@ export function llamaSignature(shape: Pick<LlamaShape, 'layers' | 'kvHeads' | 'h
       outputs.push(kv(`present.${index}.${part}`, 'total_sequence_length'));
     }
   }
+  if (layout.useCacheBranch ?? false) inputs.push({ name: 'use_cache_branch', type: DataType.BOOL, shape: [1] });
   return { inputs, outputs };
 }
+
+/** Derives `position_ids` from the mask, as exports without that input do: each token's count of real tokens - 1. */
+const derivedPositions: NodeSpec[] = [
+  { op: 'CumSum', inputs: ['attention_mask', 'i64_1'], outputs: ['mask_sum'] },
+  { op: 'Sub', inputs: ['mask_sum', 'i64_1'], outputs: ['pos_all'] },
+  { op: 'Shape', inputs: ['input_ids'], outputs: ['S1_pos'], attributes: { start: 1, end: 2 } },
+  { op: 'Neg', inputs: ['S1_pos'], outputs: ['pos_start'] },
+  { op: 'Slice', inputs: ['pos_all', 'pos_start', 'i64_big', 'ax_1'], outputs: ['position_ids'] },
+];
+
+/** NaN logits unless `use_cache_branch` says whether a past was given (P0 > 0). */
+const cacheBranchCheck: NodeSpec[] = [
+  { op: 'Greater', inputs: ['P0', 'i64_0'], outputs: ['has_past'] },
+  { op: 'Equal', inputs: ['use_cache_branch', 'has_past'], outputs: ['branch_ok'] },
+  { op: 'Where', inputs: ['branch_ok', 'zero_f', 'nan_f'], outputs: ['branch_bias'] },
+  { op: 'Add', inputs: ['logits_raw', 'branch_bias'], outputs: ['logits'] },
+];
 
 /** The `config.json` of a shape: a LlamaForCausalLM as transformers writes it, plus what generated it. */
 export function llamaConfig(shape: LlamaShape): Record<string, unknown> {
@@ -286,7 +327,7 @@ export function llamaConfig(shape: LlamaShape): Record<string, unknown> {
     attention_bias: false,
     bos_token_id: 1,
     eos_token_id: EOS_TOKEN_ID,
-    head_dim: shape.hidden / shape.heads,
+    head_dim: headDimOf(shape),
     hidden_act: 'silu',
     hidden_size: shape.hidden,
     intermediate_size: shape.intermediate,
@@ -307,11 +348,221 @@ export function llamaConfig(shape: LlamaShape): Record<string, unknown> {
   };
 }
 
+/**
+ * How a generated decoder is laid out, reproducing the variants of real exports.
+ *
+ * @example
+ * ```ts
+ * await writeLlamaModel(dir, shape, tokenizerDir, { graph: 'decoder_model_merged', useCacheBranch: true });
+ * ```
+ */
+export interface LlamaLayout {
+  /**
+   * The graph's name in `onnx/`: `model` (transformers.js v3+ exports) or `decoder_model_merged` (older exports).
+   * @default 'model'
+   */
+  readonly graph?: string;
+  /**
+   * Keep the weights in `onnx/<graph>.onnx_data` beside the graph (exports past 2 GB).
+   * @default false
+   */
+  readonly externalData?: boolean;
+  /**
+   * A merged decoder's `use_cache_branch` input (bool `[1]`): the logits are NaN unless it is true exactly when a
+   * past is given, so a caller that feeds it wrong sees it at once.
+   * @default false
+   */
+  readonly useCacheBranch?: boolean;
+  /**
+   * Take `position_ids` as an input; without, the graph derives them from `attention_mask` (cumulative sum - 1).
+   * @default true
+   */
+  readonly positionIds?: boolean;
+  /**
+   * `'q8'`: the weight matrices quantized as onnxruntime's `quantize_dynamic` (transformers.js's `model_quantized.onnx`)
+   * does: int8 weights with a per-tensor scale, each MatMul a DynamicQuantizeLinear + MatMulInteger + rescale. The
+   * graph's name gets the dtype's suffix (`model_quantized.onnx`). `'q4'`: 4-bit blocks of 32 with a scale each
+   * (onnxruntime's MatMulNBits, as transformers.js's `model_q4.onnx`).
+   */
+  readonly quantize?: 'q8' | 'q4';
+  /**
+   * `'gpt2'`: `config.json` as a GPT-2 export writes it (`model_type: 'gpt2'`, `n_head`, `n_embd`, `n_layer`,
+   * `n_positions`; no KV-head count, so `kvHeads` must equal `heads`), over the same Llama-shaped graph: what a
+   * loader reads from a GPT-2 folder's config, not GPT-2's attention math. `'gemma'`: Llama's names under
+   * `model_type: 'gemma'` (whose `head_dim` need not be `hidden / heads`: give the shape a `headDim`).
+   * @default 'llama'
+   */
+  readonly config?: 'llama' | 'gpt2' | 'gemma';
+  /**
+   * The KV cache's and the logits' element type in the graph's inputs and outputs: `'float16'` as fp16 exports have
+   * (cast to float inside, so the arithmetic is the float32 graph's).
+   * @default 'float32'
+   */
+  readonly kvDtype?: 'float32' | 'float16';
+}
+
+/**
+ * Makes the KV inputs and outputs and the logits float16, as an fp16 export's are: casts each past input to float on
+ * entry, each present and the logits on exit.
+ */
+function halfKv(nodes: readonly NodeSpec[]): NodeSpec[] {
+  const kv = /^(past_key_values\.\d+\.(key|value)|present\.\d+\.(key|value)|logits)$/;
+  const inner = (name: string) => (kv.test(name) ? `${name}.f32` : name);
+  const names = new Set(nodes.flatMap((node) => [...node.inputs, ...node.outputs]).filter((name) => kv.test(name)));
+  const past = [...names].filter((name) => name.startsWith('past_key_values.'));
+  const present = [...names].filter((name) => name.startsWith('present.') || name === 'logits');
+  return [
+    ...past.map((name) => ({ op: 'Cast', inputs: [name], outputs: [inner(name)], attributes: { to: DataType.FLOAT } })),
+    ...nodes.map((node) => ({ ...node, inputs: node.inputs.map(inner), outputs: node.outputs.map(inner) })),
+    ...present.map((name) => ({
+      op: 'Cast',
+      inputs: [inner(name)],
+      outputs: [name],
+      attributes: { to: DataType.FLOAT16 },
+    })),
+  ];
+}
+
+/** A GPT-2 export's `config.json` for a shape (whose KV heads are its heads). */
+function gpt2Config(shape: LlamaShape): Record<string, unknown> {
+  if (shape.kvHeads !== shape.heads) {
+    throw new TypeError(
+      `Expected \`kvHeads\` (${shape.kvHeads}) to equal \`heads\` (${shape.heads}): GPT-2's config has no KV-head count`,
+    );
+  }
+  return {
+    architectures: ['GPT2LMHeadModel'],
+    model_type: 'gpt2',
+    bos_token_id: 1,
+    eos_token_id: EOS_TOKEN_ID,
+    n_embd: shape.hidden,
+    n_head: shape.heads,
+    n_inner: shape.intermediate,
+    n_layer: shape.layers,
+    n_positions: shape.positions,
+    vocab_size: shape.vocab,
+    use_cache: true,
+    microbatch_dummy_weights: { seed: shape.seed, parameters: llamaParameters(shape) },
+  };
+}
+
+/**
+ * Quantizes every MatMul whose right operand is a weight matrix (`l<i>.w*`) to int8, as `quantize_dynamic` does:
+ * the activation per call (DynamicQuantizeLinear: uint8, scale, zero point), the weight once (symmetric int8, a
+ * per-tensor scale), the product in int32 (MatMulInteger), then scaled back to float.
+ */
+function quantizeMatMuls(
+  nodes: readonly NodeSpec[],
+  initializers: readonly Initializer[],
+): {
+  nodes: NodeSpec[];
+  initializers: Initializer[];
+} {
+  const weight = /^l\d+\.w[a-z]$/;
+  const out: Initializer[] = [];
+  for (const init of initializers) {
+    if (!weight.test(init.name)) {
+      out.push(init);
+      continue;
+    }
+    const values = init.values as Float32Array;
+    const scale = values.reduce((max, value) => Math.max(max, Math.abs(value)), 0) / 127 || 1;
+    out.push(
+      {
+        name: `${init.name}_q`,
+        type: DataType.INT8,
+        dims: init.dims,
+        values: Int8Array.from(values, (value) => Math.max(-127, Math.min(127, Math.round(value / scale)))),
+      },
+      float(`${init.name}_s`, [], [scale]),
+      { name: `${init.name}_zp`, type: DataType.INT8, dims: [], values: [0] },
+    );
+  }
+  const quantized = nodes.flatMap((node): NodeSpec[] => {
+    const [input, matrix] = node.inputs;
+    const [output] = node.outputs;
+    if (node.op !== 'MatMul' || matrix === undefined || !weight.test(matrix) || input === undefined) return [node];
+    const q = `${output}.q`;
+    return [
+      { op: 'DynamicQuantizeLinear', inputs: [input], outputs: [`${q}.x`, `${q}.xs`, `${q}.xzp`] },
+      { op: 'MatMulInteger', inputs: [`${q}.x`, `${matrix}_q`, `${q}.xzp`, `${matrix}_zp`], outputs: [`${q}.i`] },
+      { op: 'Cast', inputs: [`${q}.i`], outputs: [`${q}.f`], attributes: { to: DataType.FLOAT } },
+      { op: 'Mul', inputs: [`${q}.xs`, `${matrix}_s`], outputs: [`${q}.s`] },
+      { op: 'Mul', inputs: [`${q}.f`, `${q}.s`], outputs: [output as string] },
+    ];
+  });
+  return { nodes: quantized, initializers: out };
+}
+
+/** MatMulNBits' block: 32 weights of one output column share a scale. */
+const Q4_BLOCK = 32;
+
+/**
+ * Quantizes every weight-matrix MatMul to 4 bits as onnxruntime's MatMulNBits takes them: per output column, blocks
+ * of 32 along K, each with a float scale and the default zero point 8; two weights a byte, the first in the low nibble.
+ */
+function quantize4Bit(
+  nodes: readonly NodeSpec[],
+  initializers: readonly Initializer[],
+): {
+  nodes: NodeSpec[];
+  initializers: Initializer[];
+} {
+  const weight = /^l\d+\.w[a-z]$/;
+  const shapes = new Map<string, readonly number[]>();
+  const out: Initializer[] = [];
+  for (const init of initializers) {
+    if (!weight.test(init.name)) {
+      out.push(init);
+      continue;
+    }
+    const [k = 0, n = 0] = init.dims;
+    shapes.set(init.name, init.dims);
+    const values = init.values as Float32Array;
+    const blocks = Math.ceil(k / Q4_BLOCK);
+    const packed = new Uint8Array(n * blocks * (Q4_BLOCK / 2));
+    const scales = new Float32Array(n * blocks);
+    for (let column = 0; column < n; column += 1) {
+      for (let block = 0; block < blocks; block += 1) {
+        const at = (i: number) => {
+          const row = block * Q4_BLOCK + i;
+          return row < k ? (values[row * n + column] as number) : 0;
+        };
+        let max = 0;
+        for (let i = 0; i < Q4_BLOCK; i += 1) max = Math.max(max, Math.abs(at(i)));
+        const scale = max / 7 || 1;
+        scales[column * blocks + block] = scale;
+        for (let i = 0; i < Q4_BLOCK; i += 2) {
+          const q = (value: number) => Math.max(0, Math.min(15, Math.round(value / scale) + 8));
+          packed[(column * blocks + block) * (Q4_BLOCK / 2) + i / 2] = q(at(i)) | (q(at(i + 1)) << 4);
+        }
+      }
+    }
+    out.push(
+      { name: `${init.name}_q4`, type: DataType.UINT8, dims: [n, blocks, Q4_BLOCK / 2], values: packed },
+      float(`${init.name}_scales`, [n * blocks], scales),
+    );
+  }
+  const quantized = nodes.map((node): NodeSpec => {
+    const [input, matrix] = node.inputs;
+    const dims = matrix === undefined ? undefined : shapes.get(matrix);
+    if (node.op !== 'MatMul' || dims === undefined || input === undefined) return node;
+    return {
+      op: 'MatMulNBits',
+      domain: 'com.microsoft',
+      inputs: [input, `${matrix}_q4`, `${matrix}_scales`],
+      outputs: node.outputs,
+      attributes: { K: dims[0] as number, N: dims[1] as number, bits: 4, block_size: Q4_BLOCK },
+    };
+  });
+  return { nodes: quantized, initializers: out };
+}
+
 /** What {@link writeLlamaModel} did. */
 export interface WrittenLlama {
   readonly dir: string;
   readonly parameters: number;
-  /** `onnx/model.onnx`'s size in bytes. */
+  /** The graph file's size in bytes (`onnx/model.onnx` by default). */
   readonly bytes: number;
   /** False when the folder already held this shape (nothing was written). */
   readonly written: boolean;
@@ -327,20 +578,43 @@ export interface WrittenLlama {
  * await writeLlamaModel('models/bench/llama-30m', shape, 'models/tinystories-656k');
  * ```
  */
-export async function writeLlamaModel(dir: string, shape: LlamaShape, tokenizerDir: string): Promise<WrittenLlama> {
+export async function writeLlamaModel(
+  dir: string,
+  shape: LlamaShape,
+  tokenizerDir: string,
+  layout: LlamaLayout = {},
+): Promise<WrittenLlama> {
   checkShape(shape);
-  const config = llamaConfig(shape);
+  const graph = layout.graph ?? 'model';
+  const config =
+    layout.config === 'gpt2'
+      ? gpt2Config(shape)
+      : layout.config === 'gemma'
+        ? { ...llamaConfig(shape), architectures: ['GemmaForCausalLM'], model_type: 'gemma' }
+        : llamaConfig(shape);
+  // A folder written with another layout is written again.
+  if (Object.keys(layout).length > 0) config.microbatch_dummy_layout = layout;
   const text = `${JSON.stringify(config, null, 2)}\n`;
   const parameters = llamaParameters(shape);
   const existing = await readFile(join(dir, 'config.json'), 'utf8').catch(() => undefined);
-  const modelPath = join(dir, 'onnx', 'model.onnx');
+  // The dtype's suffix, as transformers.js names the file: q8 weights, or an fp16 export's float16 KV cache.
+  const suffix =
+    layout.quantize === 'q8'
+      ? '_quantized'
+      : layout.quantize === 'q4'
+        ? '_q4'
+        : layout.kvDtype === 'float16'
+          ? '_fp16'
+          : '';
+  const modelPath = join(dir, 'onnx', `${graph}${suffix}.onnx`);
   const size = await stat(modelPath).then(
     (info) => info.size,
     () => undefined,
   );
   if (existing === text && size !== undefined) return { dir, parameters, bytes: size, written: false };
   await mkdir(join(dir, 'onnx'), { recursive: true });
-  const nodes: NodeSpec[] = [...preamble];
+  const branch = layout.useCacheBranch ?? false;
+  const nodes: NodeSpec[] = [...((layout.positionIds ?? true) ? [] : derivedPositions), ...preamble];
   let hidden = 'embeds';
   for (let index = 0; index < shape.layers; index += 1) {
     nodes.push(...layer(index, hidden));
@@ -349,12 +623,21 @@ export async function writeLlamaModel(dir: string, shape: LlamaShape, tokenizerD
   nodes.push(
     ...rmsNorm('final_norm', hidden, 'final_ln'),
     { op: 'Transpose', inputs: ['embed'], outputs: ['lm_head_T'], attributes: { perm: [1, 0] } },
-    { op: 'MatMul', inputs: ['final_norm.out', 'lm_head_T'], outputs: ['logits'] },
+    { op: 'MatMul', inputs: ['final_norm.out', 'lm_head_T'], outputs: [branch ? 'logits_raw' : 'logits'] },
+    ...(branch ? cacheBranchCheck : []),
   );
-  const bytes = await writeModel(modelPath, {
-    ...llamaSignature(shape),
+  const plain = {
+    nodes: layout.kvDtype === 'float16' ? halfKv(nodes) : nodes,
     initializers: [...constants(shape), ...weights(shape)],
-    nodes,
+  };
+  const bytes = await writeModel(modelPath, {
+    ...llamaSignature(shape, layout),
+    ...(layout.quantize === 'q8'
+      ? quantizeMatMuls(plain.nodes, plain.initializers)
+      : layout.quantize === 'q4'
+        ? quantize4Bit(plain.nodes, plain.initializers)
+        : plain),
+    ...(layout.externalData === true ? { externalData: `${graph}${suffix}.onnx_data` } : {}),
     producer: 'microbatch-dummy-llama',
     graphName: 'llama',
   });

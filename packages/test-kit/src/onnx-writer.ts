@@ -1,9 +1,10 @@
 // A minimal ONNX (protobuf) writer for test models: no python `onnx` package is available here, and ModelProto
 // needs only varints, length-delimited fields and little-endian raw tensor data. Field numbers follow onnx.proto3.
 import { open, rename } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
 
 /** ONNX `TensorProto.DataType` values used by the test models. */
-export const DataType = { FLOAT: 1, INT32: 6, INT64: 7, BOOL: 9 } as const;
+export const DataType = { FLOAT: 1, UINT8: 2, INT8: 3, INT32: 6, INT64: 7, BOOL: 9, FLOAT16: 10 } as const;
 type DataTypeValue = (typeof DataType)[keyof typeof DataType];
 
 /** A graph input/output: name, element type and shape (numbers are fixed dims, strings symbolic ones). */
@@ -27,6 +28,8 @@ export interface NodeSpec {
   readonly inputs: readonly string[];
   readonly outputs: readonly string[];
   readonly attributes?: Readonly<Record<string, number | readonly number[]>>;
+  /** The operator's domain (`com.microsoft` for onnxruntime's contrib operators); the default domain when absent. */
+  readonly domain?: string;
 }
 
 /** What {@link encodeModel} writes: one graph, default-domain opset. */
@@ -41,7 +44,23 @@ export interface ModelSpec {
   readonly producer?: string;
   /** @default 'test-graph' */
   readonly graphName?: string;
+  /**
+   * Keep the weights outside the graph, as exporters do past 2 GB: every initializer of at least 1 KiB goes to this
+   * file (named relative to the graph, e.g. `model.onnx_data`), which {@link writeModel} writes beside the graph.
+   */
+  readonly externalData?: string;
 }
+
+/** Where each external initializer's bytes go, and the data file's parts. */
+interface ExternalLayout {
+  readonly location: string;
+  readonly offsets: Map<string, number>;
+  readonly parts: Uint8Array[];
+}
+
+/** External data starts each tensor on a 64-byte boundary (onnxruntime maps it; aligned reads are cheaper). */
+const EXTERNAL_ALIGN = 64;
+const EXTERNAL_MIN_BYTES = 1024;
 
 /**
  * Protobuf bytes as a list of parts: scalars and tags go to a small pending buffer, large payloads (raw tensor data)
@@ -119,12 +138,15 @@ class Writer {
 }
 
 function rawData(type: DataTypeValue, values: ArrayLike<number>): Uint8Array {
+  if (type === DataType.FLOAT16) throw new TypeError('float16 is for graph inputs and outputs here, not initializers');
   if (type === DataType.FLOAT) {
     const floats = values instanceof Float32Array ? values : Float32Array.from(values);
     return new Uint8Array(floats.buffer, floats.byteOffset, floats.byteLength);
   }
   if (type === DataType.INT32) return new Uint8Array(Int32Array.from(values).buffer);
   if (type === DataType.BOOL) return Uint8Array.from(values, (value) => (value === 0 ? 0 : 1));
+  if (type === DataType.UINT8) return Uint8Array.from(values);
+  if (type === DataType.INT8) return new Uint8Array(Int8Array.from(values).buffer);
   return new Uint8Array(BigInt64Array.from(Array.from(values, (value) => BigInt(value))).buffer);
 }
 
@@ -144,6 +166,7 @@ function writeNode(writer: Writer, node: NodeSpec, index: number): void {
   for (const input of node.inputs) writer.string(1, input);
   for (const output of node.outputs) writer.string(2, output);
   writer.string(3, `${node.op}_${index}`).string(4, node.op);
+  if (node.domain !== undefined) writer.string(7, node.domain);
   for (const [name, value] of Object.entries(node.attributes ?? {})) {
     writer.message(5, (attribute) => {
       attribute.string(1, name);
@@ -166,6 +189,28 @@ function writeNode(writer: Writer, node: NodeSpec, index: number): void {
  * ```
  */
 export function encodeModelParts(spec: ModelSpec): Uint8Array[] {
+  return encodeGraph(spec, externalLayout(spec));
+}
+
+/** Lays the large initializers of a spec with `externalData` out in its data file; undefined without. */
+function externalLayout(spec: ModelSpec): ExternalLayout | undefined {
+  if (spec.externalData === undefined) return undefined;
+  const layout: ExternalLayout = { location: spec.externalData, offsets: new Map(), parts: [] };
+  let offset = 0;
+  for (const init of spec.initializers) {
+    const data = rawData(init.type, init.values);
+    if (data.length < EXTERNAL_MIN_BYTES) continue;
+    const pad = (EXTERNAL_ALIGN - (offset % EXTERNAL_ALIGN)) % EXTERNAL_ALIGN;
+    if (pad > 0) layout.parts.push(new Uint8Array(pad));
+    offset += pad;
+    layout.offsets.set(init.name, offset);
+    layout.parts.push(data);
+    offset += data.length;
+  }
+  return layout;
+}
+
+function encodeGraph(spec: ModelSpec, external: ExternalLayout | undefined): Uint8Array[] {
   const model = new Writer();
   model.int(1, 8).string(2, spec.producer ?? 'microbatch-test');
   model.message(7, (graph) => {
@@ -174,13 +219,29 @@ export function encodeModelParts(spec: ModelSpec): Uint8Array[] {
     for (const init of spec.initializers) {
       graph.message(5, (tensor) => {
         for (const dim of init.dims) tensor.int(1, dim);
-        tensor.int(2, init.type).string(8, init.name).bytes(9, rawData(init.type, init.values));
+        tensor.int(2, init.type).string(8, init.name);
+        const offset = external?.offsets.get(init.name);
+        const data = rawData(init.type, init.values);
+        if (external === undefined || offset === undefined) tensor.bytes(9, data);
+        else {
+          // TensorProto.external_data (13): location / offset / length entries; data_location (14) EXTERNAL.
+          const entry = (key: string, value: string) =>
+            tensor.message(13, (pair) => pair.string(1, key).string(2, value));
+          entry('location', external.location);
+          entry('offset', String(offset));
+          entry('length', String(data.length));
+          tensor.int(14, 1);
+        }
       });
     }
     for (const input of spec.inputs) graph.message(11, (writer) => writeValueInfo(writer, input));
     for (const output of spec.outputs) graph.message(12, (writer) => writeValueInfo(writer, output));
   });
   model.message(8, (opset) => opset.string(1, '').int(2, spec.opset ?? 17));
+  // Each other domain a node uses, at version 1 (onnxruntime's contrib operators).
+  for (const domain of new Set(spec.nodes.flatMap((node) => (node.domain === undefined ? [] : [node.domain])))) {
+    model.message(8, (opset) => opset.string(1, domain).int(2, 1));
+  }
   return model.parts();
 }
 
@@ -198,7 +259,8 @@ export function encodeModel(spec: ModelSpec): Uint8Array {
 
 /**
  * Writes a model to `path` part by part (no copy of its weights into one buffer), under a temporary name first, so
- * an interrupted run never leaves a truncated model behind. Returns the file's size in bytes.
+ * an interrupted run never leaves a truncated model behind; with `externalData`, its data file beside it too.
+ * Returns the graph file's size in bytes.
  *
  * @example
  * ```ts
@@ -206,11 +268,19 @@ export function encodeModel(spec: ModelSpec): Uint8Array {
  * ```
  */
 export async function writeModel(path: string, spec: ModelSpec): Promise<number> {
+  const external = externalLayout(spec);
+  // The data file first: a graph is never left behind without the weights it names.
+  if (external !== undefined) await writeParts(join(dirname(path), external.location), external.parts);
+  return writeParts(path, encodeGraph(spec, external));
+}
+
+/** Writes parts to `path` under a temporary name first, then renames it; returns the bytes written. */
+async function writeParts(path: string, parts: readonly Uint8Array[]): Promise<number> {
   const partial = `${path}.${process.pid}.partial`;
   const file = await open(partial, 'w');
   let size = 0;
   try {
-    for (const part of encodeModelParts(spec)) {
+    for (const part of parts) {
       await file.write(part);
       size += part.length;
     }

@@ -1,5 +1,6 @@
 // What each runner is configured with. The specs travel to the worker in `workerData`, so every field must survive
 // structured cloning: plain data only, no functions or class instances.
+import type { ModelDtype } from '../spec/model-dtypes.js';
 
 /**
  * A transformers.js `text-generation` runner: batched, left-padded generation with per-request parameters.
@@ -77,6 +78,13 @@ export interface TextGenerationRunnerSpec {
    * @default 64
    */
   readonly prefixCacheMb?: number;
+  /**
+   * Which of the folder's ONNX files to load, as transformers.js names the formats (`'q8'`: `model_quantized.onnx`,
+   * `'q4'`: `model_q4.onnx`, ...). `'auto'`: the first the folder has in a CPU preference order (q8, int8, uint8, q4,
+   * bnb4, fp32, q4f16, fp16). A dtype whose file is missing is refused at start, naming the dtypes the folder has.
+   * @default 'auto'
+   */
+  readonly dtype?: 'auto' | ModelDtype;
 }
 
 /**
@@ -101,6 +109,13 @@ export interface FeatureExtractionRunnerSpec {
    * @default true
    */
   readonly normalize?: boolean;
+  /**
+   * Which of the folder's ONNX files to load, as transformers.js names the formats (`'q8'`: `model_quantized.onnx`,
+   * `'q4'`: `model_q4.onnx`, ...). `'auto'`: the first the folder has in a CPU preference order (q8, int8, uint8, q4,
+   * bnb4, fp32, q4f16, fp16). A dtype whose file is missing is refused at start, naming the dtypes the folder has.
+   * @default 'auto'
+   */
+  readonly dtype?: 'auto' | ModelDtype;
 }
 
 /**
@@ -120,6 +135,13 @@ export interface TextClassificationRunnerSpec {
    * @default 1
    */
   readonly topK?: number;
+  /**
+   * Which of the folder's ONNX files to load, as transformers.js names the formats (`'q8'`: `model_quantized.onnx`,
+   * `'q4'`: `model_q4.onnx`, ...). `'auto'`: the first the folder has in a CPU preference order (q8, int8, uint8, q4,
+   * bnb4, fp32, q4f16, fp16). A dtype whose file is missing is refused at start, naming the dtypes the folder has.
+   * @default 'auto'
+   */
+  readonly dtype?: 'auto' | ModelDtype;
 }
 
 /**

@@ -23,7 +23,9 @@ import type { PieceOf } from './continuous/token-pieces.js';
 import { checkGenerationInput } from './generation-request.js';
 import type { GenerationRequest } from './generation-request.js';
 import { GenerationRow } from './generation-row.js';
+import { decoderGeometry } from './decoder-config.js';
 import { localModel } from './local-model.js';
+import { GRAPH_NAMES } from './model-files.js';
 import { partitionValid } from './runner.js';
 import { threadCpuMs } from './thread-cpu.js';
 import type { EmitStep, Runner } from './runner.js';
@@ -33,14 +35,10 @@ type Spec = Required<TextGenerationRunnerSpec>;
 type Tokenizer = Awaited<ReturnType<typeof AutoTokenizer.from_pretrained>>;
 
 interface ModelConfig {
-  readonly max_position_embeddings?: number;
   readonly eos_token_id?: number | number[];
   readonly pad_token_id?: number;
-  readonly num_key_value_heads?: number;
-  readonly num_attention_heads?: number;
-  readonly hidden_size?: number;
-  readonly head_dim?: number;
   readonly vocab_size?: number;
+  readonly [key: string]: unknown;
 }
 
 function readJson(path: string): ModelConfig {
@@ -51,13 +49,13 @@ function readJson(path: string): ModelConfig {
   }
 }
 
-/** Loads the tokenizer (transformers.js) and an onnxruntime session of the model's `onnx/model.onnx`. */
+/** Loads the tokenizer (transformers.js) and an onnxruntime session of the graph transformers.js would load. */
 export async function loadContinuousGenerationRunner(spec: Spec, init: WorkerInit): Promise<Runner> {
-  const { id } = localModel(spec.model, init);
+  const { id, file } = localModel(spec.model, init, spec.dtype, GRAPH_NAMES.decoder);
   const tokenizer = await AutoTokenizer.from_pretrained(id);
   const config = readJson(join(spec.model, 'config.json'));
   const generation = readJson(join(spec.model, 'generation_config.json'));
-  const session = await InferenceSession.create(join(spec.model, 'onnx', 'model.onnx'), {
+  const session = await InferenceSession.create(file.path, {
     executionProviders: [init.executionProvider],
     intraOpNumThreads: init.threads,
     interOpNumThreads: 1,
@@ -71,7 +69,7 @@ export async function loadContinuousGenerationRunner(spec: Spec, init: WorkerIni
   const pastNames = session.inputNames.filter((name) => name.startsWith('past_key_values.'));
   const presentNames = pastNames.map((name) => name.replace('past_key_values.', 'present.'));
   const missing = ['input_ids', 'attention_mask'].filter((name) => !session.inputNames.includes(name));
-  if (!(config.vocab_size !== undefined && config.vocab_size > 0)) throw new Error('config.json has no `vocab_size`');
+  if (config.vocab_size === undefined || !(config.vocab_size > 0)) throw new Error('config.json has no `vocab_size`');
   if (
     pastNames.length === 0 ||
     missing.length > 0 ||
@@ -82,15 +80,26 @@ export async function loadContinuousGenerationRunner(spec: Spec, init: WorkerIni
         "outputs logits, present.*); use `scheduling: 'request'` for this model",
     );
   }
-  const heads = config.num_attention_heads ?? 1;
+  // The loop keeps the KV cache in the graph's own type (fp16 exports: float16) and reads logits of either type.
+  const kv = session.inputMetadata.find((input) => input.name === pastNames[0]);
+  const kvType = kv?.isTensor === true ? kv.type : 'float32';
+  if (kvType !== 'float32' && kvType !== 'float16') {
+    throw new Error(
+      `the decode loop keeps a float32 or float16 KV cache; this graph's \`${kv?.name ?? pastNames[0]}\` is ` +
+        `${kvType} (dtype '${file.dtype}'): use \`scheduling: 'request'\``,
+    );
+  }
+  const { kvHeads, headDim, positions } = decoderGeometry(config, session.inputMetadata);
   const geometry: ModelGeometry = {
     pastNames,
     presentNames,
-    kvHeads: config.num_key_value_heads ?? heads,
-    headDim: config.head_dim ?? (config.hidden_size ?? heads) / heads,
-    vocabSize: config.vocab_size ?? 0,
+    kvHeads,
+    headDim,
+    vocabSize: config.vocab_size,
     padTokenId: tokenizer.pad_token_id ?? config.pad_token_id ?? 0,
     positionIds: session.inputNames.includes('position_ids'),
+    useCacheBranch: session.inputNames.includes('use_cache_branch'),
+    kvType,
   };
   const eos = generation.eos_token_id ?? config.eos_token_id ?? tokenizer.eos_token_id;
   const blockBytes = PrefixCache.blockBytes(geometry);
@@ -102,7 +111,7 @@ export async function loadContinuousGenerationRunner(spec: Spec, init: WorkerIni
   }
   const costModel = await calibrateStepCost(session, geometry);
   return new ContinuousGenerationRunner(init.index, spec, tokenizer, session, geometry, costModel, {
-    contextLength: spec.contextLength > 0 ? spec.contextLength : (config.max_position_embeddings ?? 512),
+    contextLength: spec.contextLength > 0 ? spec.contextLength : (positions ?? 512),
     eosTokenIds: new Set<number>([eos ?? []].flat().map(Number)),
   });
 }

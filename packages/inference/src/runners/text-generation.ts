@@ -14,6 +14,7 @@ import { checkGenerationInput } from './generation-request.js';
 import type { GenerationRequest as Request } from './generation-request.js';
 import { GenerationRow } from './generation-row.js';
 import { localModel } from './local-model.js';
+import { GRAPH_NAMES } from './model-files.js';
 import { partitionValid } from './runner.js';
 import { threadCpuMs } from './thread-cpu.js';
 import type { EmitStep, Runner } from './runner.js';
@@ -56,7 +57,7 @@ interface ModelFacts {
  * ends. Kept for comparison with the continuous runner (`scheduling: 'request'`).
  */
 export async function loadTextGenerationRunner(spec: Spec, init: WorkerInit): Promise<Runner> {
-  const { id, options } = localModel(spec.model, init);
+  const { id, options } = localModel(spec.model, init, spec.dtype, GRAPH_NAMES.decoder);
   const tokenizer = await AutoTokenizer.from_pretrained(id);
   const model = await AutoModelForCausalLM.from_pretrained(id, options);
   if (spec.seed >= 0) random.seed(spec.seed);

@@ -6,6 +6,7 @@ import type { ItemResult, WorkerInit } from '../contract/messages.js';
 import type { ClassificationLabel } from '../contract/task-types.js';
 import type { FeatureExtractionRunnerSpec, TextClassificationRunnerSpec } from '../contract/runner-specs.js';
 import { localModel } from './local-model.js';
+import { GRAPH_NAMES } from './model-files.js';
 import { partitionValid } from './runner.js';
 import type { Runner } from './runner.js';
 
@@ -30,7 +31,7 @@ export async function loadFeatureExtractionRunner(
   spec: Required<FeatureExtractionRunnerSpec>,
   init: WorkerInit,
 ): Promise<Runner> {
-  const { id, options } = localModel(spec.model, init);
+  const { id, options } = localModel(spec.model, init, spec.dtype, GRAPH_NAMES.encoder);
   const extractor: FeatureExtractionPipeline = await pipeline('feature-extraction', id, options);
   // The pipeline pools by position: the first token is real only with right padding, the last only with left.
   extractor.tokenizer.padding_side = spec.pooling === 'last_token' ? 'left' : 'right';
@@ -57,7 +58,7 @@ export async function loadTextClassificationRunner(
   spec: Required<TextClassificationRunnerSpec>,
   init: WorkerInit,
 ): Promise<Runner> {
-  const { id, options } = localModel(spec.model, init);
+  const { id, options } = localModel(spec.model, init, spec.dtype, GRAPH_NAMES.encoder);
   const classifier: TextClassificationPipeline = await pipeline('text-classification', id, options);
   return {
     async run(inputs) {

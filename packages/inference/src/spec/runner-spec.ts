@@ -18,6 +18,7 @@ import type {
 } from '../contract/runner-specs.js';
 import type { TextGenerationChunk, TextGenerationInput } from '../contract/text-generation-types.js';
 import { SCHEDULINGS, settingsWhere } from './scheduling-rules.js';
+import { DTYPE_CHOICES } from './model-dtypes.js';
 
 /**
  * The stop string the bundled TinyStories model family spells out at the end of every story.
@@ -50,6 +51,7 @@ export const TEXT_GENERATION_DEFAULTS = {
   maxSequences: 32,
   maxStepTokens: 64,
   prefixCacheMb: 64,
+  dtype: 'auto',
 } as const satisfies Required<TextGenerationRunnerSpec>;
 
 const FEATURE_EXTRACTION_DEFAULTS = {
@@ -57,12 +59,14 @@ const FEATURE_EXTRACTION_DEFAULTS = {
   model: '',
   pooling: 'mean',
   normalize: true,
+  dtype: 'auto',
 } as const satisfies Required<FeatureExtractionRunnerSpec>;
 
 const TEXT_CLASSIFICATION_DEFAULTS = {
   task: 'text-classification',
   model: '',
   topK: 1,
+  dtype: 'auto',
 } as const satisfies Required<TextClassificationRunnerSpec>;
 
 const ONNX_DEFAULTS = {
@@ -177,6 +181,7 @@ export function resolveRunnerSpec(spec: RunnerSpec): ResolvedRunnerSpec {
         );
       }
       checkInteger('runner.maxSequences', resolved.maxSequences, 1);
+      checkOneOf('runner.dtype', resolved.dtype, DTYPE_CHOICES);
       return {
         ...resolved,
         ...checkLoopBudgets(resolved, given as Partial<TextGenerationRunnerSpec>),
@@ -187,11 +192,13 @@ export function resolveRunnerSpec(spec: RunnerSpec): ResolvedRunnerSpec {
       const resolved = { ...FEATURE_EXTRACTION_DEFAULTS, ...given, model } as Required<FeatureExtractionRunnerSpec>;
       checkOneOf('runner.pooling', resolved.pooling, ['mean', 'cls', 'last_token']);
       checkBoolean('runner.normalize', resolved.normalize);
+      checkOneOf('runner.dtype', resolved.dtype, DTYPE_CHOICES);
       return resolved;
     }
     case 'text-classification': {
       const resolved = { ...TEXT_CLASSIFICATION_DEFAULTS, ...given, model } as Required<TextClassificationRunnerSpec>;
       checkInteger('runner.topK', resolved.topK, 1);
+      checkOneOf('runner.dtype', resolved.dtype, DTYPE_CHOICES);
       return resolved;
     }
     case 'onnx': {

@@ -28,6 +28,8 @@ export interface BertEncoderOptions {
   readonly normalize?: boolean;
   /** Seeds the weights. @default 1 */
   readonly seed?: number;
+  /** Whether the graph takes `token_type_ids` (BERT) or not (DistilBERT-like exports). @default true */
+  readonly tokenTypeIds?: boolean;
 }
 
 function random(seed: number): () => number {
@@ -38,7 +40,7 @@ function random(seed: number): () => number {
   };
 }
 
-function encoder(hidden: number, intermediate: number, seed: number): Uint8Array {
+function encoder(hidden: number, intermediate: number, seed: number, tokenTypeIds: boolean): Uint8Array {
   const next = random(seed);
   const weights = (name: string, dims: number[], scale: number): Initializer => ({
     name,
@@ -56,7 +58,9 @@ function encoder(hidden: number, intermediate: number, seed: number): Uint8Array
     inputs: [
       { name: 'input_ids', type: DataType.INT64, shape: ['batch_size', 'sequence_length'] },
       { name: 'attention_mask', type: DataType.INT64, shape: ['batch_size', 'sequence_length'] },
-      { name: 'token_type_ids', type: DataType.INT64, shape: ['batch_size', 'sequence_length'] },
+      ...(tokenTypeIds
+        ? [{ name: 'token_type_ids', type: DataType.INT64, shape: ['batch_size', 'sequence_length'] }]
+        : []),
     ],
     outputs: [{ name: 'last_hidden_state', type: DataType.FLOAT, shape: ['batch_size', 'sequence_length', hidden] }],
     initializers: [
@@ -77,17 +81,21 @@ function encoder(hidden: number, intermediate: number, seed: number): Uint8Array
     ],
     nodes: [
       { op: 'Gather', inputs: ['word_embeddings', 'input_ids'], outputs: ['words'], attributes: { axis: 0 } },
-      {
-        op: 'Gather',
-        inputs: ['token_type_embeddings', 'token_type_ids'],
-        outputs: ['types'],
-        attributes: { axis: 0 },
-      },
+      ...(tokenTypeIds
+        ? [
+            {
+              op: 'Gather',
+              inputs: ['token_type_embeddings', 'token_type_ids'],
+              outputs: ['types'],
+              attributes: { axis: 0 },
+            },
+            { op: 'Add', inputs: ['words', 'types'], outputs: ['x_wt'] },
+          ]
+        : [{ op: 'Identity', inputs: ['words'], outputs: ['x_wt'] }]),
       { op: 'Shape', inputs: ['input_ids'], outputs: ['shape'] },
       { op: 'Gather', inputs: ['shape', 'one'], outputs: ['length'], attributes: { axis: 0 } },
       { op: 'Range', inputs: ['zero', 'length', 'one'], outputs: ['positions'] },
       { op: 'Gather', inputs: ['position_embeddings', 'positions'], outputs: ['placed'], attributes: { axis: 0 } },
-      { op: 'Add', inputs: ['words', 'types'], outputs: ['x_wt'] },
       { op: 'Add', inputs: ['x_wt', 'placed'], outputs: ['x0'] },
       { op: 'MatMul', inputs: ['x0', 'wq'], outputs: ['q'] },
       { op: 'MatMul', inputs: ['x0', 'wk'], outputs: ['k'] },
@@ -137,7 +145,7 @@ export async function writeBertEncoder(dir: string, options: BertEncoderOptions 
   );
   await writeFile(
     join(dir, 'onnx', 'model.onnx'),
-    encoder(hidden, options.intermediate ?? 4 * hidden, options.seed ?? 1),
+    encoder(hidden, options.intermediate ?? 4 * hidden, options.seed ?? 1, options.tokenTypeIds ?? true),
   );
   const modules = [{ idx: 0, name: '0', path: '', type: 'sentence_transformers.models.Transformer' }];
   if (pooling !== undefined) {

@@ -3,12 +3,12 @@
 // copies give the cost of moving rows between groups.
 import type { InferenceSession } from 'onnxruntime-node';
 import type { StepCostModel } from './length-groups.js';
-import { copyRow, decodeFeeds } from './padded-batch.js';
+import { copyRow, decodeFeeds, kvArray } from './padded-batch.js';
 import type { KvSource, ModelGeometry } from './padded-batch.js';
 
 function zeroSource(geometry: ModelGeometry, rows: number, past: number): KvSource {
   const size = rows * geometry.kvHeads * past * geometry.headDim;
-  return { data: geometry.pastNames.map(() => new Float32Array(size)), past };
+  return { data: geometry.pastNames.map(() => kvArray(geometry, size)), past };
 }
 
 async function stepMs(session: InferenceSession, geometry: ModelGeometry, rows: number, past: number): Promise<number> {

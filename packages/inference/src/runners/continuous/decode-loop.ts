@@ -9,6 +9,7 @@
 // best, or that group is recomposed with it. The groups are recomputed (every row's KV copied) only when the
 // modelled saving over the next steps pays for the copy (`running-groups.ts`).
 import type { InferenceSession, Tensor } from 'onnxruntime-node';
+import { logitsOf } from './half-float.js';
 import { releaseBuffers } from './released-buffers.js';
 import type { ModelGeometry } from './padded-batch.js';
 import type { StepCostModel } from './length-groups.js';
@@ -269,7 +270,7 @@ export class DecodeLoop {
       for (const sequence of group.rows) this.stats.attendedReal += sequence.length + 1;
       rows += count;
       group.stepped(outputs);
-      const logits = outputs.logits?.data as Float32Array;
+      const logits = logitsOf(outputs.logits);
       group.rows.forEach((sequence, row) => {
         // A row cancelled while the step ran still gets its token; it is dropped before the next step.
         this.#take(sequence, logits.subarray(row * vocabSize, (row + 1) * vocabSize));

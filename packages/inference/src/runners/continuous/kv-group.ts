@@ -8,9 +8,9 @@
 // padding that every row shares, or a regroup. Recompositions write into arrays recycled from earlier steps
 // (`KvArrayPool`): fresh megabyte arrays cost more in page faults and zeroing than the copy itself.
 import type { Tensor } from 'onnxruntime-node';
-import { composeInto, copyRow, decodeFeeds, presentSource } from './padded-batch.js';
+import { composeInto, copyRow, decodeFeeds, kvArray, presentSource } from './padded-batch.js';
 import { releaseBuffers } from './released-buffers.js';
-import type { KvRow, KvSource, ModelGeometry } from './padded-batch.js';
+import type { KvArray, KvRow, KvSource, ModelGeometry } from './padded-batch.js';
 
 /** A row of a decode step: its KV place and the token it feeds next. */
 export interface GroupRow extends KvRow {
@@ -24,26 +24,28 @@ export interface GroupRow extends KvRow {
 export class KvArrayPool {
   readonly #count: number;
   readonly #limit: number;
-  #free: Float32Array[][] = [];
+  readonly #type: Pick<ModelGeometry, 'kvType'>;
+  #free: KvArray[][] = [];
 
-  constructor(count: number, limit = 8) {
+  constructor(count: number, limit = 8, type: Pick<ModelGeometry, 'kvType'> = {}) {
     this.#count = count;
     this.#limit = limit;
+    this.#type = type;
   }
 
   /** Arrays of at least `size` floats (contents undefined): the smallest kept set that fits, or new ones. */
-  take(size: number): Float32Array[] {
+  take(size: number): KvArray[] {
     let best = -1;
     this.#free.forEach((arrays, index) => {
       const length = arrays[0]?.length ?? 0;
       if (length >= size && (best < 0 || length < (this.#free[best]?.[0]?.length ?? 0))) best = index;
     });
-    if (best >= 0) return this.#free.splice(best, 1)[0] as Float32Array[];
-    return Array.from({ length: this.#count }, () => new Float32Array(size));
+    if (best >= 0) return this.#free.splice(best, 1)[0] as KvArray[];
+    return Array.from({ length: this.#count }, () => kvArray(this.#type, size));
   }
 
   /** Keeps a retired set for reuse (the largest ones, when more than the limit are kept); frees the others. */
-  give(arrays: readonly Float32Array[]): void {
+  give(arrays: readonly KvArray[]): void {
     if ((arrays[0]?.length ?? 0) === 0) return;
     this.#free.push([...arrays]);
     if (this.#free.length > this.#limit) {
@@ -62,7 +64,7 @@ export class KvGroup<Row extends GroupRow> {
   constructor(geometry: ModelGeometry, pool: KvArrayPool) {
     this.#geometry = geometry;
     this.#pool = pool;
-    this.#source = { data: geometry.pastNames.map(() => new Float32Array(0)), past: 0 };
+    this.#source = { data: geometry.pastNames.map(() => kvArray(geometry, 0)), past: 0 };
   }
 
   /** The shared past length of the group's rows (the longest row's, or more once it left). */
@@ -123,7 +125,7 @@ export class KvGroup<Row extends GroupRow> {
    * Recomposes the group from `rows` (from wherever they are) into pooled arrays, at the longest row's past.
    * Returns the arrays it no longer uses, for the pool once every group has copied what it needs from them.
    */
-  compose(rows: Row[]): readonly Float32Array[] | undefined {
+  compose(rows: Row[]): readonly KvArray[] | undefined {
     const past = rows.reduce((longest, row) => Math.max(longest, row.length), 0);
     const source = this.#source;
     const unchanged =

@@ -17,11 +17,35 @@ export interface ModelGeometry {
   readonly padTokenId: number;
   /** Whether the model takes `position_ids` (it derives them itself otherwise). */
   readonly positionIds: boolean;
+  /**
+   * Whether the model is a merged decoder (`decoder_model_merged.onnx`) with a `use_cache_branch` input: true when a
+   * past is fed, false on a prefill without one.
+   */
+  readonly useCacheBranch?: boolean;
+  /**
+   * The KV cache's element type in the graph (fp16 exports: `'float16'`). The loop keeps and copies the cache in
+   * that type, never converting it: a float16 cache is `Uint16Array`s of its bits, as onnxruntime-node takes them.
+   * @default 'float32'
+   */
+  readonly kvType?: 'float32' | 'float16';
+}
+
+/** One past input's KV data, in the graph's element type (float16 as its bits). */
+export type KvArray = Float32Array | Uint16Array;
+
+/** A zeroed KV array of `length` elements of the geometry's type (float16 zero is all bits 0). */
+export function kvArray(geometry: Pick<ModelGeometry, 'kvType'>, length: number): KvArray {
+  return geometry.kvType === 'float16' ? new Uint16Array(length) : new Float32Array(length);
+}
+
+/** A merged decoder's `use_cache_branch` feed. */
+function cacheBranch(past: number): Tensor {
+  return new Tensor('bool', Uint8Array.of(past > 0 ? 1 : 0), [1]);
 }
 
 /** KV data for some rows: per past input, one `[rows, kvHeads, past, headDim]` array (or longer: its start is used). */
 export interface KvSource {
-  readonly data: readonly Float32Array[];
+  readonly data: readonly KvArray[];
   readonly past: number;
 }
 
@@ -36,13 +60,7 @@ export interface KvRow {
  * Copies one row's real past (its `length` right-aligned entries in its source) into row `to` of `into`, whose
  * rows are `past` long, and zeroes the padding on its left. `into` must not be the row's own source arrays.
  */
-export function copyRow(
-  row: KvRow,
-  into: readonly Float32Array[],
-  to: number,
-  past: number,
-  geometry: ModelGeometry,
-): void {
+export function copyRow(row: KvRow, into: readonly KvArray[], to: number, past: number, geometry: ModelGeometry): void {
   const { kvHeads, headDim } = geometry;
   const source = row.source;
   const pad = past - row.length;
@@ -64,7 +82,7 @@ export function copyRow(
  */
 export function composeInto(
   rows: readonly KvRow[],
-  into: readonly Float32Array[],
+  into: readonly KvArray[],
   past: number,
   geometry: ModelGeometry,
 ): KvSource {
@@ -82,20 +100,21 @@ export function pastFeeds(source: KvSource, rows: number, geometry: ModelGeometr
   const feeds: Record<string, Tensor> = {};
   const size = rows * geometry.kvHeads * source.past * geometry.headDim;
   geometry.pastNames.forEach((name, tensor) => {
-    const data = (source.data[tensor] as Float32Array).subarray(0, size);
-    feeds[name] = new Tensor('float32', data, [rows, geometry.kvHeads, source.past, geometry.headDim]);
+    const data = (source.data[tensor] as KvArray).subarray(0, size);
+    const dims = [rows, geometry.kvHeads, source.past, geometry.headDim];
+    feeds[name] = data instanceof Uint16Array ? new Tensor('float16', data, dims) : new Tensor('float32', data, dims);
   });
   return feeds;
 }
 
 /** An empty past for `rows` rows (the first call of a prefill). */
 export function emptySource(geometry: ModelGeometry): KvSource {
-  return { data: geometry.pastNames.map(() => new Float32Array(0)), past: 0 };
+  return { data: geometry.pastNames.map(() => kvArray(geometry, 0)), past: 0 };
 }
 
 /** The present outputs of a run, as the next source (no copy: onnxruntime already returned fresh arrays). */
 export function presentSource(outputs: Record<string, Tensor>, past: number, geometry: ModelGeometry): KvSource {
-  return { data: geometry.presentNames.map((name) => outputs[name]?.data as Float32Array), past };
+  return { data: geometry.presentNames.map((name) => outputs[name]?.data as KvArray), past };
 }
 
 /**
@@ -123,6 +142,7 @@ export function decodeFeeds(
     attention_mask: new Tensor('int64', mask, [count, width]),
   };
   if (geometry.positionIds) feeds.position_ids = new Tensor('int64', positions, [count, 1]);
+  if (geometry.useCacheBranch === true) feeds.use_cache_branch = cacheBranch(source.past);
   return feeds;
 }
 
@@ -157,5 +177,6 @@ export function prefillFeeds(
     attention_mask: new Tensor('int64', mask, [count, width]),
   };
   if (geometry.positionIds) feeds.position_ids = new Tensor('int64', positions, [count, longest]);
+  if (geometry.useCacheBranch === true) feeds.use_cache_branch = cacheBranch(pastLength);
   return feeds;
 }

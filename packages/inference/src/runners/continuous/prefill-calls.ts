@@ -2,6 +2,7 @@
 // its own past (earlier chunks, or the blocks the prefix cache had), and the choice of which newcomers share a call.
 // Every prompt whose prefill completes leaves its whole blocks in the prefix cache.
 import type { InferenceSession, Tensor } from 'onnxruntime-node';
+import { logitsOf } from './half-float.js';
 import type { StepCostModel } from './length-groups.js';
 import type { DecodeLoopStats } from './loop-stats.js';
 import { prefillFeeds, presentSource } from './padded-batch.js';
@@ -83,7 +84,7 @@ export class PrefillCalls {
       longest,
     );
     const source = presentSource(outputs, longest, this.#geometry);
-    const logits = outputs.logits?.data as Float32Array;
+    const logits = logitsOf(outputs.logits);
     const { vocabSize } = this.#geometry;
     group.forEach((sequence, index) => {
       sequence.source = source;
@@ -105,7 +106,7 @@ export class PrefillCalls {
     const outputs = await this.#run([chunk], past, chunk.length);
     // The previous chunk's KV (this sequence's own, read by this run only) and, until the last chunk, the logits.
     if (past !== undefined) releaseBuffers(past.source.data);
-    const logits = outputs.logits?.data as Float32Array;
+    const logits = logitsOf(outputs.logits);
     sequence.length += chunk.length;
     sequence.prefilled += chunk.length;
     sequence.source = presentSource(outputs, sequence.length, this.#geometry);

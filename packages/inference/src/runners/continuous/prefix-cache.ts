@@ -6,7 +6,8 @@
 //
 // The cache is an LRU bounded in bytes. A chain is touched from its last block to its first, so a parent is always
 // more recent than its children: eviction takes leaves first and never strands a reachable chain's tail.
-import type { KvRow, KvSource, ModelGeometry } from './padded-batch.js';
+import { kvArray } from './padded-batch.js';
+import type { KvArray, KvRow, KvSource, ModelGeometry } from './padded-batch.js';
 
 /** Tokens per cached block: a prompt's prefix is reused in whole blocks. */
 export const PREFIX_BLOCK_TOKENS = 16;
@@ -28,7 +29,7 @@ interface Block {
   readonly parent: string;
   readonly tokens: Int32Array;
   /** Every past input's KV of the block: `[input][kvHeads][PREFIX_BLOCK_TOKENS][headDim]`. */
-  readonly kv: Float32Array;
+  readonly kv: KvArray;
 }
 
 /** The key of the block after `parent` holding `tokens[from, from + PREFIX_BLOCK_TOKENS)`: two FNV-1a lanes. */
@@ -65,8 +66,11 @@ export class PrefixCache {
 
   /** Bytes one block holds (its KV and its tokens). */
   static blockBytes(geometry: ModelGeometry): number {
+    // KV elements of 4 bytes (2 for a float16 cache), and the block's token ids.
+    const kvBytes = geometry.kvType === 'float16' ? 2 : 4;
     return (
-      (geometry.pastNames.length * geometry.kvHeads * PREFIX_BLOCK_TOKENS * geometry.headDim + PREFIX_BLOCK_TOKENS) * 4
+      geometry.pastNames.length * geometry.kvHeads * PREFIX_BLOCK_TOKENS * geometry.headDim * kvBytes +
+      PREFIX_BLOCK_TOKENS * 4
     );
   }
 
@@ -102,7 +106,7 @@ export class PrefixCache {
     const { kvHeads, headDim } = this.#geometry;
     const span = PREFIX_BLOCK_TOKENS * headDim;
     const data = this.#geometry.pastNames.map((_, input) => {
-      const into = new Float32Array(kvHeads * length * headDim);
+      const into = kvArray(this.#geometry, kvHeads * length * headDim);
       chain.forEach((block, at) => {
         for (let head = 0; head < kvHeads; head += 1) {
           const from = input * this.#inputSize + head * span;
@@ -196,9 +200,9 @@ export class PrefixCache {
   }
 
   /** Copies positions `[from, from + PREFIX_BLOCK_TOKENS)` of a row's KV (right-aligned in its source). */
-  #copyOut(row: KvRow, source: KvSource, from: number): Float32Array {
+  #copyOut(row: KvRow, source: KvSource, from: number): KvArray {
     const { kvHeads, headDim } = this.#geometry;
-    const kv = new Float32Array(this.#geometry.pastNames.length * this.#inputSize);
+    const kv = kvArray(this.#geometry, this.#geometry.pastNames.length * this.#inputSize);
     const span = PREFIX_BLOCK_TOKENS * headDim;
     const start = source.past - row.length + from;
     source.data.forEach((array, input) => {

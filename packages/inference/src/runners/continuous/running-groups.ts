@@ -7,7 +7,7 @@ import { KvArrayPool, KvGroup } from './kv-group.js';
 import type { GroupRow } from './kv-group.js';
 import { callCost, splitByLength, splitCost, worthRegrouping } from './length-groups.js';
 import type { StepCostModel } from './length-groups.js';
-import type { ModelGeometry } from './padded-batch.js';
+import type { KvArray, ModelGeometry } from './padded-batch.js';
 
 /** Counters of the KV copies, kept in the loop's stats. */
 export interface CopyStats {
@@ -31,7 +31,7 @@ export class RunningGroups<Row extends GroupRow> {
     this.#geometry = geometry;
     this.#maxGroups = maxGroups;
     this.#stats = stats;
-    this.#pool = new KvArrayPool(geometry.pastNames.length);
+    this.#pool = new KvArrayPool(geometry.pastNames.length, undefined, geometry);
     this.#model = costModel;
   }
 
@@ -121,7 +121,7 @@ export class RunningGroups<Row extends GroupRow> {
     while (this.#groups.length < ends.length) this.#groups.push(new KvGroup<Row>(this.#geometry, this.#pool));
     // Each group writes into pooled arrays no row points into and reads rows wherever they are, so the order is
     // free; the arrays the groups leave go back to the pool only once every row has been copied out of them.
-    const retired: (readonly Float32Array[])[] = [];
+    const retired: (readonly KvArray[])[] = [];
     ends.forEach((end, index) => {
       const group = this.#groups[index] as KvGroup<Row>;
       const slice = rows.slice(index === 0 ? 0 : ends[index - 1], end);

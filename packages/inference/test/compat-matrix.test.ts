@@ -1,0 +1,225 @@
+// The compatibility matrix: generated models that reproduce each export layout people download (file names,
+// input and output names and dtypes, config.json), each loaded by microbatch and by transformers.js's own
+// `pipeline(task, dir, { dtype })` on the same folder, which must agree: the same greedy text (decoders, under
+// both schedulings) or the same embeddings within 1e-4 (encoders). packages/inference/README.md lists the rows.
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { basename, dirname, join, sep } from 'node:path';
+import { env, pipeline } from '@huggingface/transformers';
+import type { FeatureExtractionPipeline, TextGenerationPipeline } from '@huggingface/transformers';
+import { MODEL_DTYPE_SUFFIXES, createWorkerPool } from '@microbatch/inference';
+import type { ModelDtype, TextGenerationInput } from '@microbatch/inference';
+import { writeLlamaModel } from '@microbatch/test-kit';
+import type { LlamaLayout, LlamaShape } from '@microbatch/test-kit';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { writeBertEncoder } from './helpers/bert-encoder.js';
+import { TINYSTORIES_DIR } from './helpers/paths.js';
+import { ensureWorkerBuilt } from './helpers/worker-build.js';
+
+const SHAPE: LlamaShape = {
+  hidden: 64,
+  layers: 2,
+  heads: 4,
+  kvHeads: 2,
+  intermediate: 128,
+  vocab: 2048,
+  positions: 256,
+  seed: 11,
+};
+const PROMPTS = ['Once upon a time', 'Lily saw a big red ball under a tree and', 'Tom'];
+const MAX_NEW_TOKENS = 6;
+const TEXTS = ['Hello world', 'The quick brown fox jumps over the lazy dog.', 'a'];
+
+let root: string;
+
+beforeAll(async () => {
+  await ensureWorkerBuilt();
+  root = await mkdtemp(join(tmpdir(), 'microbatch-compat-'));
+  env.allowRemoteModels = false;
+  env.allowLocalModels = true;
+  env.localModelPath = root + sep;
+});
+
+afterAll(async () => {
+  await rm(root, { recursive: true, force: true });
+});
+
+/** A greedy generation: its token ids and its text. */
+interface Greedy {
+  readonly tokens: readonly number[];
+  readonly text: string;
+}
+
+/**
+ * What transformers.js's text-generation pipeline generates greedily for each prompt, one at a time: its text, and
+ * the ids its model's `generate` picks for the same prompt (the pipeline returns text only).
+ */
+async function transformersGreedy(dir: string, dtype: ModelDtype, graph: string): Promise<Greedy[]> {
+  const generator: TextGenerationPipeline = await pipeline('text-generation', basename(dir), {
+    dtype,
+    model_file_name: graph,
+    device: 'cpu',
+  });
+  try {
+    const greedy: Greedy[] = [];
+    for (const prompt of PROMPTS) {
+      // microbatch tokenizes prompts with the tokenizer's special tokens; the pipeline must see the same ids.
+      const options = { max_new_tokens: MAX_NEW_TOKENS, do_sample: false, add_special_tokens: true };
+      const [output] = (await generator(prompt, { ...options, return_full_text: false })) as {
+        generated_text: string;
+      }[];
+      const inputs = generator.tokenizer(prompt, { add_special_tokens: true });
+      const ids = (await generator.model.generate({ ...inputs, ...options })) as { tolist(): bigint[][] };
+      const all = (ids.tolist()[0] ?? []).map(Number);
+      greedy.push({ tokens: all.slice(all.length - MAX_NEW_TOKENS), text: output?.generated_text ?? '' });
+    }
+    return greedy;
+  } finally {
+    await generator.dispose();
+  }
+}
+
+const inputs = (extra: Partial<TextGenerationInput>): TextGenerationInput[] =>
+  PROMPTS.map((prompt) => ({ prompt, max_new_tokens: MAX_NEW_TOKENS, temperature: 0, ...extra }));
+
+/** What a microbatch pool generates for the prompts, batched together: text (either scheduling), ids (continuous). */
+async function microbatchGreedy(
+  dir: string,
+  dtype: 'auto' | ModelDtype,
+  scheduling: 'continuous' | 'request',
+): Promise<Greedy[]> {
+  const pool = createWorkerPool({ runner: { task: 'text-generation', model: dir, dtype, scheduling } });
+  try {
+    const results = await pool.run(inputs({}));
+    const texts = results.map((result) => {
+      if (result instanceof Error) throw result;
+      expect(result.usage.completion_tokens).toBe(MAX_NEW_TOKENS);
+      return result.text;
+    });
+    if (scheduling === 'request') return texts.map((text) => ({ tokens: [], text }));
+    // A stream with `resume_tokens` carries each chunk's token ids.
+    const tokens: number[][] = PROMPTS.map(() => []);
+    for await (const step of pool.stream(inputs({ resume_tokens: [] }))) {
+      step.forEach((slot, index) => {
+        if (slot instanceof Error) throw slot;
+        if (typeof slot === 'object' && slot !== null && 'text' in slot) tokens[index]?.push(...(slot.tokens ?? []));
+      });
+    }
+    return texts.map((text, index) => ({ tokens: tokens[index] ?? [], text }));
+  } finally {
+    await pool.close();
+  }
+}
+
+/**
+ * The pipeline's text is the decoded prompt and continuation less the decoded prompt, so it keeps the word-initial
+ * space that decoding the new tokens alone (as microbatch does, and as a stream does chunk by chunk) drops.
+ */
+const seamless = (text: string) => text.trimStart();
+
+describe('decoders: the same greedy text as transformers.js', () => {
+  const rows: readonly {
+    readonly row: string;
+    readonly layout: LlamaLayout;
+    readonly shape?: LlamaShape;
+    readonly dtype: ModelDtype;
+    readonly graph: string;
+  }[] = [
+    { row: 'Llama fp32 (onnx/model.onnx)', layout: {}, dtype: 'fp32', graph: 'model' },
+    {
+      row: 'Llama fp32, external data (onnx/model.onnx + model.onnx_data)',
+      layout: { externalData: true },
+      dtype: 'fp32',
+      graph: 'model',
+    },
+    {
+      row: 'Llama q8 (onnx/model_quantized.onnx: DynamicQuantizeLinear + MatMulInteger)',
+      layout: { quantize: 'q8' },
+      dtype: 'q8',
+      graph: 'model',
+    },
+    {
+      row: 'Llama q4 (onnx/model_q4.onnx: MatMulNBits, 4-bit blocks of 32)',
+      layout: { quantize: 'q4' },
+      dtype: 'q4',
+      graph: 'model',
+    },
+    {
+      row: 'merged decoder (onnx/decoder_model_merged.onnx, use_cache_branch, no position_ids)',
+      layout: { graph: 'decoder_model_merged', useCacheBranch: true, positionIds: false },
+      dtype: 'fp32',
+      graph: 'decoder_model_merged',
+    },
+    {
+      row: 'GPT-2 layout (decoder_model_merged.onnx, use_cache_branch, config n_head / n_embd / n_layer)',
+      layout: { graph: 'decoder_model_merged', useCacheBranch: true, config: 'gpt2' },
+      shape: { ...SHAPE, kvHeads: SHAPE.heads },
+      dtype: 'fp32',
+      graph: 'decoder_model_merged',
+    },
+    {
+      row: 'Gemma config: head_dim (32) != hidden / heads (16), one KV head (multi-query)',
+      layout: { config: 'gemma' },
+      shape: { ...SHAPE, headDim: 32, kvHeads: 1 },
+      dtype: 'fp32',
+      graph: 'model',
+    },
+    {
+      row: 'float16 KV cache and logits (onnx/model_fp16.onnx)',
+      layout: { kvDtype: 'float16' },
+      dtype: 'fp16',
+      graph: 'model',
+    },
+  ];
+
+  it.each(rows.map((row, index) => ({ ...row, index })))('$row', async ({ layout, shape, dtype, graph, index }) => {
+    const dir = join(root, `llama-${index}`);
+    await writeLlamaModel(dir, shape ?? SHAPE, TINYSTORIES_DIR, layout);
+    expect(dirname(dir)).toBe(root);
+    // The one graph of the row, under the dtype's name (a quantized one with its integer matmuls).
+    const file = join(dir, 'onnx', `${graph}${MODEL_DTYPE_SUFFIXES[dtype]}.onnx`);
+    const bytes = await readFile(file);
+    expect([bytes.includes('MatMulInteger'), bytes.includes('MatMulNBits')]).toEqual([dtype === 'q8', dtype === 'q4']);
+    const expected = await transformersGreedy(dir, dtype, graph);
+    expect(expected.every(({ tokens }) => tokens.length === MAX_NEW_TOKENS)).toBe(true);
+    // 'auto' finds the row's one file, as an explicit dtype does.
+    const continuous = await microbatchGreedy(dir, 'auto', 'continuous');
+    expect(continuous.map(({ tokens }) => tokens)).toEqual(expected.map(({ tokens }) => tokens));
+    expect(continuous.map(({ text }) => seamless(text))).toEqual(expected.map(({ text }) => seamless(text)));
+    const request = await microbatchGreedy(dir, dtype, 'request');
+    expect(request.map(({ text }) => seamless(text))).toEqual(expected.map(({ text }) => seamless(text)));
+  });
+});
+
+describe('encoders: the same embeddings as transformers.js, within 1e-4', () => {
+  it.each([
+    { row: 'BERT with token_type_ids', tokenTypeIds: true },
+    { row: 'BERT without token_type_ids', tokenTypeIds: false },
+  ])('$row', async ({ tokenTypeIds }) => {
+    const dir = await writeBertEncoder(join(root, `bert-${tokenTypeIds}`), { hidden: 16, tokenTypeIds });
+    const extractor: FeatureExtractionPipeline = await pipeline('feature-extraction', basename(dir), {
+      dtype: 'fp32',
+      device: 'cpu',
+    });
+    let expected: number[][];
+    try {
+      const output = await extractor(TEXTS, { pooling: 'mean', normalize: true });
+      expected = output.tolist() as number[][];
+    } finally {
+      await extractor.dispose();
+    }
+    const pool = createWorkerPool({ runner: { task: 'feature-extraction', model: dir, dtype: 'fp32' } });
+    try {
+      const results = await pool.run(TEXTS);
+      results.forEach((vector, index) => {
+        if (vector instanceof Error) throw vector;
+        const want = expected[index] as number[];
+        expect(vector).toHaveLength(want.length);
+        const worst = Math.max(...vector.map((value, k) => Math.abs(value - (want[k] as number))));
+        expect(worst).toBeLessThan(1e-4);
+      });
+    } finally {
+      await pool.close();
+    }
+  });
+});
