@@ -179,17 +179,22 @@ export async function ensureProgressStream(
 
 /**
  * Removes entries the workers' consumer has acknowledged but the stream still holds, and returns how many. A
- * work-queue stream deletes an entry when it is acknowledged; after a NATS crash, the consumer's acknowledgement
- * floor can come back ahead of those deletions (they were not yet on disk), and such entries are delivered to
- * nobody again but hold the queue's `max_msgs` bound for good. Everything below the floor was acknowledged, so
- * purging up to it loses nothing.
+ * work-queue stream deletes an entry when it is acknowledged, but nats-server (2.9 here) can keep some: after a crash
+ * the consumer's acknowledgement floor comes back ahead of deletions that were not yet on disk, and under chaos
+ * testing acknowledged entries above the floor stayed too. Such entries are delivered to nobody again but hold the
+ * queue's `max_msgs` bound for good. Everything up to the floor was acknowledged, and so was everything delivered
+ * when no delivery awaits an acknowledgement or a redelivery (one consumer delivers in stream order): purging up to
+ * there loses nothing.
  */
 export async function dropAcknowledged(manager: JetStreamManager, names: QueueNames): Promise<number> {
   const consumer = await manager.consumers.info(names.stream, names.consumer);
-  const floor = consumer.ack_floor.stream_seq;
+  const settled =
+    consumer.num_ack_pending === 0 && consumer.num_redelivered === 0
+      ? Math.max(consumer.delivered.stream_seq, consumer.ack_floor.stream_seq)
+      : consumer.ack_floor.stream_seq;
   const stream = await manager.streams.info(names.stream);
-  if (stream.state.messages === 0 || stream.state.first_seq > floor) return 0;
-  const { purged } = await manager.streams.purge(names.stream, { seq: floor + 1 });
+  if (stream.state.messages === 0 || stream.state.first_seq > settled) return 0;
+  const { purged } = await manager.streams.purge(names.stream, { seq: settled + 1 });
   return purged;
 }
 

@@ -40,6 +40,9 @@ import { type Delivery, Puller } from './pull.js';
 import { NO_PROGRESS, type ProgressRecord, progressRecord, readProgress } from './stream-progress.js';
 import { type Announcement, ReplicaRoster } from './worker-roster.js';
 
+/** How often a worker purges entries NATS kept after their acknowledgement (two JetStream API calls). */
+const DROP_ACKNOWLEDGED_MS = 10_000;
+
 /**
  * Counts since the worker started.
  *
@@ -187,6 +190,7 @@ class Worker {
     if (this.#loop !== undefined) return;
     const { heartbeatMs, claimIdleMs } = this.#settings;
     this.#timers.push(setInterval(() => this.#announce(), heartbeatMs));
+    this.#timers.push(setInterval(() => void this.#dropAcknowledged(this.#manager), DROP_ACKNOWLEDGED_MS));
     this.#timers.push(setInterval(() => this.#keepHeld(), Math.max(1, claimIdleMs / 3)));
     this.#loop = this.#pullUntilClosed();
     this.#becameReady();
@@ -199,15 +203,7 @@ class Worker {
         const jsm = await manager(connection, this.#settings.commandTimeoutMs);
         await ensureStream(jsm, this.#names, undefined);
         await ensureConsumer(jsm, this.#names, this.#settings);
-        const dropped = await dropAcknowledged(jsm, this.#names);
-        if (dropped > 0) {
-          this.#log(
-            'info',
-            `[worker ${this.workerId}] dropped ${plural(dropped)} NATS kept after their acknowledgement`,
-            { dropped },
-            'dropped acknowledged entries',
-          );
-        }
+        await this.#dropAcknowledged(jsm);
         if (this.#settings.resumable !== undefined)
           await ensureProgressStream(jsm, this.#names, this.#settings.progressTtlMs);
         this.#manager = jsm;
@@ -217,6 +213,19 @@ class Worker {
       }
     }
     return false;
+  }
+
+  /** Purges entries NATS kept after their acknowledgement (see `dropAcknowledged`); a failure waits for the next turn. */
+  async #dropAcknowledged(jsm: JetStreamManager | undefined): Promise<void> {
+    if (jsm === undefined || this.#stopping) return;
+    const dropped = await dropAcknowledged(jsm, this.#names).catch(() => 0);
+    if (dropped === 0) return;
+    this.#log(
+      'info',
+      `[worker ${this.workerId}] dropped ${plural(dropped)} NATS kept after their acknowledgement`,
+      { dropped },
+      'dropped acknowledged entries',
+    );
   }
 
   stats(): NatsWorkerStats {

@@ -67,7 +67,10 @@ export async function computeBaseline(options: BaselineOptions): Promise<PromptC
       if (attempt === BASELINE_ATTEMPTS) {
         throw new Error(`The baseline run failed for ${JSON.stringify(prompt)}: ${JSON.stringify(exchange)}`);
       }
-      options.log(`baseline: ${JSON.stringify(prompt)} asked again after ${exchange.status} ${exchange.end}`);
+      options.log(
+        `baseline: ${JSON.stringify(prompt)} asked again after ${exchange.status} ${exchange.end}: ` +
+          JSON.stringify(exchange).slice(-400),
+      );
       await new Promise((resolve) => setTimeout(resolve, BASELINE_RETRY_PAUSE_MS));
     }
   };
