@@ -5,6 +5,7 @@ import { createBatcher, createStreamingBatcher } from '@microbatch/core';
 import { otelTracer } from '@microbatch/core/otel';
 import { checkOneOf, checkString, dropUndefined, fail } from '@microbatch/core/util';
 import {
+  SCHEDULINGS,
   TEXT_GENERATION_DEFAULTS,
   createTextGenerationParser,
   createTextGenerationValidator,
@@ -27,8 +28,6 @@ import {
   mergeBatcherOptions,
 } from './text-completion-options.js';
 import type { TextCompletionService } from './text-completion-service.js';
-
-const SCHEDULINGS = ['continuous', 'request'] as const;
 
 /**
  * A text-generation model served through batchers on worker threads of this process.
@@ -90,6 +89,7 @@ export function createTextCompletionModel(options: TextCompletionModelOptions): 
       model,
       scheduling,
       ...dropUndefined({
+        dtype: options.dtype,
         maxSequences: options.maxSequences,
         maxStepTokens: options.maxStepTokens,
         prefixCacheMb: options.prefixCacheMb,
