@@ -11,13 +11,25 @@ import { externalDataFiles } from './external-data.js';
  * The graph names a task's folder may hold, in the order they are tried: a decoder is `model` (transformers.js v3+
  * exports) or `decoder_model_merged` (older exports such as Xenova/gpt2, with a `use_cache_branch` input); an
  * encoder is `model`.
+ *
+ * @example
+ * ```ts
+ * resolveModelFile('models/all-MiniLM-L6-v2', 'q8', GRAPH_NAMES.encoder).path; // .../onnx/model_quantized.onnx
+ * ```
  */
 export const GRAPH_NAMES = {
   decoder: ['model', 'decoder_model_merged'],
   encoder: ['model'],
 } as const satisfies Record<string, readonly string[]>;
 
-/** The graph a runner loads. */
+/**
+ * The graph a runner loads.
+ *
+ * @example
+ * ```ts
+ * const file: ModelFile = { dtype: 'q4', graph: 'model', path: '/models/llama/onnx/model_q4.onnx' };
+ * ```
+ */
 export interface ModelFile {
   readonly dtype: ModelDtype;
   /** The graph's name without dtype suffix, transformers.js's `model_file_name` (`model`, `decoder_model_merged`). */
