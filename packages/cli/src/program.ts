@@ -212,7 +212,9 @@ const DTYPE_HELP =
 
 /** `--dtype`, alike on both commands but for where the scheduling rules refuse it (`serve --queue` loads no model). */
 function dtypeOption(command: 'serve' | 'worker'): Option {
-  return new Option('--dtype <dtype>', scheduledHelp('dtype', command, DTYPE_HELP)).choices(DTYPE_CHOICES).default('auto');
+  return new Option('--dtype <dtype>', scheduledHelp('dtype', command, DTYPE_HELP))
+    .choices(DTYPE_CHOICES)
+    .default('auto');
 }
 
 /**

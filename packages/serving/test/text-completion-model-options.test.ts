@@ -67,9 +67,9 @@ describe('createTextCompletionModel options', () => {
   });
 
   it('refuses a scheduling it does not know, naming the choices', () => {
-    expect(() =>
-      createTextCompletionModel({ model, log: false, scheduling: 'token' as unknown as 'request' }),
-    ).toThrow(new TypeError("Expected `scheduling` to be one of 'continuous', 'request', got `\"token\"` (string)"));
+    expect(() => createTextCompletionModel({ model, log: false, scheduling: 'token' as unknown as 'request' })).toThrow(
+      new TypeError("Expected `scheduling` to be one of 'continuous', 'request', got `\"token\"` (string)"),
+    );
   });
 
   it("keeps every batcher setting a user passed with request scheduling, the pool's beside them", () => {

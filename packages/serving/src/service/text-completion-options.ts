@@ -156,7 +156,8 @@ const IS_OPTION: Readonly<Record<SchedulingSetting, boolean>> = {
  * does not have (`workerGraceMs`: a replica's) are not options here.
  */
 export function checkScheduledOptions(scheduling: Scheduling, options: TextCompletionModelOptions): void {
-  const given = options as unknown as Readonly<Record<string, unknown>>;
+  // The options named like settings are numbers or strings (the type of `IS_OPTION`'s true rows).
+  const given = options as unknown as Readonly<Partial<Record<SchedulingSetting, number | string>>>;
   for (const setting of settingsWhere((rule) => !rule.serve.includes(scheduling))) {
     if (!IS_OPTION[setting]) continue;
     const value = given[setting];
