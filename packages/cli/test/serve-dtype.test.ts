@@ -148,7 +148,17 @@ describe.each<{ row: string; layout: LlamaLayout; dtype: ModelDtype; graph: stri
 
   it('refuses a dtype the folder has no file for, naming what it has, with exit code 1', async () => {
     const missing = dtype === 'q4' ? 'q8' : 'q4';
-    const { code, stderr } = await run(['serve', '--model', dir, '--port', '0', '--dtype', missing]);
+    const { code, stdout, stderr } = await run([
+      'serve',
+      '--model',
+      dir,
+      '--port',
+      '0',
+      '--log-format',
+      'json',
+      '--dtype',
+      missing,
+    ]);
     expect(code).toBe(1);
     const suffix = missing === 'q4' ? '_q4' : '_quantized';
     const has = `onnx/${graph}${dtype === 'q4' ? '_q4' : ''}.onnx`;
@@ -157,6 +167,9 @@ describe.each<{ row: string; layout: LlamaLayout; dtype: ModelDtype; graph: stri
         `it has ${dtype} (${has})`,
     );
     expect(stderr).not.toMatch(/\n\s+at /); // no stack trace
+    // The worker thread found it missing: the server had started listening, and stopped.
+    expect(stdout).toContain('"msg":"listening"');
+    expect(stdout).not.toContain('"msg":"ready"');
   });
 });
 

@@ -4,7 +4,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 import { BatchError, ErrorCode, createBatcher } from '@microbatch/core';
 import { checkInteger, checkOneOf, dropUndefined } from '@microbatch/core/util';
-import { DTYPE_CHOICES, GRAPH_NAMES, createWorkerPool, loadTokenizer, resolveModelFile } from '@microbatch/inference';
+import { DTYPE_CHOICES, GRAPH_NAMES, createWorkerPool, findModelFile, loadTokenizer } from '@microbatch/inference';
 import type { ModelDtype, OnnxInput, OnnxOutput, WorkerPool } from '@microbatch/inference';
 import { type LogLine, type Logger, logBatches, logRefusals } from './batch-log.js';
 import { type Pooling, poolEmbedding } from './embedding-pooling.js';
@@ -140,8 +140,8 @@ export function createEmbeddingModel(options: EmbeddingModelOptions): EmbeddingS
     if (!existsSync(join(dir, file))) throw new Error(`${dir} is not a transformers.js embedding model: no ${file}`);
   }
   // The file transformers.js would load with this dtype, picked here (not in the worker) because the raw `onnx`
-  // runner takes a file: a missing one fails now, naming what the folder has.
-  const graph = resolveModelFile(dir, checkOneOf('dtype', options.dtype ?? 'auto', DTYPE_CHOICES), GRAPH_NAMES.encoder);
+  // runner takes a file: a missing one fails now, naming what the folder has. By names only: the worker opens it.
+  const graph = findModelFile(dir, checkOneOf('dtype', options.dtype ?? 'auto', DTYPE_CHOICES), GRAPH_NAMES.encoder);
   const config = readJson<ModelConfig>(join(dir, 'config.json')) ?? {};
   const dimensions = config.hidden_size;
   if (!Number.isInteger(dimensions) || (dimensions as number) < 1) {

@@ -5,6 +5,7 @@ import { createBatcher, createStreamingBatcher } from '@microbatch/core';
 import { otelTracer } from '@microbatch/core/otel';
 import { checkOneOf, checkString, dropUndefined, fail } from '@microbatch/core/util';
 import {
+  DTYPE_CHOICES,
   SCHEDULINGS,
   TEXT_GENERATION_DEFAULTS,
   createTextGenerationParser,
@@ -67,7 +68,8 @@ export function textCompletionCost(input: TextGenerationInput, promptTokensPerSt
  * Starts a text-generation model in worker threads behind two batchers (whole and streamed completions) that share
  * its workers, and logs one line per batch (and refusals, at most one line a second). Returns at once: the model
  * loads in the background (`ready`), so a server can listen, and report not-ready, meanwhile. A `model` that is not
- * a transformers.js folder (no `config.json` / `tokenizer.json`) throws an `Error` naming the folder at once.
+ * a transformers.js folder (no `config.json` / `tokenizer.json`) throws an `Error` naming the folder at once; one
+ * with no ONNX file for `dtype` rejects `ready`, naming the dtypes it has.
  *
  * @example
  * ```ts
@@ -83,13 +85,16 @@ export function createTextCompletionModel(options: TextCompletionModelOptions): 
   checkModelFolder(model);
   const scheduling = checkOneOf('scheduling', options.scheduling ?? 'continuous', SCHEDULINGS);
   checkScheduledOptions(scheduling, options);
+  // The file a dtype names is found where the model loads, in the worker (`ready` rejects naming what the folder
+  // has): a graph on a dead mount must block a worker thread, never the server's.
+  const dtype = checkOneOf('dtype', options.dtype ?? 'auto', DTYPE_CHOICES);
   const pool = createWorkerPool({
     runner: {
       task: 'text-generation',
       model,
       scheduling,
+      dtype,
       ...dropUndefined({
-        dtype: options.dtype,
         maxSequences: options.maxSequences,
         maxStepTokens: options.maxStepTokens,
         prefixCacheMb: options.prefixCacheMb,
