@@ -72,6 +72,8 @@ export interface ServeFlags {
   readonly workers?: number;
   readonly threads?: number;
   readonly executionProvider?: string;
+  /** Which of the folder's ONNX files the workers load (`auto`: the first in a CPU preference order). */
+  readonly dtype: (typeof DTYPE_CHOICES)[number];
   readonly scheduling: (typeof SCHEDULINGS)[number];
   readonly logFormat: (typeof LOG_FORMATS)[number];
   /** What `/readyz` means: `fleet` (default; overload answered by 503s) or `instance` (unready when overloaded). */
@@ -203,6 +205,18 @@ const POOL_HELP = {
   executionProvider: 'onnxruntime execution provider (default: cpu)',
 } as const;
 
+const DTYPE_HELP =
+  "which of the model folder's ONNX files the worker threads load, as transformers.js names them (q8: " +
+  'onnx/model_quantized.onnx, q4: onnx/model_q4.onnx, fp32: onnx/model.onnx ...); auto: the first present of ' +
+  `${DTYPE_CHOICES.slice(1).join(', ')}. A missing file is refused at start, naming the dtypes the folder has`;
+
+/** `--dtype`, alike on both commands but for where the scheduling rules refuse it (`serve --queue` loads no model). */
+function dtypeOption(command: 'serve' | 'worker'): Option {
+  return new Option('--dtype <dtype>', scheduledHelp('dtype', command, DTYPE_HELP))
+    .choices(DTYPE_CHOICES)
+    .default('auto');
+}
+
 /**
  * The `microbatch` command line: `serve` and `worker` with their flags, checked by commander (a bad flag prints
  * commander's error and exits 1). A flag that has no effect in the mode chosen (`serve --queue ... --workers 2`,
@@ -328,6 +342,7 @@ export function createProgram(
     .option('--workers <n>', scheduledHelp('workers', 'serve', POOL_HELP.workers), integer(1))
     .option('--threads <n>', scheduledHelp('threads', 'serve', POOL_HELP.threads), integer(1))
     .option('--execution-provider <name>', scheduledHelp('executionProvider', 'serve', POOL_HELP.executionProvider))
+    .addOption(dtypeOption('serve'))
     .addOption(new Option('--log-format <format>', LOG_FORMAT_HELP).choices(LOG_FORMATS).default('auto'))
     .option(
       '--queue <url>',
@@ -386,16 +401,7 @@ export function createProgram(
         .choices(SCHEDULINGS)
         .default('continuous'),
     )
-    .addOption(
-      new Option(
-        '--dtype <dtype>',
-        "which of the model folder's ONNX files to load, as transformers.js names them (q8: " +
-          'onnx/model_quantized.onnx, q4: onnx/model_q4.onnx, fp32: onnx/model.onnx ...); auto: the first present of ' +
-          `${DTYPE_CHOICES.slice(1).join(', ')}. A missing file is refused at start, naming the dtypes the folder has`,
-      )
-        .choices(DTYPE_CHOICES)
-        .default('auto'),
-    )
+    .addOption(dtypeOption('worker'))
     .option(
       '--max-batch-size <n>',
       scheduledHelp(

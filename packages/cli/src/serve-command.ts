@@ -62,6 +62,7 @@ export async function serveCommand(flags: ServeFlags, fail: (message: string) =>
       const service = createTextCompletionModel({
         model,
         scheduling: flags.scheduling,
+        dtype: flags.dtype,
         maxBatchSize: flags.maxBatchSize,
         maxSequences: flags.maxSequences,
         maxStepTokens: flags.maxStepTokens,
@@ -82,6 +83,7 @@ export async function serveCommand(flags: ServeFlags, fail: (message: string) =>
           task: flags.task,
           framework: flags.framework,
           scheduling: pool.scheduling,
+          dtype: flags.dtype,
           maxBatchSize: generate.maxBatchSize,
           batchWaitMs: generate.batchWaitTimeoutMs,
           maxConcurrentBatches: generate.maxConcurrentBatches,

@@ -41,6 +41,7 @@ export async function serveEmbeddings(flags: ServeFlags, fail: (message: string)
   try {
     service = createEmbeddingModel({
       model,
+      dtype: flags.dtype,
       maxBatchSize,
       maxBatchCost,
       batchWaitTimeoutMs: batchWaitMs,
@@ -62,6 +63,7 @@ export async function serveEmbeddings(flags: ServeFlags, fail: (message: string)
       model: basename(model),
       task: flags.task,
       framework: flags.framework,
+      dtype: flags.dtype,
       maxBatchSize,
       maxBatchCost: maxBatchCost ?? null,
       pooling: service.pooling,

@@ -31,6 +31,7 @@ const VALUES: Readonly<Record<SchedulingSetting, string>> = {
   workers: '2',
   threads: '2',
   executionProvider: 'cpu',
+  dtype: 'fp32',
 };
 const asFlag = (setting: SchedulingSetting) => SCHEDULING_RULES[setting].flag;
 
@@ -78,10 +79,10 @@ describe('microbatch flags and SCHEDULING_RULES', () => {
         }
       }
     }
-    // Every flag but --max-latency-ms, --max-queue-size and --worker-grace-ms is refused on a replica; the loop's
-    // three under request scheduling (serve and worker), --max-batch-size and --batch-wait-ms under continuous
-    // serving, and --worker-grace-ms by a server that is no replica (both schedulings).
-    expect(refused).toBe(10 + 3 * 2 + 2 + 2);
+    // Every flag but --max-latency-ms, --max-queue-size and --worker-grace-ms is refused on a replica (--dtype too:
+    // a replica loads no model); the loop's three under request scheduling (serve and worker), --max-batch-size and
+    // --batch-wait-ms under continuous serving, and --worker-grace-ms by a server that is no replica (both schedulings).
+    expect(refused).toBe(11 + 3 * 2 + 2 + 2);
   });
 
   it('says in each flag’s help the scheduling it is for and where it is refused, from the table', () => {

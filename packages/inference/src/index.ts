@@ -16,6 +16,10 @@ export {
 export type { ChunkOf, ClassificationLabel, InputOf, OutputOf, RunnerTypes } from './contract/task-types.js';
 export { AUTO_DTYPE_ORDER, DTYPE_CHOICES, MODEL_DTYPE_SUFFIXES } from './spec/model-dtypes.js';
 export type { ModelDtype } from './spec/model-dtypes.js';
+// Main-thread safe (file names only: no file opened, no onnxruntime): a caller of the raw `onnx` runner picks the
+// file a dtype names with it, as the task runners do.
+export { GRAPH_NAMES, findModelFile } from './runners/model-files.js';
+export type { ModelFile } from './runners/model-files.js';
 export type {
   DecodeBatch,
   FinishReason,

@@ -4,9 +4,7 @@
 // both schedulings) or the same embeddings within 1e-4 (encoders). packages/inference/README.md lists the rows.
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { basename, dirname, join, sep } from 'node:path';
-import { env, pipeline } from '@huggingface/transformers';
-import type { FeatureExtractionPipeline, TextGenerationPipeline } from '@huggingface/transformers';
+import { dirname, join } from 'node:path';
 import { MODEL_DTYPE_SUFFIXES, createWorkerPool } from '@microbatch/inference';
 import type { ModelDtype, TextGenerationInput } from '@microbatch/inference';
 import { writeLlamaModel } from '@microbatch/test-kit';
@@ -14,6 +12,7 @@ import type { LlamaLayout, LlamaShape } from '@microbatch/test-kit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { writeBertEncoder } from './helpers/bert-encoder.js';
 import { TINYSTORIES_DIR } from './helpers/paths.js';
+import { type Greedy, seamless, transformersEmbeddings, transformersGreedy } from './helpers/transformers-reference.js';
 import { ensureWorkerBuilt } from './helpers/worker-build.js';
 
 const SHAPE: LlamaShape = {
@@ -35,49 +34,11 @@ let root: string;
 beforeAll(async () => {
   await ensureWorkerBuilt();
   root = await mkdtemp(join(tmpdir(), 'microbatch-compat-'));
-  env.allowRemoteModels = false;
-  env.allowLocalModels = true;
-  env.localModelPath = root + sep;
 });
 
 afterAll(async () => {
   await rm(root, { recursive: true, force: true });
 });
-
-/** A greedy generation: its token ids and its text. */
-interface Greedy {
-  readonly tokens: readonly number[];
-  readonly text: string;
-}
-
-/**
- * What transformers.js's text-generation pipeline generates greedily for each prompt, one at a time: its text, and
- * the ids its model's `generate` picks for the same prompt (the pipeline returns text only).
- */
-async function transformersGreedy(dir: string, dtype: ModelDtype, graph: string): Promise<Greedy[]> {
-  const generator: TextGenerationPipeline = await pipeline('text-generation', basename(dir), {
-    dtype,
-    model_file_name: graph,
-    device: 'cpu',
-  });
-  try {
-    const greedy: Greedy[] = [];
-    for (const prompt of PROMPTS) {
-      // microbatch tokenizes prompts with the tokenizer's special tokens; the pipeline must see the same ids.
-      const options = { max_new_tokens: MAX_NEW_TOKENS, do_sample: false, add_special_tokens: true };
-      const [output] = (await generator(prompt, { ...options, return_full_text: false })) as {
-        generated_text: string;
-      }[];
-      const inputs = generator.tokenizer(prompt, { add_special_tokens: true });
-      const ids = (await generator.model.generate({ ...inputs, ...options })) as { tolist(): bigint[][] };
-      const all = (ids.tolist()[0] ?? []).map(Number);
-      greedy.push({ tokens: all.slice(all.length - MAX_NEW_TOKENS), text: output?.generated_text ?? '' });
-    }
-    return greedy;
-  } finally {
-    await generator.dispose();
-  }
-}
 
 const inputs = (extra: Partial<TextGenerationInput>): TextGenerationInput[] =>
   PROMPTS.map((prompt) => ({ prompt, max_new_tokens: MAX_NEW_TOKENS, temperature: 0, ...extra }));
@@ -110,12 +71,6 @@ async function microbatchGreedy(
     await pool.close();
   }
 }
-
-/**
- * The pipeline's text is the decoded prompt and continuation less the decoded prompt, so it keeps the word-initial
- * space that decoding the new tokens alone (as microbatch does, and as a stream does chunk by chunk) drops.
- */
-const seamless = (text: string) => text.trimStart();
 
 describe('decoders: the same greedy text as transformers.js', () => {
   const rows: readonly {
@@ -180,7 +135,7 @@ describe('decoders: the same greedy text as transformers.js', () => {
     const file = join(dir, 'onnx', `${graph}${MODEL_DTYPE_SUFFIXES[dtype]}.onnx`);
     const bytes = await readFile(file);
     expect([bytes.includes('MatMulInteger'), bytes.includes('MatMulNBits')]).toEqual([dtype === 'q8', dtype === 'q4']);
-    const expected = await transformersGreedy(dir, dtype, graph);
+    const expected = await transformersGreedy(dir, dtype, graph, PROMPTS, MAX_NEW_TOKENS);
     expect(expected.every(({ tokens }) => tokens.length === MAX_NEW_TOKENS)).toBe(true);
     // 'auto' finds the row's one file, as an explicit dtype does.
     const continuous = await microbatchGreedy(dir, 'auto', 'continuous');
@@ -197,17 +152,7 @@ describe('encoders: the same embeddings as transformers.js, within 1e-4', () => 
     { row: 'BERT without token_type_ids', tokenTypeIds: false },
   ])('$row', async ({ tokenTypeIds }) => {
     const dir = await writeBertEncoder(join(root, `bert-${tokenTypeIds}`), { hidden: 16, tokenTypeIds });
-    const extractor: FeatureExtractionPipeline = await pipeline('feature-extraction', basename(dir), {
-      dtype: 'fp32',
-      device: 'cpu',
-    });
-    let expected: number[][];
-    try {
-      const output = await extractor(TEXTS, { pooling: 'mean', normalize: true });
-      expected = output.tolist() as number[][];
-    } finally {
-      await extractor.dispose();
-    }
+    const expected = await transformersEmbeddings(dir, 'fp32', TEXTS);
     const pool = createWorkerPool({ runner: { task: 'feature-extraction', model: dir, dtype: 'fp32' } });
     try {
       const results = await pool.run(TEXTS);

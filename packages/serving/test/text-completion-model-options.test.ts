@@ -14,11 +14,11 @@ afterEach(async () => {
 });
 
 describe('createTextCompletionModel options', () => {
-  it('refuses a maxBatchSize the continuous pool would replace, naming both values', () => {
+  it('refuses a maxBatchSize continuous scheduling fixes to 1, saying why from the scheduling rules', () => {
     expect(() => createTextCompletionModel({ model, log: false, maxBatchSize: 4 })).toThrow(
       new TypeError(
-        '`maxBatchSize`: you passed 4, the worker pool needs 1 (pool.batcherOptions, continuous scheduling); ' +
-          "'continuous' scheduling hands the decode loop one request at a time: set `maxSequences` for its rows",
+        "`maxBatchSize` (4) has no effect with 'continuous' scheduling: the batcher hands the decode loop one " +
+          'request at a time (a batch of 1); bound the loop with `maxSequences`',
       ),
     );
   });
@@ -28,17 +28,48 @@ describe('createTextCompletionModel options', () => {
     expect(created.generate.maxBatchSize).toBe(1);
   });
 
+  // The reasons are inference's SCHEDULING_RULES', the ones `microbatch serve` gives for the same flags, with the
+  // other settings named as options.
   it.each([
-    [{ scheduling: 'request', maxSequences: 4 }, '`maxSequences` (4) bounds the decode loop'],
-    [{ scheduling: 'request', maxStepTokens: 64 }, "`maxStepTokens` (64) bounds the decode loop of 'continuous'"],
-    [{ scheduling: 'request', prefixCacheMb: 0 }, "`prefixCacheMb` (0) bounds the decode loop of 'continuous'"],
     [
-      { maxSequences: 16, maxStepTokens: 16 },
-      'Expected `runner.maxStepTokens` to be an integer > `runner.maxSequences`',
+      { scheduling: 'request', maxSequences: 4 },
+      "`maxSequences` (4) has no effect with 'request' scheduling: there is no decode loop; a batch holds up to " +
+        '`maxBatchSize` requests',
     ],
-    [{ batchWaitTimeoutMs: 5 }, "`batchWaitTimeoutMs` (5) has no effect with 'continuous' scheduling"],
-  ] as const)('refuses %j, which has no effect under that scheduling', (options, message) => {
-    expect(() => createTextCompletionModel({ model, log: false, ...options })).toThrow(message);
+    [
+      { scheduling: 'request', maxStepTokens: 64 },
+      "`maxStepTokens` (64) has no effect with 'request' scheduling: there is no decode loop (each batch is one " +
+        'generate call over whole prompts)',
+    ],
+    [
+      { scheduling: 'request', prefixCacheMb: 0 },
+      "`prefixCacheMb` (0) has no effect with 'request' scheduling: there is no decode loop (each batch is one " +
+        'generate call over whole prompts)',
+    ],
+    [
+      { batchWaitTimeoutMs: 5 },
+      "`batchWaitTimeoutMs` (5) has no effect with 'continuous' scheduling: the batcher hands the decode loop one " +
+        'request at a time (a batch of 1); bound the loop with `maxSequences`',
+    ],
+  ] as const)('refuses %j, which has no effect under that scheduling, naming why', (options, message) => {
+    expect(() => createTextCompletionModel({ model, log: false, ...options })).toThrow(new TypeError(message));
+  });
+
+  it('refuses a step budget without room beside the decode rows (the runner spec’s own check)', () => {
+    expect(() => createTextCompletionModel({ model, log: false, maxSequences: 16, maxStepTokens: 16 })).toThrow(
+      'Expected `runner.maxStepTokens` to be an integer > `runner.maxSequences`',
+    );
+  });
+
+  it('accepts the value continuous scheduling fixes batchWaitTimeoutMs to', () => {
+    created = createTextCompletionModel({ model, log: false, batchWaitTimeoutMs: 0 });
+    expect(created.generate.batchWaitTimeoutMs).toBe(0);
+  });
+
+  it('refuses a scheduling it does not know, naming the choices', () => {
+    expect(() => createTextCompletionModel({ model, log: false, scheduling: 'token' as unknown as 'request' })).toThrow(
+      new TypeError("Expected `scheduling` to be one of 'continuous', 'request', got `\"token\"` (string)"),
+    );
   });
 
   it("keeps every batcher setting a user passed with request scheduling, the pool's beside them", () => {

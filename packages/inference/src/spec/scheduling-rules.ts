@@ -71,7 +71,7 @@ export interface SchedulingRule {
 
 /**
  * The settings the scheduling rules cover, by their library option name (`batchWaitTimeoutMs` is `--batch-wait-ms`,
- * `workers` the pool's `size`; `modelsDir` is the CLI's only).
+ * `workers` the pool's `size`; `modelsDir` is the CLI's only; `dtype` is the runner spec's, which ONNX file loads).
  *
  * @example
  * ```ts
@@ -91,7 +91,8 @@ export type SchedulingSetting =
   | 'workerGraceMs'
   | 'workers'
   | 'threads'
-  | 'executionProvider';
+  | 'executionProvider'
+  | 'dtype';
 
 const BOTH: readonly Scheduling[] = ['continuous', 'request'];
 const CONTINUOUS: readonly Scheduling[] = ['continuous'];
@@ -190,6 +191,8 @@ export const SCHEDULING_RULES: Readonly<Record<SchedulingSetting, SchedulingRule
     replica: false,
     why: { replica: RUNS_NO_MODEL },
   },
+  // Which of the folder's ONNX files loads: read where a model loads (a server, a worker), never on a replica.
+  dtype: { flag: '--dtype', serve: BOTH, worker: BOTH, replica: false, why: { replica: RUNS_NO_MODEL } },
 };
 
 /** The settings a web replica reads, in the table's order. */

@@ -4,8 +4,8 @@ import { existsSync, readFileSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 import { BatchError, ErrorCode, createBatcher } from '@microbatch/core';
 import { checkInteger, checkOneOf, dropUndefined } from '@microbatch/core/util';
-import { createWorkerPool, loadTokenizer } from '@microbatch/inference';
-import type { OnnxInput, OnnxOutput, WorkerPool } from '@microbatch/inference';
+import { DTYPE_CHOICES, GRAPH_NAMES, createWorkerPool, findModelFile, loadTokenizer } from '@microbatch/inference';
+import type { ModelDtype, OnnxInput, OnnxOutput, WorkerPool } from '@microbatch/inference';
 import { type LogLine, type Logger, logBatches, logRefusals } from './batch-log.js';
 import { type Pooling, poolEmbedding } from './embedding-pooling.js';
 import type { EmbeddingService } from './embedding-service.js';
@@ -22,10 +22,18 @@ const POOLINGS: readonly Pooling[] = ['mean', 'cls', 'last_token'];
  */
 export interface EmbeddingModelOptions {
   /**
-   * The model folder in transformers.js layout: `config.json`, `tokenizer.json`, `onnx/model.onnx` with a
-   * `last_hidden_state` output; sentence-transformers' `1_Pooling/config.json` and `modules.json` when present.
+   * The model folder in transformers.js layout: `config.json`, `tokenizer.json`, an ONNX graph under `onnx/` (which
+   * one: `dtype`) with a `last_hidden_state` output; sentence-transformers' `1_Pooling/config.json` and
+   * `modules.json` when present.
    */
   readonly model: string;
+  /**
+   * Which of the folder's ONNX files the workers load, as transformers.js names them (`'q8'`:
+   * `onnx/model_quantized.onnx`, `'fp32'`: `onnx/model.onnx` ...); `'auto'`: the first present in inference's
+   * `AUTO_DTYPE_ORDER`. A dtype the folder has no file for throws an `Error` at once, naming the dtypes it has.
+   * @default 'auto'
+   */
+  readonly dtype?: 'auto' | ModelDtype;
   /**
    * The name responses report as `model`.
    * @default the folder's name
@@ -128,9 +136,12 @@ export function folderPooling(dir: string): { pooling: Pooling | undefined; norm
  */
 export function createEmbeddingModel(options: EmbeddingModelOptions): EmbeddingService {
   const dir = resolve(options.model);
-  for (const file of ['config.json', 'tokenizer.json', join('onnx', 'model.onnx')]) {
+  for (const file of ['config.json', 'tokenizer.json']) {
     if (!existsSync(join(dir, file))) throw new Error(`${dir} is not a transformers.js embedding model: no ${file}`);
   }
+  // The file transformers.js would load with this dtype, picked here (not in the worker) because the raw `onnx`
+  // runner takes a file: a missing one fails now, naming what the folder has. By names only: the worker opens it.
+  const graph = findModelFile(dir, checkOneOf('dtype', options.dtype ?? 'auto', DTYPE_CHOICES), GRAPH_NAMES.encoder);
   const config = readJson<ModelConfig>(join(dir, 'config.json')) ?? {};
   const dimensions = config.hidden_size;
   if (!Number.isInteger(dimensions) || (dimensions as number) < 1) {
@@ -157,7 +168,7 @@ export function createEmbeddingModel(options: EmbeddingModelOptions): EmbeddingS
   const pool: WorkerPool<OnnxInput, OnnxOutput> = createWorkerPool({
     runner: {
       task: 'onnx',
-      model: join(dir, 'onnx', 'model.onnx'),
+      model: graph.path,
       outputs: ['last_hidden_state'],
       paddingSide: 'right',
     },

@@ -5,6 +5,8 @@ import { createBatcher, createStreamingBatcher } from '@microbatch/core';
 import { otelTracer } from '@microbatch/core/otel';
 import { checkOneOf, checkString, dropUndefined, fail } from '@microbatch/core/util';
 import {
+  DTYPE_CHOICES,
+  SCHEDULINGS,
   TEXT_GENERATION_DEFAULTS,
   createTextGenerationParser,
   createTextGenerationValidator,
@@ -27,8 +29,6 @@ import {
   mergeBatcherOptions,
 } from './text-completion-options.js';
 import type { TextCompletionService } from './text-completion-service.js';
-
-const SCHEDULINGS = ['continuous', 'request'] as const;
 
 /**
  * A text-generation model served through batchers on worker threads of this process.
@@ -68,7 +68,8 @@ export function textCompletionCost(input: TextGenerationInput, promptTokensPerSt
  * Starts a text-generation model in worker threads behind two batchers (whole and streamed completions) that share
  * its workers, and logs one line per batch (and refusals, at most one line a second). Returns at once: the model
  * loads in the background (`ready`), so a server can listen, and report not-ready, meanwhile. A `model` that is not
- * a transformers.js folder (no `config.json` / `tokenizer.json`) throws an `Error` naming the folder at once.
+ * a transformers.js folder (no `config.json` / `tokenizer.json`) throws an `Error` naming the folder at once; one
+ * with no ONNX file for `dtype` rejects `ready`, naming the dtypes it has.
  *
  * @example
  * ```ts
@@ -84,11 +85,15 @@ export function createTextCompletionModel(options: TextCompletionModelOptions): 
   checkModelFolder(model);
   const scheduling = checkOneOf('scheduling', options.scheduling ?? 'continuous', SCHEDULINGS);
   checkScheduledOptions(scheduling, options);
+  // The file a dtype names is found where the model loads, in the worker (`ready` rejects naming what the folder
+  // has): a graph on a dead mount must block a worker thread, never the server's.
+  const dtype = checkOneOf('dtype', options.dtype ?? 'auto', DTYPE_CHOICES);
   const pool = createWorkerPool({
     runner: {
       task: 'text-generation',
       model,
       scheduling,
+      dtype,
       ...dropUndefined({
         maxSequences: options.maxSequences,
         maxStepTokens: options.maxStepTokens,

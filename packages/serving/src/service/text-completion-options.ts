@@ -5,7 +5,11 @@ import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { DEFAULTS } from '@microbatch/core';
 import { dropUndefined } from '@microbatch/core/util';
+import { SCHEDULING_RULES, schedulingRefusal, settingsWhere } from '@microbatch/inference';
 import type {
+  ModelDtype,
+  Scheduling,
+  SchedulingSetting,
   TextGenerationChunk,
   TextGenerationInput,
   TextGenerationLimits,
@@ -23,7 +27,7 @@ import type { LogLine, Logger } from './batch-log.js';
  * ```
  */
 export interface TextCompletionModelOptions {
-  /** The model folder, in transformers.js layout (`config.json`, `tokenizer.json`, `onnx/model.onnx`). */
+  /** The model folder, in transformers.js layout (`config.json`, `tokenizer.json`, an ONNX graph under `onnx/`). */
   readonly model: string;
   /**
    * The name responses report as `model`.
@@ -31,15 +35,14 @@ export interface TextCompletionModelOptions {
    */
   readonly id?: string;
   /**
-   * `'request'` scheduling: the most requests one batch (one generate call) holds. Not with `'continuous'`, where
-   * the batcher hands the decode loop one request at a time (its batch size is 1 by construction): passing it there
-   * is a `TypeError` naming `maxSequences`, the loop's own bound.
+   * `'request'` scheduling: the most requests one batch (one generate call) holds. `'continuous'` scheduling fixes
+   * it to 1 (the batcher hands the decode loop one request at a time); another value there is a `TypeError`.
    * @default 8 (core's `DEFAULTS.maxBatchSize`)
    */
   readonly maxBatchSize?: number;
   /**
    * `'continuous'` scheduling: the most sequences one worker decodes together (the decode loop's rows); more wait
-   * in the batcher. Not with `'request'` (a `TypeError` naming `maxBatchSize`).
+   * in the batcher. Not with `'request'` (a `TypeError`).
    * @default the runner's own (32, see `@microbatch/inference`'s text-generation runner)
    */
   readonly maxSequences?: number;
@@ -57,14 +60,23 @@ export interface TextCompletionModelOptions {
   /**
    * How requests share the model (see `@microbatch/inference`): `'continuous'` joins each request to the worker's
    * running decode loop at its next step and answers it the step it finishes; `'request'` runs each batch as one
-   * generate call until its longest request ends.
+   * generate call until its longest request ends. Which options each one reads is inference's `SCHEDULING_RULES`
+   * (the `microbatch` flags read it too): one it does not read is a `TypeError` naming it and saying why.
    * @default 'continuous'
    */
-  readonly scheduling?: 'continuous' | 'request';
+  readonly scheduling?: Scheduling;
+  /**
+   * Which of the folder's ONNX files the workers load, as transformers.js names them (`'q8'`:
+   * `onnx/model_quantized.onnx`, `'q4'`: `onnx/model_q4.onnx`, `'fp32'`: `onnx/model.onnx` ...); `'auto'`: the first
+   * present in inference's `AUTO_DTYPE_ORDER`. A dtype the folder has no file for fails the load (`ready` rejects),
+   * naming the dtypes it has.
+   * @default 'auto'
+   */
+  readonly dtype?: 'auto' | ModelDtype;
   /**
    * `'request'` scheduling: how long the first request of a batch waits for company, in ms. 0 is work-conserving:
-   * a batch goes as soon as a worker is free, with whatever is waiting (see core's `batchWaitTimeoutMs`). With
-   * `'continuous'` a batch is one request and leaves at once, so a value above 0 is a `TypeError`.
+   * a batch goes as soon as a worker is free, with whatever is waiting (see core's `batchWaitTimeoutMs`).
+   * `'continuous'` scheduling fixes it to 0 (a request joins the loop at once); another value there is a `TypeError`.
    * @default 0
    */
   readonly batchWaitTimeoutMs?: number;
@@ -118,27 +130,40 @@ export interface UserBatcherOptions {
   readonly maxQueueSize?: number;
 }
 
-/** Options that mean something under one scheduling only: one set under the other is refused, naming it. */
-export function checkScheduledOptions(scheduling: 'continuous' | 'request', options: TextCompletionModelOptions): void {
-  if (scheduling === 'request' && options.maxSequences !== undefined) {
-    throw new TypeError(
-      `\`maxSequences\` (${String(options.maxSequences)}) bounds the decode loop of 'continuous' scheduling; with ` +
-        "'request' scheduling set `maxBatchSize`, the most requests one batch holds",
-    );
-  }
-  for (const key of ['maxStepTokens', 'prefixCacheMb'] as const) {
-    if (scheduling === 'request' && options[key] !== undefined) {
-      throw new TypeError(
-        `\`${key}\` (${String(options[key])}) bounds the decode loop of 'continuous' scheduling; with 'request' ` +
-          'scheduling no loop runs',
-      );
-    }
-  }
-  if (scheduling === 'continuous' && options.batchWaitTimeoutMs !== undefined && options.batchWaitTimeoutMs !== 0) {
-    throw new TypeError(
-      `\`batchWaitTimeoutMs\` (${String(options.batchWaitTimeoutMs)}) has no effect with 'continuous' scheduling: ` +
-        'each request joins the decode loop at its next step, without waiting for company',
-    );
+// Which settings of the scheduling rules are options of a model in this process (a record, so a new row of the
+// table is decided here): `modelsDir` is the CLI's, `workerGraceMs` a web replica's.
+const IS_OPTION: Readonly<Record<SchedulingSetting, boolean>> = {
+  modelsDir: false,
+  scheduling: true,
+  maxBatchSize: true,
+  batchWaitTimeoutMs: true,
+  maxSequences: true,
+  maxStepTokens: true,
+  prefixCacheMb: true,
+  maxLatencyMs: true,
+  maxQueueSize: true,
+  workerGraceMs: false,
+  workers: true,
+  threads: true,
+  executionProvider: true,
+  dtype: true,
+};
+
+/**
+ * Refuses an option that has no effect under `scheduling`, naming it and saying why, as inference's
+ * `SCHEDULING_RULES` say (the CLI refuses the same flags from the same table). A setting continuous scheduling fixes
+ * (`maxBatchSize` 1, `batchWaitTimeoutMs` 0) may be passed with exactly that value; settings a model in this process
+ * does not have (`workerGraceMs`: a replica's) are not options here.
+ */
+export function checkScheduledOptions(scheduling: Scheduling, options: TextCompletionModelOptions): void {
+  // The options named like settings are numbers or strings (the type of `IS_OPTION`'s true rows).
+  const given = options as unknown as Readonly<Partial<Record<SchedulingSetting, number | string>>>;
+  for (const setting of settingsWhere((rule) => !rule.serve.includes(scheduling))) {
+    if (!IS_OPTION[setting]) continue;
+    const value = given[setting];
+    if (value === undefined || value === SCHEDULING_RULES[setting].continuousValue) continue;
+    const why = schedulingRefusal(setting, `serve ${scheduling}`, (other) => `\`${other}\``);
+    throw new TypeError(`\`${setting}\` (${String(value)}) has no effect with '${scheduling}' scheduling: ${why}`);
   }
 }
 
@@ -149,18 +174,15 @@ export function checkScheduledOptions(scheduling: 'continuous' | 'request', opti
 export function mergeBatcherOptions(
   user: UserBatcherOptions,
   pool: WorkerPool<TextGenerationInput, TextGenerationOutput, TextGenerationChunk>['batcherOptions'],
-  scheduling: 'continuous' | 'request',
+  scheduling: Scheduling,
 ): UserBatcherOptions & typeof pool {
   const defined: Record<string, unknown> = dropUndefined({ ...user });
   for (const [key, value] of Object.entries(pool)) {
     if (!(key in defined) || defined[key] === value) continue;
-    const hint =
-      scheduling === 'continuous' && key === 'maxBatchSize'
-        ? "; 'continuous' scheduling hands the decode loop one request at a time: set `maxSequences` for its rows"
-        : '';
+    // The scheduling rules refuse what a scheduling fixes before this runs: this guards what they do not cover.
     throw new TypeError(
       `\`${key}\`: you passed ${String(defined[key])}, the worker pool needs ${String(value)} ` +
-        `(pool.batcherOptions, ${scheduling} scheduling)${hint}`,
+        `(pool.batcherOptions, ${scheduling} scheduling)`,
     );
   }
   return {
