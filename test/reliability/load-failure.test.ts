@@ -81,7 +81,7 @@ describe('a model that fails to load', () => {
     [
       'a valid tokenizer with a corrupt ONNX file',
       'corruptOnnx',
-      /^Failed to load the text-generation model from "(.+)": .*Protobuf parsing failed/m,
+      /^Failed to load the text-generation model from "(.+)": .*(?:Protobuf parsing failed|unsupported protobuf wire type)/m,
       true,
     ],
   ] as const)(

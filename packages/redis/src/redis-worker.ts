@@ -84,7 +84,6 @@ export interface RedisWorker {
 const READ_BLOCK_MS = 500;
 const ANSWER_AND_ACK_SHA = scriptSha(ANSWER_AND_ACK);
 const SWEEP_SHA = scriptSha(SWEEP);
-const CHUNK_SHA = scriptSha(CHUNK);
 /** How long the heartbeat keys of a queue whose every worker stopped stay in Redis. */
 const KEYS_TTL_MS = 600_000;
 /** Entries one sweep looks at: a full 1,024-entry queue is looked through in four heartbeats. */
@@ -509,15 +508,21 @@ class Worker {
         const offset = offsets[index] as number;
         offsets[index] = offset + tokens.length;
         const fields = replyFields(entry.itemId, kind, data, batch, { offset, count: tokens.length });
+        // `EVAL`, never `EVALSHA` with a retry: a chunk whose `EVALSHA` found no script (a fresh or restarted Redis)
+        // would be sent again after the next chunk had found it, and reach the stream after it: a gap the replica
+        // fails the stream for (seen on every worker's first stream).
         write(
           item,
-          runScript(
-            (command) => this.#commands.sendCommand(command),
+          this.#commands.sendCommand([
+            'EVAL',
             CHUNK,
-            CHUNK_SHA,
-            [entry.reply, this.#keys.progress(entry.entryId)],
-            [String(Math.ceil(this.#settings.replyTtlMs)), tokens.map((id) => `${id},`).join(''), ...fields],
-          ),
+            '2',
+            entry.reply,
+            this.#keys.progress(entry.entryId),
+            String(Math.ceil(this.#settings.replyTtlMs)),
+            tokens.map((id) => `${id},`).join(''),
+            ...fields,
+          ]),
         );
       };
       started = performance.now();
