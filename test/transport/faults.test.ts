@@ -306,6 +306,9 @@ describe.each(selected)('transport: $name', (driver) => {
     const doomed = await startChildWorker(driver, broker.url, { QUEUE: queue, MODE: 'hang', CLAIM_IDLE_MS: '300' });
     await a.ready;
     await until('the replica to see the worker', () => a.isReady());
+    // Its first `workers-up` report too: it can come after `isReady()` holds, and would then be counted as the
+    // rescuer's arrival below.
+    await until('the replica to report the worker', () => statuses.some((status) => status.startsWith('workers-up')));
     const echo = a.batcher<string, string>('echo');
     const inputs = ['a', 'b', 'c', 'd', 'e'];
     // One group, admitted together: the doomed worker's waiting pull takes what has arrived (all of it on Redis,
