@@ -9,14 +9,14 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { ModelDtype } from '@microbatch/inference';
 import { loadChatTemplate } from '@microbatch/serving';
-import {
-  type LlamaLayout,
-  type LlamaShape,
-  type ServerProcess,
-  startServerProcess,
-  writeLlamaModel,
-} from '@microbatch/test-kit';
+import { type LlamaLayout, type ServerProcess, startServerProcess, writeLlamaModel } from '@microbatch/test-kit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  COMPAT_NEW_TOKENS,
+  COMPAT_PROMPTS,
+  COMPAT_SHAPE,
+  COMPAT_TEXTS,
+} from '../../inference/test/helpers/compat-fixture.js';
 import { writeBertEncoder } from '../../inference/test/helpers/bert-encoder.js';
 import { TINYSTORIES_DIR } from '../../inference/test/helpers/paths.js';
 import {
@@ -28,20 +28,10 @@ import {
 const BIN = fileURLToPath(new URL('../bin/microbatch.js', import.meta.url));
 /** The CLI's ready line, as pino writes it off a terminal. */
 const READY = /"url":"(http:[^"]+)","msg":"ready"/;
-/** The compatibility matrix's shape: tiny, over the bundled tokenizer's 2048 ids. */
-const SHAPE: LlamaShape = {
-  hidden: 64,
-  layers: 2,
-  heads: 4,
-  kvHeads: 2,
-  intermediate: 128,
-  vocab: 2048,
-  positions: 256,
-  seed: 11,
-};
-const PROMPTS = ['Once upon a time', 'Lily saw a big red ball under a tree and', 'Tom'];
-const MAX_TOKENS = 6;
-const TEXTS = ['Hello world', 'The quick brown fox jumps over the lazy dog.', 'a'];
+const SHAPE = COMPAT_SHAPE;
+const PROMPTS = COMPAT_PROMPTS;
+const MAX_TOKENS = COMPAT_NEW_TOKENS;
+const TEXTS = COMPAT_TEXTS;
 
 let root: string;
 

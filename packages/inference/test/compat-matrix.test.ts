@@ -10,24 +10,16 @@ import type { ModelDtype, TextGenerationInput } from '@microbatch/inference';
 import { writeLlamaModel } from '@microbatch/test-kit';
 import type { LlamaLayout, LlamaShape } from '@microbatch/test-kit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { COMPAT_NEW_TOKENS, COMPAT_PROMPTS, COMPAT_SHAPE, COMPAT_TEXTS } from './helpers/compat-fixture.js';
 import { writeBertEncoder } from './helpers/bert-encoder.js';
 import { TINYSTORIES_DIR } from './helpers/paths.js';
 import { type Greedy, seamless, transformersEmbeddings, transformersGreedy } from './helpers/transformers-reference.js';
 import { ensureWorkerBuilt } from './helpers/worker-build.js';
 
-const SHAPE: LlamaShape = {
-  hidden: 64,
-  layers: 2,
-  heads: 4,
-  kvHeads: 2,
-  intermediate: 128,
-  vocab: 2048,
-  positions: 256,
-  seed: 11,
-};
-const PROMPTS = ['Once upon a time', 'Lily saw a big red ball under a tree and', 'Tom'];
-const MAX_NEW_TOKENS = 6;
-const TEXTS = ['Hello world', 'The quick brown fox jumps over the lazy dog.', 'a'];
+const SHAPE = COMPAT_SHAPE;
+const PROMPTS = COMPAT_PROMPTS;
+const MAX_NEW_TOKENS = COMPAT_NEW_TOKENS;
+const TEXTS = COMPAT_TEXTS;
 
 let root: string;
 
