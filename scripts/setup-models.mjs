@@ -1,5 +1,7 @@
 // Places the bundled default model in ./models (gitignored): copied from ../shared/models when present,
-// otherwise downloaded once from the Hugging Face hub. Serving never touches the network.
+// otherwise downloaded once from the Hugging Face hub. Serving never touches the network. The real tokenizers that
+// tests and benchmarks build generated models on (GPT-2's 50,257-token vocabulary, MiniLM's WordPiece) are copied
+// beside it from ../shared/models when present (models/gpt2-tokenizer, models/minilm-tokenizer).
 import { cp, mkdir, stat, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -44,7 +46,18 @@ async function main() {
   console.log(`[setup-models] downloaded ${name} from ${hubRepo}`);
 }
 
-main().catch((error) => {
+/** Copies the tokenizer folders `../shared/models` holds; their absence only skips the tests that need them. */
+async function copyTokenizers() {
+  for (const tokenizer of ['gpt2-tokenizer', 'minilm-tokenizer']) {
+    const from = join(root, '..', 'shared', 'models', tokenizer);
+    const to = join(root, 'models', tokenizer);
+    if ((await exists(join(to, 'tokenizer.json'))) || !(await exists(from))) continue;
+    await cp(from, to, { recursive: true });
+    console.log(`[setup-models] copied ${tokenizer} from ${from}`);
+  }
+}
+
+Promise.all([main(), copyTokenizers()]).catch((error) => {
   console.error(error instanceof Error ? error.message : error);
   process.exitCode = 1;
 });
