@@ -34,3 +34,12 @@ export type { WorkerGraceOptions } from './worker-grace.js';
 export type { RegisteredWaiter } from './waiter-registry.js';
 export { WorkerFit, wireBatchOf } from './worker-fit.js';
 export type { AnnouncedSettings } from './worker-fit.js';
+export { ReplicaQueue } from './replica-queue.js';
+export type {
+  Enqueued,
+  ReplicaSample,
+  ReplicaSettings,
+  TransportBatcher,
+  TransportQueue,
+  TransportStreamingBatcher,
+} from './replica-queue.js';
