@@ -43,3 +43,14 @@ export type {
   TransportQueue,
   TransportStreamingBatcher,
 } from './replica-queue.js';
+export { BrokerWorker } from './broker-worker.js';
+export type {
+  BatchWriter,
+  BrokerWorkerSettings,
+  OpenedBatch,
+  RecordedChunk,
+  Refusal,
+  StreamProgress,
+  TransportWorker,
+  WorkerStats,
+} from './broker-worker.js';
