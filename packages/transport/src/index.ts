@@ -54,3 +54,5 @@ export type {
   TransportWorker,
   WorkerStats,
 } from './broker-worker.js';
+export { REPLICA_DEFAULTS, WORKER_RUN_DEFAULTS, checkReplicaOptions, checkWorkerRun } from './queue-options.js';
+export type { ReplicaQueueOptions, WorkerRunOptions } from './queue-options.js';
