@@ -1,23 +1,16 @@
-import { DEFAULTS } from '@microbatch/core';
 import type { BatchTracer } from '@microbatch/core';
+import { MAX_FINITE, checkNumber, checkString, definedEntries, fail, isObjectLike } from '@microbatch/core/util';
 import {
-  MAX_FINITE,
-  checkInteger,
-  checkTracer,
-  checkNumber,
-  checkString,
-  definedEntries,
-  fail,
-  isObjectLike,
-} from '@microbatch/core/util';
-import {
-  type HandlerSettings,
+  type BrokerWorkerSettings,
+  REPLICA_DEFAULTS,
+  type ReplicaQueueOptions,
   type StatusListener,
   type StreamResume,
-  type WorkerHandlerOptions,
-  type WorkerLog,
-  checkResumable,
+  WORKER_RUN_DEFAULTS,
+  type WorkerRunOptions,
+  checkReplicaOptions,
   checkWorkerHandlers,
+  checkWorkerRun,
 } from '@microbatch/transport';
 import { MAX_STREAM_NAME, queueNames } from './names.js';
 
@@ -52,7 +45,7 @@ export interface NatsQueueTarget {
  * const options: NatsQueueOptions = { url: 'nats://127.0.0.1:4222', queue: 'tinystories-656k', maxQueueSize: 512 };
  * ```
  */
-export interface NatsQueueOptions extends NatsQueueTarget {
+export interface NatsQueueOptions extends NatsQueueTarget, ReplicaQueueOptions {
   /**
    * The most entries queued or running across every replica: the work-queue stream's `max_msgs` (with
    * `discard: new`); one more is refused at once with `QUEUE_FULL` (503 + `Retry-After`). Give every replica the
@@ -60,45 +53,6 @@ export interface NatsQueueOptions extends NatsQueueTarget {
    * @default 1024
    */
   readonly maxQueueSize?: number;
-  /**
-   * Each item's deadline in ms (a call may lower it). Past it the replica answers `DEADLINE_EXCEEDED` and deletes
-   * the entry; a worker that reads it later skips it. Keep it below the HTTP server's idle timeout (60 s in
-   * `@microbatch/serving`), so a waiting client gets a 504 rather than a closed connection.
-   * @default 30000
-   */
-  readonly timeoutMs?: number;
-  /**
-   * A worker not heard from for this long counts as gone: with none alive, new items are refused at once with 503
-   * `UNAVAILABLE` (as readiness says) and this replica's waiting items are answered the same way after `workerGraceMs`.
-   * @default 3000
-   */
-  readonly heartbeatTtlMs?: number;
-  /**
-   * How long this replica's waiting items wait for a worker once none is alive (the last one stopped or went silent
-   * for `heartbeatTtlMs`): a worker restarted or replaced within it serves them. When it runs out with still no
-   * worker, they are answered 503 `UNAVAILABLE`; an item's own deadline ends it first (504). New calls are refused
-   * with 503 at once while no worker is alive, grace or not. 0: the waiting items fail as soon as the last worker is
-   * gone.
-   * @default 5000
-   */
-  readonly workerGraceMs?: number;
-  /**
-   * The `Retry-After` hint, in seconds, of `QUEUE_FULL`, `UNAVAILABLE` and `CLOSED` refusals.
-   * @default 1
-   */
-  readonly retryAfterSeconds?: number;
-  /**
-   * This replica's id, naming its reply subject.
-   * @default a random id
-   */
-  readonly replicaId?: string;
-  /** Told once per change when NATS is lost or back, and when no worker is alive or one is again. */
-  readonly onStatus?: StatusListener;
-  /**
-   * Traces each call's time on the queue (`otelTracer()` from `@microbatch/core/otel`: a `microbatch.queue NAME`
-   * span under the caller's) and sends its trace context with its entry, for the worker's `tracer`.
-   */
-  readonly tracer?: BatchTracer;
 }
 
 /**
@@ -110,24 +64,7 @@ export interface NatsQueueOptions extends NatsQueueTarget {
  * ```
  */
 export interface NatsWorkerOptions<I = unknown, O = unknown, C = unknown>
-  extends NatsQueueTarget, WorkerHandlerOptions<I, O, C> {
-  /**
-   * The most entries one pull takes, and so one handler call receives.
-   * @default 8
-   */
-  readonly maxBatchSize?: number;
-  /**
-   * How many handler calls may run at once (the worker-thread pool's size). A pull happens only when one is free:
-   * entries wait in the stream, where any free worker can take them, instead of in this process.
-   * @default 1
-   */
-  readonly concurrency?: number;
-  /**
-   * After a pull that found fewer than `maxBatchSize` entries, wait this long and top the batch up with what
-   * arrived meanwhile. 0 (work-conserving): a free slot takes what is waiting, at once.
-   * @default 0
-   */
-  readonly batchWaitTimeoutMs?: number;
+  extends NatsQueueTarget, WorkerRunOptions<I, O, C> {
   /**
    * The consumer's `ack_wait`: an entry delivered to a worker that neither answered it nor reported progress for
    * this long is delivered again, to any worker (the first one died). A live worker reports progress on its running
@@ -136,22 +73,11 @@ export interface NatsWorkerOptions<I = unknown, O = unknown, C = unknown>
    */
   readonly claimIdleMs?: number;
   /**
-   * An entry delivered this many times without an answer (it crashed every worker that took it) is answered with
-   * a `HANDLER_ERROR` (500) and taken out of the queue instead of being run again.
-   * @default 3
-   */
-  readonly maxDeliveries?: number;
-  /**
    * When answers could not be sent (NATS lost mid-batch), the entries are given back (`nak`) to be delivered again
    * after this many ms.
    * @default 1000
    */
   readonly retryDelayMs?: number;
-  /**
-   * How often the worker announces itself (web replicas are ready only while a worker is alive).
-   * @default 1000
-   */
-  readonly heartbeatMs?: number;
   /**
    * Lets a stream survive its worker: each chunk's token ids (`tokensOf`) go to the queue's progress stream before
    * the chunk goes to its replica, and a worker taking the entry over (its first worker died) runs it with the
@@ -165,33 +91,15 @@ export interface NatsWorkerOptions<I = unknown, O = unknown, C = unknown>
    * @default 600000
    */
   readonly progressTtlMs?: number;
-  /**
-   * Traces each batch (`otelTracer()` from `@microbatch/core/otel`: a `microbatch.batch HANDLER` span linked to the
-   * context each entry carried from its replica, the child of it for a batch of one); the handler runs in it.
-   */
-  readonly tracer?: BatchTracer;
 }
 
-export const QUEUE_DEFAULTS = {
-  prefix: 'microbatch',
-  commandTimeoutMs: 1_000,
-  maxQueueSize: DEFAULTS.maxQueueSize,
-  timeoutMs: 30_000,
-  heartbeatTtlMs: 3_000,
-  workerGraceMs: 5_000,
-  retryAfterSeconds: DEFAULTS.retryAfterSeconds,
-} as const;
+export const QUEUE_DEFAULTS = { prefix: 'microbatch', commandTimeoutMs: 1_000, ...REPLICA_DEFAULTS } as const;
 
 export const WORKER_DEFAULTS = {
   prefix: 'microbatch',
   commandTimeoutMs: 1_000,
-  maxBatchSize: DEFAULTS.maxBatchSize,
-  concurrency: 1,
-  batchWaitTimeoutMs: DEFAULTS.batchWaitTimeoutMs,
-  claimIdleMs: 5_000,
-  maxDeliveries: 3,
+  ...WORKER_RUN_DEFAULTS,
   retryDelayMs: 1_000,
-  heartbeatMs: 1_000,
   progressTtlMs: 600_000,
 } as const;
 
@@ -242,40 +150,21 @@ export function resolveQueueOptions(options: NatsQueueOptions): ResolvedQueueOpt
   if (!isObjectLike(options)) fail('options', 'an object', options);
   const resolved = { ...QUEUE_DEFAULTS, ...definedEntries('options', options) } as Required<NatsQueueOptions>;
   checkTarget(resolved);
-  checkInteger('maxQueueSize', resolved.maxQueueSize, 1);
-  checkNumber('timeoutMs', resolved.timeoutMs, 0, Number.POSITIVE_INFINITY, true);
-  checkNumber('heartbeatTtlMs', resolved.heartbeatTtlMs, 0, MAX_FINITE, true);
-  checkNumber('workerGraceMs', resolved.workerGraceMs, 0, MAX_FINITE);
-  checkNumber('retryAfterSeconds', resolved.retryAfterSeconds, 0, MAX_FINITE);
-  if (options.replicaId !== undefined) {
-    checkString('replicaId', options.replicaId);
-    if (!NAME.test(options.replicaId)) fail('replicaId', 'a name of letters, digits, `-` and `_`', options.replicaId);
-  }
-  if (options.onStatus !== undefined && typeof options.onStatus !== 'function')
-    fail('onStatus', 'a function', options.onStatus);
-  if (options.tracer !== undefined) checkTracer(options.tracer);
+  checkReplicaOptions(resolved);
+  if (options.replicaId !== undefined && !NAME.test(options.replicaId))
+    fail('replicaId', 'a name of letters, digits, `-` and `_`', options.replicaId);
   return { ...resolved, replicaId: options.replicaId, onStatus: options.onStatus, tracer: options.tracer };
 }
 
 /** `NatsWorkerOptions` checked, with every default filled in. */
-export interface ResolvedWorkerOptions extends HandlerSettings {
+export interface ResolvedWorkerOptions extends BrokerWorkerSettings {
   readonly url: string;
-  readonly queue: string;
   readonly prefix: string;
   readonly commandTimeoutMs: number;
-  readonly maxBatchSize: number;
-  readonly concurrency: number;
-  readonly batchWaitTimeoutMs: number;
   readonly claimIdleMs: number;
-  readonly maxDeliveries: number;
   readonly retryDelayMs: number;
   readonly heartbeatMs: number;
   readonly progressTtlMs: number;
-  readonly resumable: StreamResume<unknown, unknown> | undefined;
-  readonly workerId: string | undefined;
-  readonly log: WorkerLog;
-  readonly onStatus: StatusListener | undefined;
-  readonly tracer: BatchTracer | undefined;
 }
 
 /** Checks the options of `createNatsWorker` once and fills in the defaults. */
@@ -284,18 +173,11 @@ export function resolveWorkerOptions<I, O, C>(options: NatsWorkerOptions<I, O, C
   const resolved = { ...WORKER_DEFAULTS, ...definedEntries('options', options) } as typeof WORKER_DEFAULTS &
     NatsWorkerOptions<I, O, C>;
   checkTarget(resolved);
-  checkInteger('maxBatchSize', resolved.maxBatchSize, 1);
-  checkInteger('concurrency', resolved.concurrency, 1);
-  checkNumber('batchWaitTimeoutMs', resolved.batchWaitTimeoutMs, 0, MAX_FINITE);
-  checkNumber('claimIdleMs', resolved.claimIdleMs, 0, MAX_FINITE, true);
-  checkInteger('maxDeliveries', resolved.maxDeliveries, 1);
+  checkWorkerRun(resolved);
   checkNumber('retryDelayMs', resolved.retryDelayMs, 0, MAX_FINITE);
-  checkNumber('heartbeatMs', resolved.heartbeatMs, 0, MAX_FINITE, true);
   if (resolved.workerId !== undefined && !NAME.test(resolved.workerId))
     fail('workerId', 'a name of letters, digits, `-` and `_`', resolved.workerId);
-  if (resolved.tracer !== undefined) checkTracer(resolved.tracer);
   checkNumber('progressTtlMs', resolved.progressTtlMs, 0, MAX_FINITE, true);
-  checkResumable(resolved.resumable);
   return {
     ...resolved,
     ...checkWorkerHandlers(resolved),

@@ -1,6 +1,17 @@
-import { randomBytes } from 'node:crypto';
-import { BatchError, ErrorCode } from '@microbatch/core';
-import type { BatchContext } from '@microbatch/core';
+import {
+  BrokerWorker,
+  type BatchWriter,
+  type OpenedBatch,
+  type Refusal,
+  type RequestEntry,
+  type StreamProgress,
+  type TransportWorker,
+  type WorkerStats,
+  describeError,
+  plural,
+  sleep,
+  toRequestEntry,
+} from '@microbatch/transport';
 import { type Connection, closeConnection, isConnectionError, openConnection } from './connection.js';
 import { type QueueKeys, queueKeys } from './keys.js';
 import { type RedisWorkerOptions, type ResolvedWorkerOptions, resolveWorkerOptions } from './options.js';
@@ -14,72 +25,14 @@ import {
   runScript,
   scriptSha,
 } from './scripts.js';
-import {
-  type NamedHandler,
-  type RequestEntry,
-  ReplyKind,
-  StateReporter,
-  type WireBatch,
-  describeError,
-  emitStatus,
-  executeBatch,
-  logBatch,
-  planBatches,
-  plural,
-  replyFields,
-  WorkerFit,
-  wireBatchOf,
-  sleep,
-  toRequestEntry,
-  toWireError,
-  traceWorkerBatch,
-  writeLog,
-} from '@microbatch/transport';
 import { type Claim, claimIdle, refreshHeld } from './reclaim.js';
 import { entryTimeMs, streamEntries } from './stream-entries.js';
 
-/**
- * Counts since the worker started.
- *
- * @example
- * ```ts
- * const { batches, meanBatchSize } = worker.stats();
- * ```
- */
-export interface RedisWorkerStats {
-  readonly batches: number;
-  readonly items: number;
-  readonly meanBatchSize: number;
-  /** Batches running now. */
-  readonly running: number;
-  /** Entries dropped because their deadline had passed while queued (skipped at a pull, or swept). */
-  readonly expired: number;
-  /** Entries dropped because the web replica that queued them is gone (its heartbeat expired). */
-  readonly orphaned: number;
-  /** Entries taken over from a worker that stopped answering. */
-  readonly reclaimed: number;
-  /** Entries answered with an error after `maxDeliveries` deliveries. */
-  readonly gaveUp: number;
-}
+/** Counts since the worker started (see `WorkerStats`). */
+export type RedisWorkerStats = WorkerStats;
 
-/**
- * A model worker: pulls batches from a Redis queue and answers them. See `createRedisWorker`.
- *
- * @example
- * ```ts
- * const worker = createRedisWorker({ url, queue: 'tinystories-656k', handlers: { generate: pool.handler } });
- * process.once('SIGTERM', () => void worker.close());
- * ```
- */
-export interface RedisWorker {
-  /** The first half of this worker's batch ids (`<workerId>-<sequence>`). */
-  readonly workerId: string;
-  /** Resolves once the worker is connected and its consumer group exists. */
-  readonly ready: Promise<void>;
-  stats(): RedisWorkerStats;
-  /** Stops pulling, finishes (and answers) the batches it runs, then disconnects; idempotent. */
-  close(): Promise<void>;
-}
+/** A model worker: pulls batches from a Redis queue and answers them. See `createRedisWorker`. */
+export type RedisWorker = TransportWorker<RedisWorkerStats>;
 
 const READ_BLOCK_MS = 500;
 const ANSWER_AND_ACK_SHA = scriptSha(ANSWER_AND_ACK);
@@ -111,50 +64,26 @@ const SWEEP_COUNT = 256;
 export function createRedisWorker<I = unknown, O = unknown, C = unknown>(
   options: RedisWorkerOptions<I, O, C>,
 ): RedisWorker {
-  const worker = new Worker(resolveWorkerOptions(options));
-  return {
-    workerId: worker.workerId,
-    ready: worker.ready,
-    stats: () => worker.stats(),
-    close: () => worker.close(),
-  };
+  return new RedisBrokerWorker(resolveWorkerOptions(options)).facade();
 }
 
-type Settings = ResolvedWorkerOptions;
-
-class Worker {
-  readonly workerId: string;
+/** A worker on Redis: pulls through the queue's consumer group, answers into each replica's reply stream. */
+class RedisBrokerWorker extends BrokerWorker<ResolvedWorkerOptions> {
   readonly ready: Promise<void>;
-  readonly #settings: Settings;
+  protected readonly brokerName = 'Redis';
   readonly #keys: QueueKeys;
   readonly #reader: Connection;
   readonly #commands: Connection;
-  readonly #timers: NodeJS.Timeout[] = [];
   /** Entries this worker holds (running or about to): kept fresh so nobody takes them over. */
   readonly #held = new Set<string>();
   #reclaimed: RequestEntry[] = [];
-  /** Entries taken over from a worker that stopped: a resumable stream of theirs continues from its progress. */
-  readonly #takenOver = new Set<string>();
   #claimCursor = '0-0';
   #sweepCursor = '-';
-  readonly #broker = new StateReporter();
   #readerUp = false;
   #commandsUp = false;
-  #clockOffsetMs = 0;
-  #running = 0;
-  #slotFreed: (() => void) | undefined;
-  #batchSequence = 0;
-  #stopping = false;
-  #closing: Promise<void> | undefined;
-  #loop: Promise<void> | undefined;
-  readonly #batches = new Set<Promise<void>>();
-  /** Its latency fit and running batches, published for admission. */
-  readonly #fit = new WorkerFit();
-  #stats = { batches: 0, items: 0, expired: 0, orphaned: 0, reclaimed: 0, gaveUp: 0 };
 
-  constructor(settings: Settings) {
-    this.#settings = settings;
-    this.workerId = settings.workerId ?? randomBytes(4).toString('hex');
+  constructor(settings: ResolvedWorkerOptions) {
+    super(settings);
     this.#keys = queueKeys(settings.prefix, settings.queue);
     const { url, commandTimeoutMs } = settings;
     this.#reader = openConnection(url, `microbatch:worker:${this.workerId}:pull`, commandTimeoutMs + READ_BLOCK_MS, {
@@ -174,7 +103,7 @@ class Worker {
 
   async #start(): Promise<void> {
     while (!this.#commands.isReady || !this.#reader.isReady) {
-      if (this.#stopping) return;
+      if (this.stopping) return;
       await sleep(50);
     }
     // Redis may go again before the group exists: try until it is there (or the worker is closed).
@@ -187,47 +116,32 @@ class Worker {
         },
       ))
     ) {
-      if (this.#stopping) return;
+      if (this.stopping) return;
       await sleep(100);
     }
     await this.#heartbeat();
-    const { heartbeatMs, claimIdleMs } = this.#settings;
-    this.#timers.push(
+    const { heartbeatMs, claimIdleMs } = this.settings;
+    this.timers.push(
       setInterval(() => {
         void this.#heartbeat();
         void this.#sweep();
       }, heartbeatMs),
     );
-    this.#timers.push(setInterval(() => void this.#claim(), Math.min(heartbeatMs, claimIdleMs)));
-    this.#timers.push(setInterval(() => void this.#keepHeld(), Math.max(1, claimIdleMs / 3)));
-    this.#loop = this.#pull();
+    this.timers.push(setInterval(() => void this.#claim(), Math.min(heartbeatMs, claimIdleMs)));
+    this.timers.push(setInterval(() => void this.#keepHeld(), Math.max(1, claimIdleMs / 3)));
+    this.startPulling();
   }
 
-  stats(): RedisWorkerStats {
-    const { batches, items } = this.#stats;
-    return { ...this.#stats, running: this.#running, meanBatchSize: batches === 0 ? 0 : items / batches };
+  protected async stopPulling(): Promise<void> {
+    await this.ready.catch(() => undefined);
   }
 
-  close(): Promise<void> {
-    this.#closing ??= (async () => {
-      this.#stopping = true;
-      this.#slotFreed?.();
-      for (const timer of this.#timers) clearInterval(timer);
-      await this.ready.catch(() => undefined);
-      await this.#loop;
-      await Promise.allSettled(this.#batches);
-      await Promise.all([
-        this.#commands.sendCommand(['ZREM', this.#keys.workers, this.workerId]),
-        this.#commands.sendCommand(['HDEL', this.#keys.workerSettings, this.workerId]),
-      ]).catch(() => undefined);
-      await Promise.all([closeConnection(this.#reader), closeConnection(this.#commands)]);
-    })();
-    return this.#closing;
-  }
-
-  /** Redis's clock, which entry ids and deadlines use. */
-  #now(): number {
-    return Date.now() + this.#clockOffsetMs;
+  protected async disconnect(): Promise<void> {
+    await Promise.all([
+      this.#commands.sendCommand(['ZREM', this.#keys.workers, this.workerId]),
+      this.#commands.sendCommand(['HDEL', this.#keys.workerSettings, this.workerId]),
+    ]).catch(() => undefined);
+    await Promise.all([closeConnection(this.#reader), closeConnection(this.#commands)]);
   }
 
   /** Reports Redis lost or back once per change: the worker is up while both its connections are. */
@@ -236,28 +150,18 @@ class Worker {
     else this.#commandsUp = up;
     const connected = this.#readerUp && this.#commandsUp;
     // Down as soon as either is; up once both are (a worker still connecting is not "down").
-    if (!connected && this.#broker.state === undefined) return;
-    if (!this.#broker.set(connected)) return;
-    const queue = this.#settings.queue;
-    if (connected) {
-      this.#log('info', `[worker ${this.workerId}] connected to the queue (Redis)`, { queue }, 'broker up');
-      emitStatus(this.#settings.onStatus, { event: 'broker-up', queue });
-    } else {
-      const message = describe(error);
-      this.#log(
-        'warn',
-        `[worker ${this.workerId}] lost the queue (Redis): ${message}; reconnecting`,
-        { queue, error: message },
-        'broker down',
-      );
-      emitStatus(this.#settings.onStatus, { event: 'broker-down', queue, error: message });
-    }
+    if (!connected && this.brokerState === undefined) return;
+    this.brokerChanged(connected, connected ? undefined : describeError(error, 'unknown failure'));
+  }
+
+  protected canPull(): boolean {
+    return this.#readerUp && this.#commandsUp;
   }
 
   async #heartbeat(): Promise<void> {
     try {
       const before = Date.now();
-      const { heartbeatMs } = this.#settings;
+      const { heartbeatMs } = this.settings;
       const serverNow = Number(
         await this.#commands.sendCommand([
           'EVAL',
@@ -272,21 +176,18 @@ class Worker {
           this.#state(),
         ]),
       );
-      this.#clockOffsetMs = serverNow - (before + Date.now()) / 2;
+      this.clockOffsetMs = serverNow - (before + Date.now()) / 2;
     } catch {
       // Redis is down: the replicas see no heartbeat and report not ready, which is true.
     }
   }
 
-  /**
-   * What replicas read of this worker (see `WorkerSettings`): its settings, its latency fit, its running batches.
-   */
+  /** Its settings, latency fit and running batches, with Redis's time (see `WorkerSettings`). */
   #state(): string {
-    return JSON.stringify({ ...this.#fit.settings(this.#settings), at: Math.round(this.#now()) });
+    return JSON.stringify({ ...this.workerState(), at: Math.round(this.now()) });
   }
 
-  /** Publishes {@link #state} between heartbeats: when a batch starts or ends, replicas' admission sees it. */
-  #publish(): void {
+  protected publishState(): void {
     if (!this.#commandsUp) return;
     this.#commands
       .sendCommand(['HSET', this.#keys.workerSettings, this.workerId, this.#state()])
@@ -298,7 +199,7 @@ class Worker {
    * web replica whose heartbeat expired (killed). They would otherwise hold the global bound until pulled.
    */
   async #sweep(): Promise<void> {
-    if (this.#stopping) return;
+    if (this.stopping) return;
     let reply: unknown;
     try {
       reply = await runScript(
@@ -313,10 +214,10 @@ class Worker {
     }
     const [cursor, expired, orphaned] = reply as [string, number, number];
     this.#sweepCursor = String(cursor);
-    this.#stats.expired += Number(expired);
-    this.#stats.orphaned += Number(orphaned);
+    this.counts.expired += Number(expired);
+    this.counts.orphaned += Number(orphaned);
     if (Number(expired) + Number(orphaned) === 0) return;
-    this.#log(
+    this.log(
       'info',
       `[worker ${this.workerId}] dropped ${plural(Number(expired))} past their deadline and ` +
         `${plural(Number(orphaned))} of web replicas that are gone`,
@@ -334,29 +235,10 @@ class Worker {
     }
   }
 
-  async #pull(): Promise<void> {
-    const { maxBatchSize, batchWaitTimeoutMs } = this.#settings;
-    while (!this.#stopping) {
-      // Work-conserving: pull only when a slot is free, then take whatever is waiting; while every slot is busy,
-      // entries wait in Redis where any free worker can take them.
-      if (this.#running >= this.#settings.concurrency) {
-        await new Promise<void>((resolve) => (this.#slotFreed = resolve));
-        continue;
-      }
-      // Redis lost: nothing to pull until it is back (the connections reconnect on their own; reported once).
-      if (!this.#readerUp || !this.#commandsUp) {
-        await sleep(50);
-        continue;
-      }
-      let entries = this.#reclaimed.splice(0, maxBatchSize);
-      if (entries.length === 0) entries = await this.#read(maxBatchSize, READ_BLOCK_MS);
-      if (entries.length === 0) continue;
-      if (batchWaitTimeoutMs > 0 && entries.length < maxBatchSize && !this.#stopping) {
-        await sleep(batchWaitTimeoutMs);
-        entries.push(...(await this.#read(maxBatchSize - entries.length, undefined)));
-      }
-      this.#dispatch(entries);
-    }
+  /** Entries taken over come first; then the stream's new entries (waiting up to `blockMs` for the first). */
+  protected async pull(count: number, blockMs: number | undefined): Promise<RequestEntry[]> {
+    if (blockMs !== undefined && this.#reclaimed.length > 0) return this.#reclaimed.splice(0, count);
+    return this.#read(count, blockMs);
   }
 
   async #read(count: number, blockMs: number | undefined): Promise<RequestEntry[]> {
@@ -376,14 +258,14 @@ class Worker {
         '>',
       ]);
     } catch (error) {
-      if (this.#stopping) return [];
+      if (this.stopping) return [];
       if (String((error as Error)?.message).startsWith('NOGROUP')) {
         // Redis restarted without its data: the group is gone with the stream.
         await this.#ensureGroup().catch(() => undefined);
       } else if (isConnectionError(error)) {
         await sleep(100);
       } else {
-        this.#log(
+        this.log(
           'warn',
           `[worker ${this.workerId}] pull failed: ${(error as Error)?.message}`,
           { error: (error as Error)?.message },
@@ -407,107 +289,73 @@ class Worker {
     return entries;
   }
 
-  /** Splits a pull by handler and batch key, drops what expired, and runs each part as one handler call. */
-  #dispatch(entries: readonly RequestEntry[]): void {
-    const now = this.#now();
-    const { expired, refusals, batches } = planBatches(entries, now, this.#settings);
-    this.#stats.expired += expired.length;
-    for (const entryId of [...expired, ...refusals.map(([entry]) => entry.entryId)]) {
-      this.#held.delete(entryId);
-      this.#takenOver.delete(entryId);
-    }
-    if (expired.length > 0) void this.#finish(expired);
-    if (refusals.length > 0) void this.#answerErrors(refusals);
-    for (const batch of batches) {
-      const run = this.#runBatch(batch.target, batch.entries, batch.inputs, now).catch((error: unknown) => {
-        // Its entries stay pending and are run again; the worker carries on.
-        const message = describe(error);
-        this.#log('error', `[worker ${this.workerId}] batch failed: ${message}`, { error: message }, 'batch failed');
-      });
-      this.#batches.add(run);
-      void run.finally(() => this.#batches.delete(run));
+  protected hold(entries: readonly RequestEntry[], holding: boolean): void {
+    for (const entry of entries) {
+      if (holding) this.#held.add(entry.entryId);
+      else this.#held.delete(entry.entryId);
     }
   }
 
-  async #runBatch(
-    target: NamedHandler,
-    entries: readonly RequestEntry[],
-    inputs: unknown[],
-    now: number,
-  ): Promise<void> {
-    const handlerName = target.name;
-    const sequence = ++this.#batchSequence;
-    const id = `${this.workerId}-${sequence}`;
-    const ids = entries.map((entry) => entry.entryId);
-    for (const entryId of ids) this.#held.add(entryId);
-    this.#running += 1;
-    this.#stats.batches += 1;
-    this.#stats.items += entries.length;
-    let started = performance.now();
-    // The fit is of the time a batch holds its slot (start notice, handler, answers): what the items behind it wait.
-    const slotStarted = started;
-    this.#fit.start(sequence, entries.length, slotStarted);
-    this.#publish();
-    const waits = entries.map((entry) => Math.max(0, now - entry.queuedAtMs));
-    const batchOf = wireBatchOf(id, entries.length, this.#settings.maxBatchSize, waits);
-    const controller = new AbortController();
-    const context: BatchContext = { signal: controller.signal, batchId: sequence, key: undefined };
-    let failed = 0;
-    let failure: unknown;
-    const trace = traceWorkerBatch(this.#settings.tracer, {
-      handler: handlerName,
-      sequence,
-      maxBatchSize: this.#settings.maxBatchSize,
-      carriers: entries.map((entry) => entry.trace),
-      queueTimesMs: waits,
+  protected drop(entryIds: readonly string[]): void {
+    for (const entryId of entryIds) this.#held.delete(entryId);
+    void this.#finish(entryIds);
+  }
+
+  /** Unanswered entries stay pending and come back. */
+  protected async refuse(refusals: readonly Refusal[]): Promise<void> {
+    for (const { entry } of refusals) this.#held.delete(entry.entryId);
+    await this.#answerAndAck(
+      refusals.map(({ entry, fields }) => ({ reply: entry.reply, fields })),
+      refusals.map(({ entry }) => entry.entryId),
+    ).catch(() => undefined);
+  }
+
+  /** Unreadable progress reads as none: the stream starts over, and its replica drops what it already sent. */
+  protected async readProgress(entries: readonly RequestEntry[]): Promise<StreamProgress[]> {
+    const keys = entries.map((entry) => this.#keys.progress(entry.entryId));
+    const values = ((await this.#commands.sendCommand(['MGET', ...keys]).catch(() => [])) as unknown[]) ?? [];
+    return entries.map((_, at) => {
+      const text = values[at];
+      return { tokens: typeof text === 'string' ? text.split(',').filter(Boolean).map(Number) : [] };
     });
-    try {
-      // Each replica learns at once that its items run, in which batch (its in-flight figures and `onDispatch`).
-      await this.#answerAndAck(
-        entries.map((entry, index) => ({
-          reply: entry.reply,
-          fields: replyFields(entry.itemId, ReplyKind.START, 'null', batchOf(index)),
-        })),
-        [],
-      ).catch(() => undefined);
-      // Chunks go as they come; each item's final answer goes with its acknowledgement, in one script, as soon as
-      // the item is done (a stream's `[DONE]` does not wait for the rest of the batch).
-      const items = entries.map((): ItemWrites => ({ writes: [], lost: false }));
-      const answered: Array<Promise<void>> = [];
-      let finals: Array<{ readonly index: number; readonly answer: Answer }> = [];
-      // The finals of one burst (a request batch's results, the streams that ended at one step) share a script.
-      const flushFinals = (): void => {
-        if (finals.length === 0) return;
-        answered.push(this.#answerItems(finals, entries, items, offsets !== undefined));
-        finals = [];
-      };
-      const resumable = target.streaming ? this.#settings.resumable : undefined;
-      // A resumable stream's tokens sent so far (by this worker, or one that stopped): each chunk says where it starts.
-      const offsets = resumable === undefined ? undefined : await this.#resume(resumable, entries, inputs);
-      const send = (index: number, kind: ReplyKind, data: string): void => {
+  }
+
+  /**
+   * Chunks go as they come (a resumable one with its progress, in one script); each item's final answer goes with its
+   * acknowledgement, in one script, as soon as the item is done (a stream's `[DONE]` does not wait for the rest of the
+   * batch).
+   */
+  protected openBatch({ entries, resumable }: OpenedBatch): BatchWriter {
+    const items = entries.map((): ItemWrites => ({ writes: [], lost: false }));
+    const answered: Array<Promise<void>> = [];
+    let finals: Array<{ readonly index: number; readonly answer: Answer }> = [];
+    // The finals of one burst (a request batch's results, the streams that ended at one step) share a script.
+    const flushFinals = (): void => {
+      if (finals.length === 0) return;
+      answered.push(this.#answerItems(finals, entries, items, resumable));
+      finals = [];
+    };
+    // After a write that failed (Redis lost), the item's later chunks are not sent: one that reached a Redis back
+    // with its data would leave a gap in the stream and in its progress record.
+    const writable = (index: number): ItemWrites | undefined => {
+      const item = items[index] as ItemWrites;
+      return item.lost ? undefined : item;
+    };
+    return {
+      start: (notices) =>
+        this.#answerAndAck(
+          notices.map((fields, index) => ({ reply: (entries[index] as RequestEntry).reply, fields })),
+          [],
+        ).catch(() => undefined),
+      send: (index, fields) => {
+        const item = writable(index);
         const entry = entries[index] as RequestEntry;
-        const item = items[index] as ItemWrites;
-        const batch = batchOf(index, performance.now() - started);
-        if (kind === ReplyKind.ERROR) failed += 1;
-        if (kind !== ReplyKind.CHUNK) {
-          if (finals.length === 0) queueMicrotask(flushFinals);
-          finals.push({ index, answer: { reply: entry.reply, fields: replyFields(entry.itemId, kind, data, batch) } });
-          return;
-        }
-        // After a write that failed (Redis lost), the item's later chunks are not sent: one that reached a Redis
-        // back with its data would leave a gap in the stream and in its progress record.
-        if (item.lost) return;
-        const tokens = offsets === undefined ? undefined : resumable?.tokensOf(JSON.parse(data));
-        if (offsets === undefined || tokens === undefined) {
-          write(
-            item,
-            this.#commands.sendCommand(['XADD', entry.reply, '*', ...replyFields(entry.itemId, kind, data, batch)]),
-          );
-          return;
-        }
-        const offset = offsets[index] as number;
-        offsets[index] = offset + tokens.length;
-        const fields = replyFields(entry.itemId, kind, data, batch, { offset, count: tokens.length });
+        if (item !== undefined) write(item, this.#commands.sendCommand(['XADD', entry.reply, '*', ...fields]));
+      },
+      progress: (index, fields, { tokens }) => {
+        const item = writable(index);
+        const entry = entries[index] as RequestEntry;
+        if (item === undefined) return;
         // `EVAL`, never `EVALSHA` with a retry: a chunk whose `EVALSHA` found no script (a fresh or restarted Redis)
         // would be sent again after the next chunk had found it, and reach the stream after it: a gap the replica
         // fails the stream for (seen on every worker's first stream).
@@ -519,83 +367,22 @@ class Worker {
             '2',
             entry.reply,
             this.#keys.progress(entry.entryId),
-            String(Math.ceil(this.#settings.replyTtlMs)),
+            String(Math.ceil(this.settings.replyTtlMs)),
             tokens.map((id) => `${id},`).join(''),
             ...fields,
           ]),
         );
-      };
-      started = performance.now();
-      failure = await trace.run(() => executeBatch(target, inputs, context, send));
-      flushFinals();
-      if (failure !== undefined) {
-        controller.abort(failure);
-        const message = describe(failure);
-        this.#log(
-          'error',
-          `[worker ${this.workerId}] batch ${id} failed: ${message}`,
-          { batchId: id, error: message },
-          'batch failed',
-        );
-      }
-      await Promise.all(answered);
-      // A batch that failed as a whole says nothing of how long batches take (core's predictor skips them too).
-      if (failure === undefined) this.#fit.add(entries.length, performance.now() - slotStarted);
-    } finally {
-      for (const entryId of ids) {
-        this.#held.delete(entryId);
-        this.#takenOver.delete(entryId);
-      }
-      this.#running -= 1;
-      if (this.#fit.end(sequence)) this.#publish();
-      const executionMs = performance.now() - started;
-      trace.end({ outcome: failure !== undefined ? 'error' : failed > 0 ? 'partial' : 'ok', failed, executionMs });
-      logBatch(this.#settings.log, this.workerId, {
-        id,
-        handler: handlerName,
-        size: entries.length,
-        replicas: new Set(entries.map((entry) => entry.reply)).size,
-        waits,
-        executionMs,
-        failed,
-      });
-      const wake = this.#slotFreed;
-      this.#slotFreed = undefined;
-      wake?.();
-    }
-  }
-
-  /**
-   * Gives each input of a resumable stream the tokens already sent (`withTokens`; `[]` for a fresh one, read from
-   * Redis for one taken over) and returns how many each has.
-   */
-  async #resume(
-    resumable: NonNullable<Settings['resumable']>,
-    entries: readonly RequestEntry[],
-    inputs: unknown[],
-  ): Promise<number[]> {
-    const sent: number[][] = entries.map(() => []);
-    const takenOver = entries.flatMap((entry, index) => (this.#takenOver.delete(entry.entryId) ? [index] : []));
-    if (takenOver.length > 0) {
-      const keys = takenOver.map((index) => this.#keys.progress((entries[index] as RequestEntry).entryId));
-      // Unreadable progress reads as none: the stream starts over, and its replica drops what it already sent.
-      const values = ((await this.#commands.sendCommand(['MGET', ...keys]).catch(() => [])) as unknown[]) ?? [];
-      takenOver.forEach((index, at) => {
-        const text = values[at];
-        if (typeof text === 'string') sent[index] = text.split(',').filter(Boolean).map(Number);
-      });
-      this.#log(
-        'warn',
-        `[worker ${this.workerId}] resuming ${takenOver.length} stream(s) after ` +
-          `${takenOver.map((index) => (sent[index] as number[]).length).join(', ')} token(s) sent`,
-        { streams: takenOver.length },
-        'resuming streams',
-      );
-    }
-    entries.forEach((_, index) => {
-      inputs[index] = resumable.withTokens(inputs[index], sent[index] as number[]);
-    });
-    return sent.map((tokens) => tokens.length);
+      },
+      final: (index, fields) => {
+        if (finals.length === 0) queueMicrotask(flushFinals);
+        finals.push({ index, answer: { reply: (entries[index] as RequestEntry).reply, fields } });
+      },
+      commit: async () => {
+        flushFinals();
+        await Promise.all(answered);
+        return true;
+      },
+    };
   }
 
   /**
@@ -623,10 +410,7 @@ class Worker {
     } catch {
       return; // Not acknowledged: the entries stay pending and are run again.
     }
-    for (const entryId of ids) {
-      this.#held.delete(entryId);
-      this.#takenOver.delete(entryId);
-    }
+    for (const entryId of ids) this.#held.delete(entryId);
     if (resumable) {
       this.#commands.sendCommand(['DEL', ...ids.map((entryId) => this.#keys.progress(entryId))]).catch(() => undefined);
     }
@@ -641,25 +425,12 @@ class Worker {
     ]).catch(() => undefined);
   }
 
-  async #answerErrors(refusals: ReadonlyArray<readonly [RequestEntry, BatchError]>): Promise<void> {
-    const batch: WireBatch = { id: `${this.workerId}-0`, size: 0, max: this.#settings.maxBatchSize, queueMs: 0 };
-    const answers = refusals.map(([entry, error]) => ({
-      reply: entry.reply,
-      fields: replyFields(entry.itemId, ReplyKind.ERROR, JSON.stringify(toWireError(error)), batch),
-    }));
-    // Unanswered entries stay pending and come back.
-    await this.#answerAndAck(
-      answers,
-      refusals.map(([entry]) => entry.entryId),
-    ).catch(() => undefined);
-  }
-
   /** Adds the answers to their reply streams, then acknowledges and deletes the entries: one atomic script. */
   async #answerAndAck(answers: readonly Answer[], ids: readonly string[]): Promise<void> {
     const { keys, args } = answerAndAckArgs(
       this.#keys.requests,
       this.#keys.group,
-      this.#settings.replyTtlMs,
+      this.settings.replyTtlMs,
       answers,
       ids,
     );
@@ -674,8 +445,8 @@ class Worker {
 
   /** Takes over entries that another worker received but has not answered for `claimIdleMs` (it died). */
   async #claim(): Promise<void> {
-    if (this.#stopping || this.#running >= this.#settings.concurrency || this.#reclaimed.length > 0) return;
-    const { maxBatchSize, claimIdleMs, maxDeliveries } = this.#settings;
+    if (this.stopping || this.running >= this.settings.concurrency || this.#reclaimed.length > 0) return;
+    const { maxBatchSize, claimIdleMs, maxDeliveries } = this.settings;
     let claim: Claim;
     try {
       claim = await claimIdle(this.#commands, this.#keys, this.workerId, {
@@ -698,26 +469,9 @@ class Worker {
       entries: claim.entries.filter((entry) => !own(entry)),
       poisoned: claim.poisoned.filter((entry) => !own(entry)),
     };
-    if (claim.poisoned.length > 0) {
-      this.#stats.gaveUp += claim.poisoned.length;
-      this.#log(
-        'warn',
-        `[worker ${this.workerId}] giving up on ${plural(claim.poisoned.length)} delivered more than ${maxDeliveries} times`,
-        { entries: claim.poisoned.length, maxDeliveries },
-        'gave up on entries',
-      );
-      const error = new BatchError(
-        ErrorCode.HANDLER_ERROR,
-        `The item was delivered ${maxDeliveries} times without an answer (it may crash workers)`,
-        {
-          expose: false,
-        },
-      );
-      await this.#answerErrors(claim.poisoned.map((entry) => [entry, error] as const));
-    }
+    if (claim.poisoned.length > 0) await this.giveUp(claim.poisoned);
     if (claim.entries.length === 0) return;
-    this.#stats.reclaimed += claim.entries.length;
-    this.#log(
+    this.log(
       'warn',
       `[worker ${this.workerId}] took over ${plural(claim.entries.length)} of a worker that stopped answering`,
       { entries: claim.entries.length },
@@ -725,13 +479,9 @@ class Worker {
     );
     for (const entry of claim.entries) {
       this.#held.add(entry.entryId);
-      this.#takenOver.add(entry.entryId);
+      this.takeOver(entry.entryId);
     }
     this.#reclaimed.push(...claim.entries);
-  }
-
-  #log(level: 'info' | 'warn' | 'error', line: string, fields: Record<string, unknown>, message: string): void {
-    writeLog(this.#settings.log, this.workerId, level, line, fields, message);
   }
 }
 
@@ -756,8 +506,4 @@ function write(item: ItemWrites, sent: Promise<unknown>): void {
       },
     ),
   );
-}
-
-function describe(error: unknown): string {
-  return describeError(error, 'unknown failure');
 }

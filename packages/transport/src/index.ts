@@ -34,3 +34,25 @@ export type { WorkerGraceOptions } from './worker-grace.js';
 export type { RegisteredWaiter } from './waiter-registry.js';
 export { WorkerFit, wireBatchOf } from './worker-fit.js';
 export type { AnnouncedSettings } from './worker-fit.js';
+export { ReplicaQueue } from './replica-queue.js';
+export type {
+  Enqueued,
+  ReplicaSample,
+  ReplicaSettings,
+  TransportBatcher,
+  TransportQueue,
+  TransportStreamingBatcher,
+} from './replica-queue.js';
+export { BrokerWorker } from './broker-worker.js';
+export type {
+  BatchWriter,
+  BrokerWorkerSettings,
+  OpenedBatch,
+  RecordedChunk,
+  Refusal,
+  StreamProgress,
+  TransportWorker,
+  WorkerStats,
+} from './broker-worker.js';
+export { REPLICA_DEFAULTS, WORKER_RUN_DEFAULTS, checkReplicaOptions, checkWorkerRun } from './queue-options.js';
+export type { ReplicaQueueOptions, WorkerRunOptions } from './queue-options.js';

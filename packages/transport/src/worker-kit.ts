@@ -16,11 +16,28 @@ export type WorkerLog = ((line: string) => void) | WorkerLogger | false;
 
 /** The options every transport's worker takes to run batches. */
 export interface WorkerHandlerOptions<I = unknown, O = unknown, C = unknown> {
+  /** The batch handlers by name: a replica's `queue.batcher(name)` reaches `handlers[name]`. */
   readonly handlers?: Readonly<Record<string, BatchHandler<I, O>>>;
+  /** The streaming batch handlers by name: a replica's `queue.streamingBatcher(name)` reaches them. */
   readonly streamingHandlers?: Readonly<Record<string, StreamingBatchHandler<I, C>>>;
+  /**
+   * Partitions a pulled batch: only inputs with equal keys share a handler call.
+   * @default () => undefined
+   */
   readonly batchKey?: (input: I) => unknown;
+  /**
+   * The worker's id, the first half of its global batch ids (`<id>-<sequence>`).
+   * @default a random id
+   */
   readonly workerId?: string;
+  /**
+   * Where one line per batch, and failures, are reported: a line printer, or a pino-compatible logger (pino,
+   * Fastify's `app.log`) that gets the facts as fields (`{ worker, batchId, handler, batchSize, replicas,
+   * queueWaitMs, maxQueueWaitMs, executionMs, failed }`, "batch"); `false` turns it off.
+   * @default console.log
+   */
   readonly log?: WorkerLog;
+  /** Told once per change when the broker is lost or back (also logged through `log`). */
   readonly onStatus?: StatusListener;
 }
 
