@@ -293,7 +293,7 @@ export function llamaSignature(
       shape: ['batch_size', 'sequence_length', shape.vocab],
     },
   ];
-  for (let index = 0; index < shape.layers; index += 1) {
+  for (let index = 0; index < (layout.kvCache === false ? 0 : shape.layers); index += 1) {
     for (const part of ['key', 'value']) {
       inputs.push(kv(`past_key_values.${index}.${part}`, 'past_sequence_length'));
       outputs.push(kv(`present.${index}.${part}`, 'total_sequence_length'));
@@ -399,6 +399,21 @@ export interface LlamaLayout {
    * @default 'float32'
    */
   readonly kvDtype?: 'float32' | 'float16';
+  /**
+   * `false`: no KV cache, as exports made without `--with-past` (`past_key_values.*` / `present.*` are neither
+   * inputs nor outputs: each call attends over the tokens it is given, so every step recomputes the sequence).
+   * @default true
+   */
+  readonly kvCache?: boolean;
+}
+
+/** A graph without a KV cache: each layer's keys and values are its own tokens' (the past concat dropped). */
+function withoutKvCache(nodes: readonly NodeSpec[]): NodeSpec[] {
+  return nodes.map((node) =>
+    node.op === 'Concat' && node.inputs[0]?.startsWith('past_key_values.') === true
+      ? { op: 'Identity', inputs: [node.inputs[1] as string], outputs: node.outputs }
+      : node,
+  );
 }
 
 /**
@@ -627,7 +642,7 @@ export async function writeLlamaModel(
     ...(branch ? cacheBranchCheck : []),
   );
   const plain = {
-    nodes: layout.kvDtype === 'float16' ? halfKv(nodes) : nodes,
+    nodes: layout.kvDtype === 'float16' ? halfKv(nodes) : layout.kvCache === false ? withoutKvCache(nodes) : nodes,
     initializers: [...constants(shape), ...weights(shape)],
   };
   const bytes = await writeModel(modelPath, {
