@@ -381,10 +381,19 @@ export interface LlamaLayout {
   /**
    * `'q8'`: the weight matrices quantized as onnxruntime's `quantize_dynamic` (transformers.js's `model_quantized.onnx`)
    * does: int8 weights with a per-tensor scale, each MatMul a DynamicQuantizeLinear + MatMulInteger + rescale. The
-   * graph's name gets the dtype's suffix (`model_quantized.onnx`). `'q4'`: 4-bit blocks of 32 with a scale each
-   * (onnxruntime's MatMulNBits, as transformers.js's `model_q4.onnx`).
+   * graph's name gets the dtype's suffix (`model_quantized.onnx`). `'int8'`: the same, named `model_int8.onnx`.
+   * `'uint8'`: uint8 weights with a per-tensor scale and zero point (asymmetric, `quantize_dynamic`'s QUInt8),
+   * `model_uint8.onnx`. `'q4'`: 4-bit blocks of 32 with a scale each (onnxruntime's MatMulNBits, as transformers.js's
+   * `model_q4.onnx`; `model_q4f16.onnx` with `kvDtype: 'float16'`).
    */
-  readonly quantize?: 'q8' | 'q4';
+  readonly quantize?: 'q8' | 'int8' | 'uint8' | 'q4';
+  /**
+   * `'float16'`: the embedding and weight matrices stored as float16 initializers (an fp16 export's file size), each
+   * cast to float where the graph starts, so the arithmetic is the float32 graph's. With `kvDtype: 'float16'` this is
+   * the layout of `model_fp16.onnx`.
+   * @default 'float32'
+   */
+  readonly weights?: 'float32' | 'float16';
   /**
    * `'gpt2'`: `config.json` as a GPT-2 export writes it (`model_type: 'gpt2'`, `n_head`, `n_embd`, `n_layer`,
    * `n_positions`; no KV-head count, so `kvHeads` must equal `heads`), over the same Llama-shaped graph: what a
@@ -469,6 +478,7 @@ function gpt2Config(shape: LlamaShape): Record<string, unknown> {
 function quantizeMatMuls(
   nodes: readonly NodeSpec[],
   initializers: readonly Initializer[],
+  weightType: 'int8' | 'uint8' = 'int8',
 ): {
   nodes: NodeSpec[];
   initializers: Initializer[];
@@ -481,6 +491,24 @@ function quantizeMatMuls(
       continue;
     }
     const values = init.values as Float32Array;
+    if (weightType === 'uint8') {
+      // Asymmetric: [min, max] (holding 0) onto 0..255, 0 at the zero point.
+      const low = Math.min(0, ...values);
+      const high = Math.max(0, ...values);
+      const scale = (high - low) / 255 || 1;
+      const zero = Math.max(0, Math.min(255, Math.round(-low / scale)));
+      out.push(
+        {
+          name: `${init.name}_q`,
+          type: DataType.UINT8,
+          dims: init.dims,
+          values: Uint8Array.from(values, (value) => Math.max(0, Math.min(255, Math.round(value / scale) + zero))),
+        },
+        float(`${init.name}_s`, [], [scale]),
+        { name: `${init.name}_zp`, type: DataType.UINT8, dims: [], values: [zero] },
+      );
+      continue;
+    }
     const scale = values.reduce((max, value) => Math.max(max, Math.abs(value)), 0) / 127 || 1;
     out.push(
       {
@@ -573,6 +601,21 @@ function quantize4Bit(
   return { nodes: quantized, initializers: out };
 }
 
+/** Stores the embedding and weight matrices as float16, each cast back to float where the graph starts. */
+function halfWeights(
+  nodes: readonly NodeSpec[],
+  initializers: readonly Initializer[],
+): { nodes: NodeSpec[]; initializers: Initializer[] } {
+  const matrix = /^(embed|l\d+\.w[a-z])$/;
+  const casts: NodeSpec[] = [];
+  const out = initializers.map((init): Initializer => {
+    if (!matrix.test(init.name)) return init;
+    casts.push({ op: 'Cast', inputs: [`${init.name}.f16`], outputs: [init.name], attributes: { to: DataType.FLOAT } });
+    return { ...init, name: `${init.name}.f16`, type: DataType.FLOAT16 };
+  });
+  return { nodes: [...casts, ...nodes], initializers: out };
+}
+
 /** What {@link writeLlamaModel} did. */
 export interface WrittenLlama {
   readonly dir: string;
@@ -613,14 +656,19 @@ export async function writeLlamaModel(
   const parameters = llamaParameters(shape);
   const existing = await readFile(join(dir, 'config.json'), 'utf8').catch(() => undefined);
   // The dtype's suffix, as transformers.js names the file: q8 weights, or an fp16 export's float16 KV cache.
+  const half = layout.kvDtype === 'float16';
   const suffix =
     layout.quantize === 'q8'
       ? '_quantized'
-      : layout.quantize === 'q4'
-        ? '_q4'
-        : layout.kvDtype === 'float16'
-          ? '_fp16'
-          : '';
+      : layout.quantize === 'int8' || layout.quantize === 'uint8'
+        ? `_${layout.quantize}`
+        : layout.quantize === 'q4'
+          ? half
+            ? '_q4f16'
+            : '_q4'
+          : half
+            ? '_fp16'
+            : '';
   const modelPath = join(dir, 'onnx', `${graph}${suffix}.onnx`);
   const size = await stat(modelPath).then(
     (info) => info.size,
@@ -645,13 +693,18 @@ export async function writeLlamaModel(
     nodes: layout.kvDtype === 'float16' ? halfKv(nodes) : layout.kvCache === false ? withoutKvCache(nodes) : nodes,
     initializers: [...constants(shape), ...weights(shape)],
   };
+  const { quantize } = layout;
   const bytes = await writeModel(modelPath, {
     ...llamaSignature(shape, layout),
-    ...(layout.quantize === 'q8'
+    ...(quantize === 'q8' || quantize === 'int8'
       ? quantizeMatMuls(plain.nodes, plain.initializers)
-      : layout.quantize === 'q4'
-        ? quantize4Bit(plain.nodes, plain.initializers)
-        : plain),
+      : quantize === 'uint8'
+        ? quantizeMatMuls(plain.nodes, plain.initializers, 'uint8')
+        : quantize === 'q4'
+          ? quantize4Bit(plain.nodes, plain.initializers)
+          : layout.weights === 'float16'
+            ? halfWeights(plain.nodes, plain.initializers)
+            : plain),
     ...(layout.externalData === true ? { externalData: `${graph}${suffix}.onnx_data` } : {}),
     producer: 'microbatch-dummy-llama',
     graphName: 'llama',
