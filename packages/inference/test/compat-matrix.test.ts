@@ -13,7 +13,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { COMPAT_NEW_TOKENS, COMPAT_PROMPTS, COMPAT_SHAPE, COMPAT_TEXTS } from './helpers/compat-fixture.js';
 import { writeBertEncoder } from './helpers/bert-encoder.js';
 import { GPT2_TOKENIZER_DIR, TINYSTORIES_DIR } from './helpers/paths.js';
-import { type Greedy, seamless, transformersEmbeddings, transformersGreedy } from './helpers/transformers-reference.js';
+import {
+  type Greedy,
+  seamless,
+  transformersClassification,
+  transformersEmbeddings,
+  transformersGreedy,
+} from './helpers/transformers-reference.js';
 import { ensureWorkerBuilt } from './helpers/worker-build.js';
 
 const SHAPE = COMPAT_SHAPE;
@@ -179,13 +185,25 @@ describe('decoders: the same greedy text as transformers.js', () => {
 });
 
 describe('encoders: the same embeddings as transformers.js, within 1e-4', () => {
-  it.each([
-    { row: 'BERT with token_type_ids', tokenTypeIds: true },
-    { row: 'BERT without token_type_ids', tokenTypeIds: false },
-  ])('$row', async ({ tokenTypeIds }) => {
-    const dir = await writeBertEncoder(join(root, `bert-${tokenTypeIds}`), { hidden: 16, tokenTypeIds });
-    const expected = await transformersEmbeddings(dir, 'fp32', TEXTS);
-    const pool = createWorkerPool({ runner: { task: 'feature-extraction', model: dir, dtype: 'fp32' } });
+  it.each<{ row: string; tokenTypeIds: boolean; dtype: ModelDtype }>([
+    { row: 'BERT with token_type_ids', tokenTypeIds: true, dtype: 'fp32' },
+    { row: 'BERT without token_type_ids', tokenTypeIds: false, dtype: 'fp32' },
+    {
+      row: 'BERT q8 (onnx/model_quantized.onnx only: DynamicQuantizeLinear + MatMulInteger)',
+      tokenTypeIds: true,
+      dtype: 'q8',
+    },
+  ])('$row', async ({ tokenTypeIds, dtype }) => {
+    const dir = await writeBertEncoder(join(root, `bert-${tokenTypeIds}-${dtype}`), {
+      hidden: 16,
+      tokenTypeIds,
+      ...(dtype === 'q8' ? { quantize: 'q8' } : {}),
+    });
+    const file = join(dir, 'onnx', `model${MODEL_DTYPE_SUFFIXES[dtype]}.onnx`);
+    expect((await readFile(file)).includes('MatMulInteger')).toBe(dtype === 'q8');
+    const expected = await transformersEmbeddings(dir, dtype, TEXTS);
+    // 'auto' finds the folder's one file.
+    const pool = createWorkerPool({ runner: { task: 'feature-extraction', model: dir, dtype: 'auto' } });
     try {
       const results = await pool.run(TEXTS);
       results.forEach((vector, index) => {
@@ -194,6 +212,37 @@ describe('encoders: the same embeddings as transformers.js, within 1e-4', () => 
         expect(vector).toHaveLength(want.length);
         const worst = Math.max(...vector.map((value, k) => Math.abs(value - (want[k] as number))));
         expect(worst).toBeLessThan(1e-4);
+      });
+    } finally {
+      await pool.close();
+    }
+  });
+});
+
+describe('text classification: the same labels and scores as transformers.js, within 1e-4', () => {
+  const LABELS = ['NEGATIVE', 'NEUTRAL', 'POSITIVE'];
+  it.each<{ row: string; dtype: ModelDtype }>([
+    { row: 'BERT sequence classification (id2label, logits)', dtype: 'fp32' },
+    { row: 'BERT sequence classification q8 (onnx/model_quantized.onnx)', dtype: 'q8' },
+  ])('$row', async ({ dtype }) => {
+    const dir = await writeBertEncoder(join(root, `bert-classifier-${dtype}`), {
+      hidden: 16,
+      labels: LABELS,
+      ...(dtype === 'q8' ? { quantize: 'q8' } : {}),
+    });
+    const expected = await transformersClassification(dir, dtype, TEXTS, LABELS.length);
+    // The texts do not all land on one label, so the labels' order is tested, not only their names.
+    expect(new Set(expected.map((labels) => labels[0]?.label)).size).toBeGreaterThan(1);
+    const pool = createWorkerPool({
+      runner: { task: 'text-classification', model: dir, dtype: 'auto', topK: LABELS.length },
+    });
+    try {
+      const results = await pool.run(TEXTS);
+      results.forEach((labels, index) => {
+        if (labels instanceof Error) throw labels;
+        const want = expected[index] ?? [];
+        expect(labels.map(({ label }) => label)).toEqual(want.map(({ label }) => label));
+        labels.forEach(({ score }, k) => expect(Math.abs(score - (want[k]?.score ?? Number.NaN))).toBeLessThan(1e-4));
       });
     } finally {
       await pool.close();
