@@ -150,6 +150,12 @@ describe('decoders: the same greedy text as transformers.js', () => {
       graph: 'model',
     },
     {
+      row: 'Llama bnb4 (onnx/model_bnb4.onnx: MatMulBnb4, NF4 blocks of 64)',
+      layout: { quantize: 'bnb4' },
+      dtype: 'bnb4',
+      graph: 'model',
+    },
+    {
       row: 'GPT-2 merged decoder on the real 50,257-token GPT-2 tokenizer (Xenova/gpt2 layout)',
       layout: { graph: 'decoder_model_merged', useCacheBranch: true, config: 'gpt2' },
       shape: { ...SHAPE, hidden: 32, heads: 2, kvHeads: 2, intermediate: 64, vocab: 50_257, positions: 1024 },
@@ -168,9 +174,10 @@ describe('decoders: the same greedy text as transformers.js', () => {
       // The one graph of the row, under the dtype's name (a quantized one with its integer matmuls).
       const file = join(dir, 'onnx', `${graph}${MODEL_DTYPE_SUFFIXES[dtype]}.onnx`);
       const bytes = await readFile(file);
-      expect([bytes.includes('MatMulInteger'), bytes.includes('MatMulNBits')]).toEqual([
+      expect([bytes.includes('MatMulInteger'), bytes.includes('MatMulNBits'), bytes.includes('MatMulBnb4')]).toEqual([
         dtype === 'q8' || dtype === 'int8' || dtype === 'uint8',
         dtype === 'q4' || dtype === 'q4f16',
+        dtype === 'bnb4',
       ]);
       const expected = await transformersGreedy(dir, dtype, graph, PROMPTS, MAX_NEW_TOKENS);
       expect(expected.every(({ tokens }) => tokens.length === MAX_NEW_TOKENS)).toBe(true);
