@@ -18,7 +18,6 @@ import { parseArgs } from 'node:util';
 import { TEXT_GENERATION_DEFAULTS } from '@microbatch/inference';
 import type { TextGenerationRunnerSpec } from '@microbatch/inference';
 import { BENCH_DTYPES, BENCH_MODEL_NAMES, benchModelDir, ensureBenchModel } from './lib/bench-models.js';
-import type { BenchModelName } from './lib/bench-models.js';
 import { measureDtypeInChild } from './generation/dtypes.js';
 import type { DtypePlan, DtypeResult } from './generation/dtypes.js';
 import { writeDtypesSection } from './generation/dtypes-report.js';
@@ -181,7 +180,7 @@ async function dtypes(list: string): Promise<void> {
   const began = Date.now();
   const results: DtypeResult[] = [];
   for (const dtype of wanted) {
-    const written = await ensureBenchModel(model as BenchModelName, dtype);
+    const written = await ensureBenchModel(model, dtype);
     console.log(`\n== ${dtype}: ${written.written ? 'written' : 'already written'} ${written.dir} ==`);
     const result = await measureDtypeInChild(written.dir, dtype, plan);
     console.log(JSON.stringify(result));
