@@ -268,7 +268,8 @@ export function createProgram(
           'scheduling',
           'serve',
           'continuous: each request joins the running decode loop at its next step and leaves the step it ends; ' +
-            'request: one generate call per batch, until its longest request ends',
+            'request: one generate call per batch, until its longest request ends. Left out, a decoder graph ' +
+            'without a KV cache runs under request (logged)',
         ),
       )
         .choices(SCHEDULINGS)
@@ -405,7 +406,8 @@ export function createProgram(
         scheduledHelp(
           'scheduling',
           'worker',
-          'continuous: pulled requests join the running decode loop; request: one generate call per pull',
+          'continuous: pulled requests join the running decode loop; request: one generate call per pull. Left ' +
+            'out, a decoder graph without a KV cache runs under request (logged)',
         ),
       )
         .choices(SCHEDULINGS)
