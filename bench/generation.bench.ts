@@ -7,6 +7,8 @@
 //     token budget (generation/long-prompts.ts; the ~30M model unless `--model`);
 //   - `prefix`: time to first token of requests sharing a ~380-token prefix with and without the prefix KV cache
 //     (generation/prefix.ts; the ~30M model unless `--model`).
+//   - `--dtype q4,q8,fp32` (alone): one model (the ~100M one unless `--model`) in each weight format, tokens/s and
+//     TTFT at c=1 and c=32 and RSS per dtype (generation/dtypes.ts).
 // The Llama-shaped models are written by `pnpm bench:models` (done here too when missing). Results go to
 // bench/results/generation.json (the parts of a partial run replace theirs) and BENCHMARKS.md.
 // `--report` rewrites the BENCHMARKS.md sections from the last results without running anything.
@@ -15,7 +17,11 @@ import { readFile, writeFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { TEXT_GENERATION_DEFAULTS } from '@microbatch/inference';
 import type { TextGenerationRunnerSpec } from '@microbatch/inference';
-import { BENCH_MODEL_NAMES, benchModelDir, ensureBenchModel } from './lib/bench-models.js';
+import { BENCH_DTYPES, BENCH_MODEL_NAMES, benchModelDir, ensureBenchModel } from './lib/bench-models.js';
+import { measureDtypeInChild } from './generation/dtypes.js';
+import type { DtypePlan, DtypeResult } from './generation/dtypes.js';
+import { writeDtypesSection } from './generation/dtypes-report.js';
+import type { DtypesOutput } from './generation/dtypes-report.js';
 import { TEXT_MODEL_DIR } from './lib/paths.js';
 import { renderGenerationChart } from './generation/chart.js';
 import { runLongPrompts } from './generation/long-prompts.js';
@@ -46,6 +52,7 @@ const { values: args } = parseArgs({
     'max-sequences': { type: 'string' },
     'window-s': { type: 'string', default: '10' },
     report: { type: 'boolean', default: false },
+    dtype: { type: 'string' },
   },
 });
 
@@ -163,6 +170,57 @@ async function mixedLlama(name: ModelName, rounds: number): Promise<Record<strin
   };
 }
 
+/** `--dtype`: the model in each listed weight format, one child process each, figures against fp32's. */
+async function dtypes(list: string): Promise<void> {
+  const wanted = listOf('dtype', list, BENCH_DTYPES);
+  const [model = '100m', ...more] = listOf('model', args.model ?? '100m', BENCH_MODEL_NAMES);
+  if (more.length > 0) throw new TypeError('Expected one `--model` with `--dtype`');
+  const plan: DtypePlan = { concurrencies: [1, 32], requestsAtOne: 3, maxNewTokens: 32, promptWords: 24 };
+  const machine = machineInfo();
+  const began = Date.now();
+  const results: DtypeResult[] = [];
+  for (const dtype of wanted) {
+    const written = await ensureBenchModel(model, dtype);
+    console.log(`\n== ${dtype}: ${written.written ? 'written' : 'already written'} ${written.dir} ==`);
+    const result = await measureDtypeInChild(written.dir, dtype, plan);
+    console.log(JSON.stringify(result));
+    results.push(result);
+  }
+  const output: DtypesOutput = {
+    model,
+    started: new Date(began).toISOString(),
+    minutes: Math.round((Date.now() - began) / 6000) / 10,
+    commit: headCommit(),
+    load_average_at_start: machine.load_average_at_start,
+    cpu_model: machine.cpu_model,
+    nproc: machine.nproc,
+    plan: { concurrencies: plan.concurrencies, maxNewTokens: plan.maxNewTokens, promptWords: plan.promptWords },
+    results,
+  };
+  const previous = JSON.parse(await readFile(RESULTS, 'utf8').catch(() => '{}')) as Record<string, unknown>;
+  await writeFile(RESULTS, `${JSON.stringify({ ...previous, dtypes: output }, null, 2)}\n`);
+  await writeDtypesSection(BENCHMARKS, output);
+  const fp32 = results.find((result) => result.dtype === 'fp32');
+  console.table(
+    Object.fromEntries(
+      results.flatMap((result) =>
+        Object.entries(result.by_concurrency).map(([level, figures]) => [
+          `${result.dtype} ${level}`,
+          {
+            tokens_per_s: figures.tokens_per_s,
+            vs_fp32:
+              fp32 === undefined
+                ? ''
+                : (figures.tokens_per_s / (fp32.by_concurrency[level]?.tokens_per_s ?? NaN)).toFixed(2),
+            ttft_p50_ms: figures.ttft_p50_ms,
+            rss_peak_mib: result.rss_peak_mib,
+          },
+        ]),
+      ),
+    ),
+  );
+}
+
 async function main(): Promise<void> {
   const scenarios = listOf('scenario', args.scenario, SCENARIOS);
   // The runner's defaults where it has the options (a build without them refuses those variants by name).
@@ -256,4 +314,5 @@ async function writeReport(output: Record<string, unknown>): Promise<void> {
 }
 
 if (args.report) await writeReport(JSON.parse(await readFile(RESULTS, 'utf8')) as Record<string, unknown>);
+else if (args.dtype !== undefined) await dtypes(args.dtype);
 else await main();

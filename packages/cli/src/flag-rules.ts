@@ -1,7 +1,13 @@
 // The `microbatch` flags' scheduling rules, read from inference's `SCHEDULING_RULES` (never written here): which flag
 // is refused in which mode, and with which reason, and what each flag's help says about where it applies.
-import { SCHEDULINGS, SCHEDULING_RULES, schedulingRefusal } from '@microbatch/inference';
-import type { RunMode, SchedulingSetting } from '@microbatch/inference';
+import { SCHEDULINGS, SCHEDULING_RULES, decoderScheduling, schedulingRefusal } from '@microbatch/inference';
+import type {
+  DecoderSchedulingOptions,
+  RunMode,
+  Scheduling,
+  SchedulingChoice,
+  SchedulingSetting,
+} from '@microbatch/inference';
 import type { Command } from 'commander';
 
 /** The flag of a setting the scheduling rules cover, as a refusal names the other settings. */
@@ -50,4 +56,34 @@ export function scheduledHelp(setting: SchedulingSetting, command: 'serve' | 'wo
     `${schedulings.length === 1 ? `--scheduling ${only}: ` : ''}${does}` +
     (refused.length === 0 ? '' : `. Refused ${refused.join(' and ')}`)
   );
+}
+
+/**
+ * The scheduling a text-generation model runs under, from its graph and the flags (inference's `decoderScheduling`:
+ * a graph without a KV cache runs under request scheduling where `--scheduling` was left out), with refusals in flag
+ * words. Throws an `Error` for `--scheduling continuous` on such a graph, and for a flag the fallback would leave with
+ * no effect; `fallback` is the line to log.
+ */
+export function flagScheduling(
+  model: string,
+  flags: {
+    readonly dtype: DecoderSchedulingOptions['dtype'];
+    readonly scheduling: Scheduling;
+    readonly schedulingGiven?: boolean;
+  },
+  place: 'serve' | 'worker',
+): SchedulingChoice {
+  // A flag nobody gave is undefined (or its default, which has an effect under either scheduling).
+  const given = (Object.keys(SCHEDULING_RULES) as SchedulingSetting[]).filter(
+    (setting) =>
+      (flags as Readonly<Record<string, unknown>>)[attributeOf(SCHEDULING_RULES[setting].flag)] !== undefined,
+  );
+  return decoderScheduling({
+    model,
+    dtype: flags.dtype,
+    scheduling: flags.schedulingGiven === false ? undefined : flags.scheduling,
+    given,
+    place,
+    name: flagOf,
+  });
 }

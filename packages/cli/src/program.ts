@@ -75,6 +75,11 @@ export interface ServeFlags {
   /** Which of the folder's ONNX files the workers load (`auto`: the first in a CPU preference order). */
   readonly dtype: (typeof DTYPE_CHOICES)[number];
   readonly scheduling: (typeof SCHEDULINGS)[number];
+  /**
+   * Whether `--scheduling` was given: left out, a decoder graph without a KV cache runs under request scheduling
+   * (logged); given as continuous for one, start-up fails saying why.
+   */
+  readonly schedulingGiven?: boolean;
   readonly logFormat: (typeof LOG_FORMATS)[number];
   /** What `/readyz` means: `fleet` (default; overload answered by 503s) or `instance` (unready when overloaded). */
   readonly readiness: (typeof READINESS_MODES)[number];
@@ -117,6 +122,11 @@ export interface WorkerFlags {
   readonly threads?: number;
   readonly executionProvider?: string;
   readonly scheduling: (typeof SCHEDULINGS)[number];
+  /**
+   * Whether `--scheduling` was given: left out, a decoder graph without a KV cache runs under request scheduling
+   * (logged); given as continuous for one, start-up fails saying why.
+   */
+  readonly schedulingGiven?: boolean;
   readonly logFormat: (typeof LOG_FORMATS)[number];
   readonly claimIdleMs?: number;
   readonly maxDeliveries?: number;
@@ -258,7 +268,8 @@ export function createProgram(
           'scheduling',
           'serve',
           'continuous: each request joins the running decode loop at its next step and leaves the step it ends; ' +
-            'request: one generate call per batch, until its longest request ends',
+            'request: one generate call per batch, until its longest request ends. Left out, a decoder graph ' +
+            'without a KV cache runs under request (logged)',
         ),
       )
         .choices(SCHEDULINGS)
@@ -377,7 +388,7 @@ export function createProgram(
             : (`serve ${flags.scheduling}` as const);
       const refused = uselessFlag(command, mode) ?? stepBudgetError(flags);
       if (refused !== undefined) command.error(`error: ${refused}`);
-      return serve(flags);
+      return serve({ ...flags, schedulingGiven: command.getOptionValueSource('scheduling') === 'cli' });
     });
   program
     .command('worker')
@@ -395,7 +406,8 @@ export function createProgram(
         scheduledHelp(
           'scheduling',
           'worker',
-          'continuous: pulled requests join the running decode loop; request: one generate call per pull',
+          'continuous: pulled requests join the running decode loop; request: one generate call per pull. Left ' +
+            'out, a decoder graph without a KV cache runs under request (logged)',
         ),
       )
         .choices(SCHEDULINGS)
@@ -455,7 +467,7 @@ export function createProgram(
     .action((flags: WorkerFlags, command: Command) => {
       const refused = uselessFlag(command, `worker ${flags.scheduling}`) ?? stepBudgetError(flags);
       if (refused !== undefined) command.error(`error: ${refused}`);
-      return worker(flags);
+      return worker({ ...flags, schedulingGiven: command.getOptionValueSource('scheduling') === 'cli' });
     });
   return program;
 }

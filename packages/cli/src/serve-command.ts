@@ -9,6 +9,7 @@ import { DEFAULTS } from '@microbatch/core';
 import { checkDeadlineFits } from '@microbatch/core/http';
 import { otelTracer } from '@microbatch/core/otel';
 import { dropUndefined } from '@microbatch/core/util';
+import type { SchedulingChoice } from '@microbatch/inference';
 import type { QueueStatus } from '@microbatch/redis';
 import { createQueuedTextCompletionService, createTextCompletionModel } from '@microbatch/serving';
 import { brokerOf, loadTransport, openQueue } from './queue-transport.js';
@@ -17,6 +18,7 @@ import { loadFramework } from './load-framework.js';
 import { serveEmbeddings } from './serve-embeddings.js';
 import { createLogger } from './logger.js';
 import { queueName, resolveModelDir } from './model-dir.js';
+import { flagScheduling } from './flag-rules.js';
 import type { ServeFlags } from './program.js';
 
 /** What each `@microbatch/serving/<framework>` subpath exports. */
@@ -54,14 +56,21 @@ export async function serveCommand(flags: ServeFlags, fail: (message: string) =>
   } catch (error) {
     fail(error instanceof Error ? error.message : String(error));
   }
+  let choice: SchedulingChoice;
+  try {
+    choice = flagScheduling(model, flags, 'serve');
+  } catch (error) {
+    fail(error instanceof Error ? error.message : String(error));
+  }
   const { startTextCompletionApp } = await loadApp(flags.framework, fail);
   const logger = createLogger(flags.logFormat);
+  if (choice.fallback !== undefined) logger.warn({ scheduling: choice.scheduling }, choice.fallback);
   // The app releases the model itself if it cannot listen (the workers would keep the process alive).
   await serveUntilSignal(
     (where) => {
       const service = createTextCompletionModel({
         model,
-        scheduling: flags.scheduling,
+        scheduling: choice.scheduling,
         dtype: flags.dtype,
         maxBatchSize: flags.maxBatchSize,
         maxSequences: flags.maxSequences,

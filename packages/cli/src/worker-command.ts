@@ -2,12 +2,14 @@ import { DEFAULTS } from '@microbatch/core';
 import { otelTracer } from '@microbatch/core/otel';
 import { dropUndefined } from '@microbatch/core/util';
 import { createWorkerPool, textGenerationBatchKey, textGenerationResume } from '@microbatch/inference';
+import type { SchedulingChoice } from '@microbatch/inference';
 import { TEXT_COMPLETION_HANDLERS } from '@microbatch/serving';
 import { exitOnSignals } from './lifecycle.js';
 import { createLogger } from './logger.js';
 import { redact } from './serve-command.js';
 import { queueName, resolveModelDir } from './model-dir.js';
 import { loadTransport, startQueueWorker } from './queue-transport.js';
+import { flagScheduling } from './flag-rules.js';
 import type { WorkerFlags } from './program.js';
 
 /**
@@ -29,9 +31,16 @@ export async function workerCommand(flags: WorkerFlags, fail: (message: string) 
   }
   const queue = queueName(model);
   await loadTransport(flags.queue, queue, fail);
-  const { maxBatchSize, batchWaitMs, workers, threads, executionProvider, claimIdleMs, maxDeliveries, scheduling } =
-    flags;
+  const { maxBatchSize, batchWaitMs, workers, threads, executionProvider, claimIdleMs, maxDeliveries } = flags;
+  let choice: SchedulingChoice;
+  try {
+    choice = flagScheduling(model, flags, 'worker');
+  } catch (error) {
+    fail(error instanceof Error ? error.message : String(error));
+  }
+  const { scheduling } = choice;
   const logger = createLogger(flags.logFormat);
+  if (choice.fallback !== undefined) logger.warn({ scheduling }, choice.fallback);
   const runner = {
     task: 'text-generation',
     model,

@@ -41,6 +41,11 @@ export type {
 export type { OnnxInput, OnnxInputValue, OnnxOutput, OnnxTensorData, OnnxTypedArray } from './contract/onnx-types.js';
 export { SCHEDULINGS, SCHEDULING_RULES, appliesIn, schedulingRefusal, settingsWhere } from './spec/scheduling-rules.js';
 export type { RefusalReason, RunMode, Scheduling, SchedulingRule, SchedulingSetting } from './spec/scheduling-rules.js';
+export { NO_KV_CACHE_FALLBACK, schedulingForGraph } from './spec/scheduling-rules.js';
+export type { SchedulingChoice } from './spec/scheduling-rules.js';
+// Reads the graph's header (its input names; the weights are skipped): start-up only, before any worker loads it.
+export { decoderScheduling } from './runners/decoder-scheduling.js';
+export type { DecoderSchedulingOptions } from './runners/decoder-scheduling.js';
 export { createTextGenerationParser, createTextGenerationValidator } from './requests/text-generation-request.js';
 export type {
   TextGenerationLimits,

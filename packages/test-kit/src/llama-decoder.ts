@@ -293,7 +293,7 @@ export function llamaSignature(
       shape: ['batch_size', 'sequence_length', shape.vocab],
     },
   ];
-  for (let index = 0; index < shape.layers; index += 1) {
+  for (let index = 0; index < (layout.kvCache === false ? 0 : shape.layers); index += 1) {
     for (const part of ['key', 'value']) {
       inputs.push(kv(`past_key_values.${index}.${part}`, 'past_sequence_length'));
       outputs.push(kv(`present.${index}.${part}`, 'total_sequence_length'));
@@ -381,10 +381,20 @@ export interface LlamaLayout {
   /**
    * `'q8'`: the weight matrices quantized as onnxruntime's `quantize_dynamic` (transformers.js's `model_quantized.onnx`)
    * does: int8 weights with a per-tensor scale, each MatMul a DynamicQuantizeLinear + MatMulInteger + rescale. The
-   * graph's name gets the dtype's suffix (`model_quantized.onnx`). `'q4'`: 4-bit blocks of 32 with a scale each
-   * (onnxruntime's MatMulNBits, as transformers.js's `model_q4.onnx`).
+   * graph's name gets the dtype's suffix (`model_quantized.onnx`). `'int8'`: the same, named `model_int8.onnx`.
+   * `'uint8'`: uint8 weights with a per-tensor scale and zero point (asymmetric, `quantize_dynamic`'s QUInt8),
+   * `model_uint8.onnx`. `'q4'`: 4-bit blocks of 32 with a scale each (onnxruntime's MatMulNBits, as transformers.js's
+   * `model_q4.onnx`; `model_q4f16.onnx` with `kvDtype: 'float16'`). `'bnb4'`: NF4 codes in blocks of 64 with an
+   * absmax each (onnxruntime's MatMulBnb4, as `matmul_bnb4_quantizer` writes `model_bnb4.onnx`).
    */
-  readonly quantize?: 'q8' | 'q4';
+  readonly quantize?: 'q8' | 'int8' | 'uint8' | 'q4' | 'bnb4';
+  /**
+   * `'float16'`: the embedding and weight matrices stored as float16 initializers (an fp16 export's file size), each
+   * cast to float where the graph starts, so the arithmetic is the float32 graph's. With `kvDtype: 'float16'` this is
+   * the layout of `model_fp16.onnx`.
+   * @default 'float32'
+   */
+  readonly weights?: 'float32' | 'float16';
   /**
    * `'gpt2'`: `config.json` as a GPT-2 export writes it (`model_type: 'gpt2'`, `n_head`, `n_embd`, `n_layer`,
    * `n_positions`; no KV-head count, so `kvHeads` must equal `heads`), over the same Llama-shaped graph: what a
@@ -399,6 +409,21 @@ export interface LlamaLayout {
    * @default 'float32'
    */
   readonly kvDtype?: 'float32' | 'float16';
+  /**
+   * `false`: no KV cache, as exports made without `--with-past` (`past_key_values.*` / `present.*` are neither
+   * inputs nor outputs: each call attends over the tokens it is given, so every step recomputes the sequence).
+   * @default true
+   */
+  readonly kvCache?: boolean;
+}
+
+/** A graph without a KV cache: each layer's keys and values are its own tokens' (the past concat dropped). */
+function withoutKvCache(nodes: readonly NodeSpec[]): NodeSpec[] {
+  return nodes.map((node) =>
+    node.op === 'Concat' && node.inputs[0]?.startsWith('past_key_values.') === true
+      ? { op: 'Identity', inputs: [node.inputs[1] as string], outputs: node.outputs }
+      : node,
+  );
 }
 
 /**
@@ -454,6 +479,7 @@ function gpt2Config(shape: LlamaShape): Record<string, unknown> {
 function quantizeMatMuls(
   nodes: readonly NodeSpec[],
   initializers: readonly Initializer[],
+  weightType: 'int8' | 'uint8' = 'int8',
 ): {
   nodes: NodeSpec[];
   initializers: Initializer[];
@@ -466,6 +492,24 @@ function quantizeMatMuls(
       continue;
     }
     const values = init.values as Float32Array;
+    if (weightType === 'uint8') {
+      // Asymmetric: [min, max] (holding 0) onto 0..255, 0 at the zero point.
+      const low = Math.min(0, ...values);
+      const high = Math.max(0, ...values);
+      const scale = (high - low) / 255 || 1;
+      const zero = Math.max(0, Math.min(255, Math.round(-low / scale)));
+      out.push(
+        {
+          name: `${init.name}_q`,
+          type: DataType.UINT8,
+          dims: init.dims,
+          values: Uint8Array.from(values, (value) => Math.max(0, Math.min(255, Math.round(value / scale) + zero))),
+        },
+        float(`${init.name}_s`, [], [scale]),
+        { name: `${init.name}_zp`, type: DataType.UINT8, dims: [], values: [zero] },
+      );
+      continue;
+    }
     const scale = values.reduce((max, value) => Math.max(max, Math.abs(value)), 0) / 127 || 1;
     out.push(
       {
@@ -558,6 +602,89 @@ function quantize4Bit(
   return { nodes: quantized, initializers: out };
 }
 
+/** bitsandbytes' NF4 code book: the 16 values a 4-bit code stands for, times its block's absmax. */
+const NF4 = [
+  -1, -0.6961928009986877, -0.5250730514526367, -0.39491748809814453, -0.28444138169288635, -0.18477343022823334,
+  -0.09105003625154495, 0, 0.07958029955625534, 0.16093020141124725, 0.24611230194568634, 0.33791524171829224,
+  0.44070982933044434, 0.5626170039176941, 0.7229568362236023, 1,
+];
+/** MatMulBnb4's block: 64 consecutive weights of the transposed matrix share an absmax. */
+const BNB4_BLOCK = 64;
+
+/**
+ * Quantizes every weight-matrix MatMul to NF4 as onnxruntime's MatMulBnb4 takes them: the matrix transposed
+ * (`[N, K]`, flattened), blocks of 64 with their absolute maximum, each weight the nearest NF4 code of its value over
+ * that maximum, two codes a byte, the first in the high nibble.
+ */
+function quantizeBnb4(
+  nodes: readonly NodeSpec[],
+  initializers: readonly Initializer[],
+): { nodes: NodeSpec[]; initializers: Initializer[] } {
+  const weight = /^l\d+\.w[a-z]$/;
+  const shapes = new Map<string, readonly number[]>();
+  const out: Initializer[] = [];
+  for (const init of initializers) {
+    if (!weight.test(init.name)) {
+      out.push(init);
+      continue;
+    }
+    const [k = 0, n = 0] = init.dims;
+    shapes.set(init.name, init.dims);
+    const values = init.values as Float32Array;
+    const transposed = new Float32Array(n * k);
+    for (let row = 0; row < k; row += 1) {
+      for (let column = 0; column < n; column += 1) transposed[column * k + row] = values[row * n + column] as number;
+    }
+    const absmax = new Float32Array(Math.ceil((n * k) / BNB4_BLOCK));
+    transposed.forEach((value, i) => {
+      const block = Math.floor(i / BNB4_BLOCK);
+      absmax[block] = Math.max(absmax[block] as number, Math.abs(value));
+    });
+    const packed = new Uint8Array(Math.ceil((n * k) / 2));
+    transposed.forEach((value, i) => {
+      const scaled = value / ((absmax[Math.floor(i / BNB4_BLOCK)] as number) || 1);
+      let code = 0;
+      for (let c = 1; c < NF4.length; c += 1) {
+        if (Math.abs((NF4[c] as number) - scaled) < Math.abs((NF4[code] as number) - scaled)) code = c;
+      }
+      packed[i >> 1] = (packed[i >> 1] as number) | (i % 2 === 0 ? code << 4 : code);
+    });
+    out.push(
+      { name: `${init.name}_bnb4`, type: DataType.UINT8, dims: [packed.length], values: packed },
+      float(`${init.name}_absmax`, [absmax.length], absmax),
+    );
+  }
+  const quantized = nodes.map((node): NodeSpec => {
+    const [input, matrix] = node.inputs;
+    const dims = matrix === undefined ? undefined : shapes.get(matrix);
+    if (node.op !== 'MatMul' || dims === undefined || input === undefined) return node;
+    return {
+      op: 'MatMulBnb4',
+      domain: 'com.microsoft',
+      inputs: [input, `${matrix}_bnb4`, `${matrix}_absmax`],
+      outputs: node.outputs,
+      // quant_type 1: NF4 (0 is FP4).
+      attributes: { K: dims[0] as number, N: dims[1] as number, block_size: BNB4_BLOCK, quant_type: 1 },
+    };
+  });
+  return { nodes: quantized, initializers: out };
+}
+
+/** Stores the embedding and weight matrices as float16, each cast back to float where the graph starts. */
+function halfWeights(
+  nodes: readonly NodeSpec[],
+  initializers: readonly Initializer[],
+): { nodes: NodeSpec[]; initializers: Initializer[] } {
+  const matrix = /^(embed|l\d+\.w[a-z])$/;
+  const casts: NodeSpec[] = [];
+  const out = initializers.map((init): Initializer => {
+    if (!matrix.test(init.name)) return init;
+    casts.push({ op: 'Cast', inputs: [`${init.name}.f16`], outputs: [init.name], attributes: { to: DataType.FLOAT } });
+    return { ...init, name: `${init.name}.f16`, type: DataType.FLOAT16 };
+  });
+  return { nodes: [...casts, ...nodes], initializers: out };
+}
+
 /** What {@link writeLlamaModel} did. */
 export interface WrittenLlama {
   readonly dir: string;
@@ -598,14 +725,19 @@ export async function writeLlamaModel(
   const parameters = llamaParameters(shape);
   const existing = await readFile(join(dir, 'config.json'), 'utf8').catch(() => undefined);
   // The dtype's suffix, as transformers.js names the file: q8 weights, or an fp16 export's float16 KV cache.
+  const half = layout.kvDtype === 'float16';
   const suffix =
     layout.quantize === 'q8'
       ? '_quantized'
-      : layout.quantize === 'q4'
-        ? '_q4'
-        : layout.kvDtype === 'float16'
-          ? '_fp16'
-          : '';
+      : layout.quantize === 'int8' || layout.quantize === 'uint8' || layout.quantize === 'bnb4'
+        ? `_${layout.quantize}`
+        : layout.quantize === 'q4'
+          ? half
+            ? '_q4f16'
+            : '_q4'
+          : half
+            ? '_fp16'
+            : '';
   const modelPath = join(dir, 'onnx', `${graph}${suffix}.onnx`);
   const size = await stat(modelPath).then(
     (info) => info.size,
@@ -627,16 +759,23 @@ export async function writeLlamaModel(
     ...(branch ? cacheBranchCheck : []),
   );
   const plain = {
-    nodes: layout.kvDtype === 'float16' ? halfKv(nodes) : nodes,
+    nodes: layout.kvDtype === 'float16' ? halfKv(nodes) : layout.kvCache === false ? withoutKvCache(nodes) : nodes,
     initializers: [...constants(shape), ...weights(shape)],
   };
+  const { quantize } = layout;
   const bytes = await writeModel(modelPath, {
     ...llamaSignature(shape, layout),
-    ...(layout.quantize === 'q8'
+    ...(quantize === 'q8' || quantize === 'int8'
       ? quantizeMatMuls(plain.nodes, plain.initializers)
-      : layout.quantize === 'q4'
-        ? quantize4Bit(plain.nodes, plain.initializers)
-        : plain),
+      : quantize === 'uint8'
+        ? quantizeMatMuls(plain.nodes, plain.initializers, 'uint8')
+        : quantize === 'q4'
+          ? quantize4Bit(plain.nodes, plain.initializers)
+          : quantize === 'bnb4'
+            ? quantizeBnb4(plain.nodes, plain.initializers)
+            : layout.weights === 'float16'
+              ? halfWeights(plain.nodes, plain.initializers)
+              : plain),
     ...(layout.externalData === true ? { externalData: `${graph}${suffix}.onnx_data` } : {}),
     producer: 'microbatch-dummy-llama',
     graphName: 'llama',

@@ -137,8 +137,31 @@ class Writer {
   }
 }
 
+/** A float's nearest float16 (round half to even), as its 16 bits; Node 20 has no `Float16Array`. */
+export function halfBits(value: number): number {
+  const word = new Uint32Array(Float32Array.of(value).buffer)[0] as number;
+  const sign = (word >>> 16) & 0x8000;
+  const exponent = ((word >>> 23) & 0xff) - 127 + 15;
+  let mantissa = word & 0x7fffff;
+  if (exponent >= 31) return sign | 0x7c00 | (Number.isNaN(value) ? 0x200 : 0);
+  let shift = 13;
+  let base = exponent << 10;
+  if (exponent <= 0) {
+    // A subnormal half: the implicit bit joins the mantissa, shifted further.
+    if (exponent < -10) return sign;
+    mantissa |= 0x800000;
+    shift = 14 - exponent;
+    base = 0;
+  }
+  const kept = mantissa >>> shift;
+  const rest = mantissa & ((1 << shift) - 1);
+  const half = 1 << (shift - 1);
+  // A carry out of the mantissa moves into the exponent, as rounding up should.
+  return sign | (base + kept + (rest > half || (rest === half && (kept & 1) === 1) ? 1 : 0));
+}
+
 function rawData(type: DataTypeValue, values: ArrayLike<number>): Uint8Array {
-  if (type === DataType.FLOAT16) throw new TypeError('float16 is for graph inputs and outputs here, not initializers');
+  if (type === DataType.FLOAT16) return new Uint8Array(Uint16Array.from(values, halfBits).buffer);
   if (type === DataType.FLOAT) {
     const floats = values instanceof Float32Array ? values : Float32Array.from(values);
     return new Uint8Array(floats.buffer, floats.byteOffset, floats.byteLength);

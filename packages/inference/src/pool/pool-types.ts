@@ -131,6 +131,12 @@ export interface WorkerPool<I, O, C = never> {
    */
   readonly scheduling: 'continuous' | 'request';
   /**
+   * Why a text-generation pool whose `runner.scheduling` was left out runs under `'request'` scheduling: its decoder
+   * graph has no KV cache for the continuous loop (the scheduling rules' fallback). A line to log; `undefined`
+   * otherwise.
+   */
+  readonly schedulingFallback: string | undefined;
+  /**
    * How much the workers take at once: `size` batches for request scheduling; for continuous, `size x (n + ceil(n/8))`
    * requests, where `n` is the runner's `maxSequences` (each worker decodes `n` of them and holds an eighth more,
    * ready to take a freed row at its next step). The pool queues up to `maxQueueSize` more (4 x `concurrency` by

@@ -8,9 +8,35 @@ import type { PoolBatcherOptions, RunOptions, WorkerPool, WorkerPoolOptions, Wor
 import type { DecodeActivity } from '../contract/decode-activity.js';
 import type { ItemResult, StepSlot, TestHooks, WorkerInit } from '../contract/messages.js';
 import { resolveRunnerSpec, taskStreams, textGenerationBatchKey } from '../spec/runner-spec.js';
+import { settingsWhere } from '../spec/scheduling-rules.js';
+import { decoderScheduling } from '../runners/decoder-scheduling.js';
 import type { ChunkOf, InputOf, OutputOf } from '../contract/task-types.js';
-import type { RunnerSpec } from '../contract/runner-specs.js';
+import type { ResolvedRunnerSpec, RunnerSpec, TextGenerationRunnerSpec } from '../contract/runner-specs.js';
 import { itemError, streamSteps } from './step-stream.js';
+
+/**
+ * The runner spec resolved, with the scheduling a text-generation model runs under: a decoder graph without a KV
+ * cache runs under request scheduling where none was asked for (the scheduling rules' fallback, `fallback` says
+ * why), and one asked to run continuous throws. Decided before the batcher options and the capacity are.
+ */
+function resolveScheduling(runner: RunnerSpec): { spec: ResolvedRunnerSpec; fallback: string | undefined } {
+  const spec = resolveRunnerSpec(runner);
+  if (spec.task !== 'text-generation') return { spec, fallback: undefined };
+  const raw = runner as unknown as Readonly<Record<string, unknown>>;
+  const given = settingsWhere(() => true).filter((setting) => setting in spec && raw[setting] !== undefined);
+  const choice = decoderScheduling({
+    model: spec.model,
+    dtype: spec.dtype,
+    scheduling: raw.scheduling as typeof spec.scheduling | undefined,
+    given,
+  });
+  if (choice.scheduling === spec.scheduling) return { spec, fallback: choice.fallback };
+  // The user's spec (not the resolved one, whose loop settings are filled in) under the scheduling chosen.
+  return {
+    spec: resolveRunnerSpec({ ...(runner as TextGenerationRunnerSpec), scheduling: choice.scheduling }),
+    fallback: choice.fallback,
+  };
+}
 
 /** How long a worker asked to stop its batch may take before it is terminated. */
 const CANCEL_GRACE_MS = 2_000;
@@ -21,6 +47,7 @@ export class InferenceWorkerPool<I, O, C> implements WorkerPool<I, O, C> {
   readonly size: number;
   readonly streams: boolean;
   readonly scheduling: 'continuous' | 'request';
+  readonly schedulingFallback: string | undefined;
   readonly concurrency: number;
   readonly batcherOptions: PoolBatcherOptions<I>;
   readonly ready: Promise<void>;
@@ -76,7 +103,8 @@ export class InferenceWorkerPool<I, O, C> implements WorkerPool<I, O, C> {
   };
 
   constructor(options: WorkerPoolOptions, hooks: TestHooks | undefined) {
-    const spec = resolveRunnerSpec(options?.runner);
+    const { spec, fallback } = resolveScheduling(options?.runner);
+    this.schedulingFallback = fallback;
     this.#options = resolvePoolOptions(options);
     workerScript();
     this.name = this.#options.name;

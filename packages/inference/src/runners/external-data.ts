@@ -6,7 +6,7 @@
 import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
 
 /** Buffered positioned reads of one file: the protobuf walk reads small fields at increasing offsets. */
-class FileBytes {
+export class FileBytes {
   readonly #fd: number;
   readonly #buffer = Buffer.alloc(1 << 16);
   #start = 0;
@@ -33,14 +33,15 @@ class FileBytes {
 }
 
 /** One protobuf field: its number, wire type, and where its value starts and ends (a varint's value too). */
-interface Field {
+export interface Field {
   readonly field: number;
   readonly wire: number;
   readonly start: number;
   readonly end: number;
 }
 
-function* fields(bytes: FileBytes, start: number, end: number): Generator<Field> {
+/** The fields between `start` and `end`, each length-delimited one skipped over, never read. */
+export function* fields(bytes: FileBytes, start: number, end: number): Generator<Field> {
   let position = start;
   const varint = (): number => {
     let value = 0;
@@ -71,7 +72,7 @@ function* fields(bytes: FileBytes, start: number, end: number): Generator<Field>
 }
 
 // Field numbers of onnx.proto3.
-const MODEL_GRAPH = 7;
+export const MODEL_GRAPH = 7;
 const GRAPH_NODE = 1;
 const GRAPH_INITIALIZER = 5;
 const NODE_ATTRIBUTE = 5;

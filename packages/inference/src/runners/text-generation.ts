@@ -15,6 +15,7 @@ import type { GenerationRequest as Request } from './generation-request.js';
 import { GenerationRow } from './generation-row.js';
 import { localModel } from './local-model.js';
 import { GRAPH_NAMES } from './model-files.js';
+import { recomputeWithoutKvCache } from './recompute-generation.js';
 import { partitionValid } from './runner.js';
 import { threadCpuMs } from './thread-cpu.js';
 import type { EmitStep, Runner } from './runner.js';
@@ -60,6 +61,8 @@ export async function loadTextGenerationRunner(spec: Spec, init: WorkerInit): Pr
   const { id, options } = localModel(spec.model, init, spec.dtype, GRAPH_NAMES.decoder);
   const tokenizer = await AutoTokenizer.from_pretrained(id);
   const model = await AutoModelForCausalLM.from_pretrained(id, options);
+  // A graph without a KV cache (the scheduling rules' fallback from continuous) is fed its whole sequence each step.
+  recomputeWithoutKvCache(model);
   if (spec.seed >= 0) random.seed(spec.seed);
   const config = model.config as {
     max_position_embeddings?: number;

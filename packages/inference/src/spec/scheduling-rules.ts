@@ -251,3 +251,77 @@ export function schedulingRefusal(
   }
   return reason(name);
 }
+
+/**
+ * The one scheduling fallback: a text-generation graph without a KV cache (no `past_key_values.*` inputs) cannot be
+ * driven by the continuous decode loop, which feeds each step's keys and values back into the graph. Where the user
+ * left the scheduling out, such a model runs under `to` scheduling (logged); where they asked for `from`, start-up
+ * fails saying why ({@link schedulingForGraph}).
+ *
+ * @example
+ * ```ts
+ * NO_KV_CACHE_FALLBACK.to; // 'request'
+ * ```
+ */
+export const NO_KV_CACHE_FALLBACK = {
+  from: 'continuous',
+  to: 'request',
+  why: (file: string) =>
+    `${file} has no KV cache (no past_key_values.* inputs): the continuous decode loop feeds each step's keys and ` +
+    'values back into the graph',
+} as const satisfies { from: Scheduling; to: Scheduling; why: (file: string) => string };
+
+/**
+ * The scheduling a text-generation model runs under, and the line to log when it is not the one the user would
+ * expect.
+ *
+ * @example
+ * ```ts
+ * const choice: SchedulingChoice = { scheduling: 'request', fallback: 'onnx/model.onnx has no KV cache ...' };
+ * ```
+ */
+export interface SchedulingChoice {
+  readonly scheduling: Scheduling;
+  /** Set when the scheduling was left out and the model's graph made it `'request'`: why, to be logged. */
+  readonly fallback?: string;
+}
+
+/**
+ * The scheduling of a text-generation model: `requested` where the graph allows it (or the default, continuous, where
+ * nothing was requested and the graph has a KV cache); {@link NO_KV_CACHE_FALLBACK}'s `to` where nothing was requested
+ * and the graph has none. Throws an `Error` when continuous was requested for a graph without a KV cache, and when a
+ * setting in `given` has no effect under the fallback (a user's setting is never dropped in silence); `name` spells
+ * settings the caller's way, `place` is where the model runs.
+ *
+ * @example
+ * ```ts
+ * schedulingForGraph(undefined, { file: 'onnx/model.onnx', kvCache: false }, [], 'serve', (s) => SCHEDULING_RULES[s].flag);
+ * // { scheduling: 'request', fallback: 'onnx/model.onnx has no KV cache ...' }
+ * ```
+ */
+export function schedulingForGraph(
+  requested: Scheduling | undefined,
+  graph: { readonly file: string; readonly kvCache: boolean },
+  given: readonly SchedulingSetting[],
+  place: 'serve' | 'worker',
+  name: (setting: SchedulingSetting) => string,
+): SchedulingChoice {
+  if (graph.kvCache) return { scheduling: requested ?? SCHEDULINGS[0] };
+  const { from, to, why } = NO_KV_CACHE_FALLBACK;
+  if (requested === from) {
+    throw new Error(
+      `${from} scheduling cannot run this model: ${why(graph.file)}. Use ${to} scheduling ` +
+        `(${name('scheduling')} ${to}, or leave ${name('scheduling')} out)`,
+    );
+  }
+  if (requested !== undefined) return { scheduling: requested };
+  for (const setting of given) {
+    const refusal = schedulingRefusal(setting, `${place} ${to}`, name);
+    if (refusal === undefined) continue;
+    throw new Error(
+      `${name(setting)} has no effect for this model: ${why(graph.file)}, so it runs under ${to} scheduling, where ` +
+        refusal,
+    );
+  }
+  return { scheduling: to, fallback: `${why(graph.file)}; serving it with ${to} scheduling` };
+}

@@ -7,7 +7,7 @@ import { copyFile, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { DataType, encodeModel } from '@microbatch/test-kit';
-import type { Initializer } from '@microbatch/test-kit';
+import type { Initializer, ModelSpec, NodeSpec } from '@microbatch/test-kit';
 
 /** The real WordPiece tokenizer and config of all-MiniLM-L6-v2, without weights. */
 export const MINILM_TOKENIZER_DIR = fileURLToPath(
@@ -30,6 +30,89 @@ export interface BertEncoderOptions {
   readonly seed?: number;
   /** Whether the graph takes `token_type_ids` (BERT) or not (DistilBERT-like exports). @default true */
   readonly tokenTypeIds?: boolean;
+  /**
+   * `'q8'`: the weight matrices quantized as onnxruntime's `quantize_dynamic` does (int8 weights with a per-tensor
+   * scale, each MatMul a DynamicQuantizeLinear + MatMulInteger + rescale), written as `onnx/model_quantized.onnx`
+   * (the only graph). @default none: `onnx/model.onnx`, float32
+   */
+  readonly quantize?: 'q8';
+  /**
+   * A sequence-classification export (`BertForSequenceClassification`): a linear head on the first word's state,
+   * output `logits [batch, labels]`, and `config.json`'s `id2label` / `label2id` naming these labels.
+   * @default none: a feature-extraction export (`last_hidden_state`)
+   */
+  readonly labels?: readonly string[];
+}
+
+/**
+ * Quantizes the MatMuls whose right operand is one of `weights` to int8, as `quantize_dynamic` does: the activation
+ * per call (DynamicQuantizeLinear), the weight once (symmetric, a per-tensor scale), the product in int32.
+ */
+function quantizeMatMuls(spec: ModelSpec, weights: ReadonlySet<string>): ModelSpec {
+  const initializers = spec.initializers.flatMap((init): Initializer[] => {
+    if (!weights.has(init.name)) return [init];
+    const values = Float32Array.from(init.values);
+    const scale = values.reduce((max, value) => Math.max(max, Math.abs(value)), 0) / 127 || 1;
+    return [
+      {
+        name: `${init.name}_q`,
+        type: DataType.INT8,
+        dims: init.dims,
+        values: Int8Array.from(values, (value) => Math.max(-127, Math.min(127, Math.round(value / scale)))),
+      },
+      { name: `${init.name}_s`, type: DataType.FLOAT, dims: [], values: [scale] },
+      { name: `${init.name}_zp`, type: DataType.INT8, dims: [], values: [0] },
+    ];
+  });
+  const nodes = spec.nodes.flatMap((node): NodeSpec[] => {
+    const [input, matrix] = node.inputs;
+    const [output] = node.outputs;
+    if (node.op !== 'MatMul' || input === undefined || matrix === undefined || !weights.has(matrix)) return [node];
+    const q = `${output}.q`;
+    return [
+      { op: 'DynamicQuantizeLinear', inputs: [input], outputs: [`${q}.x`, `${q}.xs`, `${q}.xzp`] },
+      { op: 'MatMulInteger', inputs: [`${q}.x`, `${matrix}_q`, `${q}.xzp`, `${matrix}_zp`], outputs: [`${q}.i`] },
+      { op: 'Cast', inputs: [`${q}.i`], outputs: [`${q}.f`], attributes: { to: DataType.FLOAT } },
+      { op: 'Mul', inputs: [`${q}.xs`, `${matrix}_s`], outputs: [`${q}.s`] },
+      { op: 'Mul', inputs: [`${q}.f`, `${q}.s`], outputs: [output as string] },
+    ];
+  });
+  return { ...spec, initializers, nodes };
+}
+
+/**
+ * Replaces the `last_hidden_state` output by a classification head, `logits [batch, labels]`: BERT's reads the
+ * `[CLS]` token's state; this made-up one reads the next token's (the first word's), so that with one random layer
+ * different texts get different labels.
+ */
+function classifierHead(spec: ModelSpec, hidden: number, labels: number, seed: number): ModelSpec {
+  const next = random(seed + 7);
+  return {
+    ...spec,
+    outputs: [{ name: 'logits', type: DataType.FLOAT, shape: ['batch_size', labels] }],
+    initializers: [
+      ...spec.initializers,
+      {
+        name: 'classifier',
+        type: DataType.FLOAT,
+        dims: [hidden, labels],
+        values: Float32Array.from({ length: hidden * labels }, () => next() * 2 - 1),
+      },
+      {
+        name: 'classifier_bias',
+        type: DataType.FLOAT,
+        dims: [labels],
+        values: [0.1, ...new Array(labels - 1).fill(0)],
+      },
+      { name: 'first_word', type: DataType.INT64, dims: [], values: [1] },
+    ],
+    nodes: [
+      ...spec.nodes,
+      { op: 'Gather', inputs: ['last_hidden_state', 'first_word'], outputs: ['pooled'], attributes: { axis: 1 } },
+      { op: 'MatMul', inputs: ['pooled', 'classifier'], outputs: ['scored'] },
+      { op: 'Add', inputs: ['scored', 'classifier_bias'], outputs: ['logits'] },
+    ],
+  };
 }
 
 function random(seed: number): () => number {
@@ -40,7 +123,7 @@ function random(seed: number): () => number {
   };
 }
 
-function encoder(hidden: number, intermediate: number, seed: number, tokenTypeIds: boolean): Uint8Array {
+function encoder(hidden: number, intermediate: number, seed: number, tokenTypeIds: boolean): ModelSpec {
   const next = random(seed);
   const weights = (name: string, dims: number[], scale: number): Initializer => ({
     name,
@@ -54,7 +137,7 @@ function encoder(hidden: number, intermediate: number, seed: number, tokenTypeId
     dims: [],
     values: [value],
   });
-  return encodeModel({
+  return {
     inputs: [
       { name: 'input_ids', type: DataType.INT64, shape: ['batch_size', 'sequence_length'] },
       { name: 'attention_mask', type: DataType.INT64, shape: ['batch_size', 'sequence_length'] },
@@ -116,7 +199,7 @@ function encoder(hidden: number, intermediate: number, seed: number, tokenTypeId
       { op: 'MatMul', inputs: ['h', 'w2'], outputs: ['ffn'] },
       { op: 'Add', inputs: ['x1', 'ffn'], outputs: ['last_hidden_state'] },
     ],
-  });
+  };
 }
 
 /**
@@ -139,13 +222,27 @@ export async function writeBertEncoder(dir: string, options: BertEncoderOptions 
     string,
     unknown
   >;
+  const { labels } = options;
+  const head =
+    labels === undefined
+      ? {}
+      : {
+          architectures: ['BertForSequenceClassification'],
+          id2label: Object.fromEntries(labels.map((label, index) => [String(index), label])),
+          label2id: Object.fromEntries(labels.map((label, index) => [label, index])),
+          problem_type: 'single_label_classification',
+        };
   await writeFile(
     join(dir, 'config.json'),
-    JSON.stringify({ ...config, hidden_size: hidden, num_hidden_layers: 1, num_attention_heads: 1 }),
+    JSON.stringify({ ...config, ...head, hidden_size: hidden, num_hidden_layers: 1, num_attention_heads: 1 }),
   );
+  const seed = options.seed ?? 1;
+  let graph = encoder(hidden, options.intermediate ?? 4 * hidden, seed, options.tokenTypeIds ?? true);
+  if (labels !== undefined) graph = classifierHead(graph, hidden, labels.length, seed);
+  if (options.quantize === 'q8') graph = quantizeMatMuls(graph, new Set(['wq', 'wk', 'wv', 'w1', 'w2']));
   await writeFile(
-    join(dir, 'onnx', 'model.onnx'),
-    encoder(hidden, options.intermediate ?? 4 * hidden, options.seed ?? 1, options.tokenTypeIds ?? true),
+    join(dir, 'onnx', options.quantize === 'q8' ? 'model_quantized.onnx' : 'model.onnx'),
+    encodeModel(graph),
   );
   const modules = [{ idx: 0, name: '0', path: '', type: 'sentence_transformers.models.Transformer' }];
   if (pooling !== undefined) {

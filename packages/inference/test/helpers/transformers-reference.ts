@@ -4,7 +4,11 @@
 // folder's parent becomes transformers.js's `localModelPath` and nothing is fetched.
 import { basename, dirname, sep } from 'node:path';
 import { env, pipeline } from '@huggingface/transformers';
-import type { FeatureExtractionPipeline, TextGenerationPipeline } from '@huggingface/transformers';
+import type {
+  FeatureExtractionPipeline,
+  TextClassificationPipeline,
+  TextGenerationPipeline,
+} from '@huggingface/transformers';
 import type { ModelDtype } from '../../src/index.js';
 
 /** A greedy generation: its token ids and its text. */
@@ -85,6 +89,34 @@ export async function transformersEmbeddings(
     return output.tolist() as number[][];
   } finally {
     await extractor.dispose();
+  }
+}
+
+/**
+ * transformers.js's text-classification pipeline on `texts` as one batch (as a pool given them in one call runs
+ * them: a dynamically quantized graph's activation scale is per tensor, so a q8 model's scores depend on what shares
+ * the batch), `topK` labels per text with their scores, best first.
+ *
+ * @example
+ * ```ts
+ * const [labels] = await transformersClassification(dir, 'q8', ['I loved it'], 2);
+ * ```
+ */
+export async function transformersClassification(
+  dir: string,
+  dtype: ModelDtype,
+  texts: readonly string[],
+  topK: number,
+): Promise<{ label: string; score: number }[][]> {
+  const classifier: TextClassificationPipeline = await pipeline('text-classification', localName(dir), {
+    dtype,
+    device: 'cpu',
+  });
+  try {
+    const output = (await classifier([...texts], { top_k: topK })) as unknown as { label: string; score: number }[][];
+    return output.map((labels) => (Array.isArray(labels) ? labels : [labels]));
+  } finally {
+    await classifier.dispose();
   }
 }
 

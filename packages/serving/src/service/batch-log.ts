@@ -255,3 +255,17 @@ export function logRefusals(batcher: BatcherBase, log: LogTarget = console.log, 
     counts.clear();
   };
 }
+
+/**
+ * Logs, once at start, that a text-generation model runs under request scheduling because its graph has no KV cache
+ * (inference's `schedulingForGraph` fallback): a warning, since the user left the scheduling to the model.
+ *
+ * @example
+ * ```ts
+ * logSchedulingFallback('onnx/model.onnx has no KV cache ...; serving it with request scheduling', logger);
+ * ```
+ */
+export function logSchedulingFallback(why: string, log: LogTarget = console.log): void {
+  if (isLogger(log)) log.warn({ scheduling: 'request' }, why);
+  else log(`microbatch: ${why}`);
+}

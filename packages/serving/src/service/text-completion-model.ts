@@ -11,6 +11,7 @@ import {
   createTextGenerationParser,
   createTextGenerationValidator,
   createWorkerPool,
+  decoderScheduling,
   defaultMaxStepTokens,
 } from '@microbatch/inference';
 import type {
@@ -20,12 +21,13 @@ import type {
   TextGenerationParser,
   WorkerPool,
 } from '@microbatch/inference';
-import { logBatches, logDecodeLoop, logRefusals } from './batch-log.js';
+import { logBatches, logDecodeLoop, logRefusals, logSchedulingFallback } from './batch-log.js';
 import { loadChatTemplate } from '../openai/chat-template.js';
 import {
   type TextCompletionModelOptions,
   checkModelFolder,
   checkScheduledOptions,
+  givenSettings,
   mergeBatcherOptions,
 } from './text-completion-options.js';
 import type { TextCompletionService } from './text-completion-service.js';
@@ -83,11 +85,20 @@ export function createTextCompletionModel(options: TextCompletionModelOptions): 
   const { limits } = options;
   const log = options.logger ?? options.log ?? console.log;
   checkModelFolder(model);
-  const scheduling = checkOneOf('scheduling', options.scheduling ?? 'continuous', SCHEDULINGS);
-  checkScheduledOptions(scheduling, options);
-  // The file a dtype names is found where the model loads, in the worker (`ready` rejects naming what the folder
-  // has): a graph on a dead mount must block a worker thread, never the server's.
+  const requested =
+    options.scheduling === undefined ? undefined : checkOneOf('scheduling', options.scheduling, SCHEDULINGS);
   const dtype = checkOneOf('dtype', options.dtype ?? 'auto', DTYPE_CHOICES);
+  // The scheduling rules' fallback: a decoder graph without a KV cache runs under request scheduling where none was
+  // asked for (logged below), and continuous asked for it is an `Error` saying why. Its header is read here, once at
+  // start-up; the file a dtype names is loaded (and a missing one named) in the worker.
+  const { scheduling, fallback } = decoderScheduling({
+    model,
+    dtype,
+    scheduling: requested,
+    given: givenSettings(options),
+    name: (setting) => `\`${setting}\``,
+  });
+  checkScheduledOptions(scheduling, options);
   const pool = createWorkerPool({
     runner: {
       task: 'text-generation',
@@ -153,6 +164,7 @@ export function createTextCompletionModel(options: TextCompletionModelOptions): 
       logRefusals(batcher, log);
     }
     if (decodeLoop !== undefined) stopLoopLog = logDecodeLoop(decodeLoop, log);
+    if (fallback !== undefined) logSchedulingFallback(fallback, log);
   }
 
   // Until the tokenizer is loaded, the cheap parser checks requests; the worker then makes the token check itself.

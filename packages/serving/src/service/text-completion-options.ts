@@ -61,8 +61,10 @@ export interface TextCompletionModelOptions {
    * How requests share the model (see `@microbatch/inference`): `'continuous'` joins each request to the worker's
    * running decode loop at its next step and answers it the step it finishes; `'request'` runs each batch as one
    * generate call until its longest request ends. Which options each one reads is inference's `SCHEDULING_RULES`
-   * (the `microbatch` flags read it too): one it does not read is a `TypeError` naming it and saying why.
-   * @default 'continuous'
+   * (the `microbatch` flags read it too): one it does not read is a `TypeError` naming it and saying why. Left out,
+   * a decoder graph without a KV cache (no `past_key_values.*` inputs) runs under `'request'` (logged once);
+   * `'continuous'` given for such a graph throws an `Error` saying why.
+   * @default 'continuous' (`'request'` for a graph without a KV cache)
    */
   readonly scheduling?: Scheduling;
   /**
@@ -165,6 +167,15 @@ export function checkScheduledOptions(scheduling: Scheduling, options: TextCompl
     const why = schedulingRefusal(setting, `serve ${scheduling}`, (other) => `\`${other}\``);
     throw new TypeError(`\`${setting}\` (${String(value)}) has no effect with '${scheduling}' scheduling: ${why}`);
   }
+}
+
+/**
+ * The scheduling-rule settings given in `options` (defined), for the scheduling rules' fallback to refuse one it
+ * would leave with no effect.
+ */
+export function givenSettings(options: TextCompletionModelOptions): SchedulingSetting[] {
+  const given = options as unknown as Readonly<Partial<Record<SchedulingSetting, unknown>>>;
+  return settingsWhere(() => true).filter((setting) => IS_OPTION[setting] && given[setting] !== undefined);
 }
 
 /**
