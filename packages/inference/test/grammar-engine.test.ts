@@ -101,6 +101,16 @@ describe('GrammarEngine on the GPT-2 vocabulary', () => {
     }
   });
 
+  it('enforces integer ranges exactly (XGrammar alone lets 121-129 through `maximum: 120`)', async () => {
+    const seen = new Set<number>();
+    for (let seed = 1; seed <= 40; seed += 1) {
+      const { text } = await walk({ type: 'json', schema: { type: 'integer', minimum: 0, maximum: 120 } }, seed, 10);
+      seen.add(Number(text));
+    }
+    for (const value of seen) expect([value, value >= 0 && value <= 120]).toEqual([value, true]);
+    expect(seen.size).toBeGreaterThan(5);
+  });
+
   it('constrains to a regex and to a choice list', async () => {
     const regex = await walk({ type: 'regex', pattern: '[0-9]{3}-[a-z]{2}' }, 7);
     expect(regex.text).toMatch(/^[0-9]{3}-[a-z]{2}$/);
@@ -145,6 +155,19 @@ describe('grammar checks', () => {
           invalid,
         ),
       ).toThrow(`\`${keyword}\` (at \`/properties/a\`)`);
+    }
+  });
+
+  it('refuses integer bounds it cannot enforce exactly, and the keywords XGrammar mishandles', () => {
+    const integer = (bounds: Record<string, number>) => ({ type: 'json', schema: { type: 'integer', ...bounds } });
+    expect(() => checkGrammarSpec(integer({ minimum: 7 }), invalid)).toThrow('integer bounds (at `/`)');
+    expect(() => checkGrammarSpec(integer({ minimum: 0, maximum: 5000 }), invalid)).toThrow('at most 1024 values');
+    expect(checkGrammarSpec(integer({ minimum: 0 }), invalid)).toEqual(integer({ minimum: 0 }));
+    expect(checkGrammarSpec(integer({ minimum: -5, maximum: 5 }), invalid)).toEqual(
+      integer({ minimum: -5, maximum: 5 }),
+    );
+    for (const keyword of ['prefixItems', 'minProperties', 'format']) {
+      expect(() => checkGrammarSpec({ type: 'json', schema: { [keyword]: 1 } }, invalid)).toThrow(`\`${keyword}\``);
     }
   });
 

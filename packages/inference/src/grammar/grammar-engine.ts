@@ -5,6 +5,7 @@
 // never inside a step. Any failure inside the WASM instance throws that instance away (see `xgrammar-instance.ts`).
 import { InputError } from '../contract/errors.js';
 import type { GrammarSpec } from '../contract/text-generation-types.js';
+import { enumerateIntegerRanges } from './integer-ranges.js';
 import { choiceToEbnf, regexToEbnf } from './regex-to-ebnf.js';
 import type { Vocabulary } from './vocabulary.js';
 import { loadXgrammar } from './xgrammar-instance.js';
@@ -168,7 +169,13 @@ export class GrammarEngine {
         source !== undefined
           ? await compiler.compileGrammar(source)
           : spec.type === 'json' && spec.schema !== undefined
-            ? await compiler.compileJSONSchema(JSON.stringify(spec.schema), false, -1, [', ', ': '], true)
+            ? await compiler.compileJSONSchema(
+                JSON.stringify(enumerateIntegerRanges(spec.schema)),
+                false,
+                -1,
+                [', ', ': '],
+                true,
+              )
             : await compiler.compileGrammar(JSON_OBJECT_EBNF);
     } catch {
       // The instance aborted: never reused. The grammar is the request's problem (the checks before it passed it).
