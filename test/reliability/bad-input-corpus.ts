@@ -148,10 +148,10 @@ const CHAT_GROUPS: Record<string, Bad[]> = {
     ],
     [
       'tools',
-      chatValue({ messages: USER_HI, tools: [{ type: 'function', function: { name: 'f' } }] }),
+      chatValue({ messages: USER_HI, tools: [{ type: 'function', function: { name: 'f', parameters: { not: {} } } }] }),
       400,
       'INVALID_INPUT',
-      'tools',
+      'tools[0].function.parameters',
     ],
     [
       'tool_choice required',
@@ -161,8 +161,8 @@ const CHAT_GROUPS: Record<string, Bad[]> = {
       'tool_choice',
     ],
     [
-      'response_format json_object',
-      chatValue({ messages: USER_HI, response_format: { type: 'json_object' } }),
+      'response_format json_schema without a schema object',
+      chatValue({ messages: USER_HI, response_format: { type: 'json_schema', json_schema: 'x' } }),
       400,
       'INVALID_INPUT',
       'response_format',

@@ -186,14 +186,14 @@ describe('openai client: chat.completions against microbatch serve (express)', (
     ],
     [{ messages: [{ role: 'user', content: 'hi' }], stop: ['a', 'b', 'c', 'd', 'e'] }, 'stop', /at most 4/],
     [
-      { messages: [{ role: 'user', content: 'hi' }], tools: [{ type: 'function', function: { name: 'f' } }] },
-      'tools',
-      /tools \(function calling\) are not supported/,
+      { messages: [{ role: 'user', content: 'hi' }], tools: [{ type: 'function', function: { name: 'f g' } }] },
+      'tools[0].function.name',
+      /must be 1 to 64 letters, digits/,
     ],
     [
-      { messages: [{ role: 'user', content: 'hi' }], response_format: { type: 'json_object' } },
+      { messages: [{ role: 'user', content: 'hi' }], response_format: { type: 'xml' } },
       'response_format',
-      /only `response_format: \{"type": "text"\}`/,
+      /must be "text", "json_object" or "json_schema"/,
     ],
     [
       { messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'http://x/y.png' } }] }] },

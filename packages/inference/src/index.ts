@@ -31,6 +31,9 @@ export type {
   TokenUsage,
   TopLogprob,
 } from './contract/text-generation-types.js';
+export type { GrammarSpec } from './contract/text-generation-types.js';
+export { checkGrammarSpec } from './grammar/grammar-spec.js';
+export { SUPPORTED_SCHEMA_KEYWORDS } from './grammar/schema-keywords.js';
 export type {
   FeatureExtractionRunnerSpec,
   OnnxRunnerSpec,

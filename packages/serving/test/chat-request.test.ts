@@ -113,9 +113,9 @@ describe('parseChatRequest', () => {
       '`messages[0]` must be an object like {"role": "user", "content": "..."}, got `"hi"` (string)',
     ],
     [
-      { messages: [{ role: 'tool', content: 'x', tool_call_id: 'a' }] },
+      { messages: [{ role: 'function', content: 'x', name: 'a' }] },
       'messages[0].role',
-      '`messages[0].role` `tool` is not supported (no tools)',
+      '`messages[0].role` `function` is not supported (use `tool`)',
     ],
     [
       { messages: [{ role: 'user', content: null }] },
@@ -135,12 +135,12 @@ describe('parseChatRequest', () => {
     [
       { messages: [{ role: 'assistant', content: 'x', tool_calls: [] }] },
       'messages[0].tool_calls',
-      '`messages[0].tool_calls` is not supported (no tools)',
+      '`messages[0].tool_calls` must be an array of 1 to 64 tool calls, got `[]` (array)',
     ],
     [
       { messages: [{ role: 'user', content: 'x' }], tool_choice: 'auto' },
       'tool_choice',
-      '`tool_choice`: tool_choice is not supported (no tools), got `"auto"` (string)',
+      '`tool_choice` needs `tools`: this request declares none',
     ],
     [
       { messages: [{ role: 'user', content: 'x' }], audio: { voice: 'alloy' } },

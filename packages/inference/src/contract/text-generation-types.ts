@@ -36,6 +36,11 @@ export interface TextGenerationInput {
    * not with `logprobs`.
    */
   readonly resume_tokens?: readonly number[];
+  /**
+   * Constrains the generated text to a grammar (JSON Schema, JSON, a regular expression, a choice list), enforced
+   * by a token mask at every step (continuous scheduling only). Absent: free text.
+   */
+  readonly grammar?: GrammarSpec;
 }
 
 /**
@@ -172,3 +177,23 @@ export interface TextGenerationChunk {
    */
   readonly tokens?: readonly number[];
 }
+
+/**
+ * A grammar that constrains a generation (structured outputs): every sampled token must keep the text a prefix of
+ * the grammar's language, and the row ends (`finish_reason: "stop"`) when the grammar is complete. Plain data, so it
+ * travels with the request to whichever worker runs it (`--queue` included) and is compiled there.
+ *
+ * - `json`: a JSON value; with `schema`, one valid against that JSON Schema (the supported keywords:
+ *   `SUPPORTED_SCHEMA_KEYWORDS`), without it any JSON object (OpenAI's JSON mode).
+ * - `regex`: text matching the whole `pattern` (a subset of JavaScript regular expressions: `regex-to-ebnf.ts`).
+ * - `choice`: exactly one of `choices`.
+ *
+ * @example
+ * ```ts
+ * const grammar: GrammarSpec = { type: 'json', schema: { type: 'object', properties: { n: { type: 'integer' } } } };
+ * ```
+ */
+export type GrammarSpec =
+  | { readonly type: 'json'; readonly schema?: Readonly<Record<string, unknown>> }
+  | { readonly type: 'regex'; readonly pattern: string }
+  | { readonly type: 'choice'; readonly choices: readonly string[] };

@@ -2,6 +2,7 @@ import { basename, dirname, resolve, sep } from 'node:path';
 import { BatchError, ErrorCode } from '@microbatch/core';
 import { checkInteger, checkString, definedEntries } from '@microbatch/core/util';
 import { checkGenerationFields, contextLimitError } from './text-generation-fields.js';
+import { checkGrammarSpec } from '../grammar/grammar-spec.js';
 import type { TextGenerationInput } from '../contract/text-generation-types.js';
 
 /**
@@ -119,6 +120,7 @@ const BODY_FIELDS: ReadonlySet<string> = new Set([
   'stop',
   'seed',
   'logprobs',
+  'grammar',
 ]);
 
 /** The HTTP names of the runner-input fields a caller may mean (`max_new_tokens` is `max_tokens` here). */
@@ -147,6 +149,8 @@ function parse(body: unknown, limits: Required<TextGenerationLimits>): TextGener
   if (fields.stop !== undefined) input.stop = fields.stop;
   if (fields.seed !== undefined) input.seed = fields.seed;
   if (fields.logprobs !== undefined) input.logprobs = fields.logprobs;
+  const { grammar } = body as { grammar?: unknown };
+  if (grammar !== undefined && grammar !== null) input.grammar = checkGrammarSpec(grammar, invalid);
   return input;
 }
 

@@ -20,6 +20,10 @@ import { Sequence } from './continuous/sequence.js';
 import { seededRandom } from './continuous/sampler.js';
 import { tokenPieces } from './continuous/token-pieces.js';
 import type { PieceOf } from './continuous/token-pieces.js';
+import { GrammarEngine } from '../grammar/grammar-engine.js';
+import type { TokenMatcher } from '../grammar/grammar-engine.js';
+import { readVocabulary } from '../grammar/vocabulary.js';
+import { InputError, serializeError } from '../contract/errors.js';
 import { checkGenerationInput } from './generation-request.js';
 import type { GenerationRequest } from './generation-request.js';
 import { GenerationRow } from './generation-row.js';
@@ -157,6 +161,9 @@ class ContinuousGenerationRunner implements Runner {
   readonly #stepPrefix: string;
   #onActivity: ((activity: DecodeActivity) => void) | undefined;
   #arrivals = 0;
+  readonly #vocabSize: number;
+  /** Structured outputs' grammar engine, loaded at the first request with a grammar. */
+  #grammars: Promise<GrammarEngine> | undefined;
 
   constructor(
     worker: number,
@@ -172,6 +179,7 @@ class ContinuousGenerationRunner implements Runner {
     this.#tokenizer = tokenizer;
     this.#facts = facts;
     this.#costModel = costModel;
+    this.#vocabSize = geometry.vocabSize;
     this.#decode = (ids) => tokenizer.decode([...ids], { skip_special_tokens: true });
     const anchor = tokenizer.encode('a', { add_special_tokens: false })[0];
     this.#pieceOf = anchor === undefined ? undefined : tokenPieces(this.#decode, geometry.vocabSize, anchor);
@@ -193,21 +201,36 @@ class ContinuousGenerationRunner implements Runner {
     );
   }
 
-  run(
+  async run(
     inputs: readonly unknown[],
     emit: EmitStep | undefined,
     cancelled: () => boolean = () => false,
   ): Promise<ItemResult[]> {
     const results: ItemResult[] = new Array(inputs.length);
-    const valid = partitionValid(inputs, (input) => this.#check(input), results);
+    const checked = partitionValid(inputs, (input) => this.#check(input), results);
+    // Grammars compile here, before their rows join the loop (between its iterations, never inside a step); one that
+    // does not compile or that the vocabulary cannot start fails its input alone.
+    const valid: { readonly index: number; readonly value: GenerationRequest; readonly grammar?: TokenMatcher }[] = [];
+    for (const item of checked) {
+      if (item.value.grammar === undefined) {
+        valid.push(item);
+        continue;
+      }
+      try {
+        const grammar = await this.#matcher(item.value);
+        valid.push({ ...item, grammar });
+      } catch (error) {
+        results[item.index] = { ok: false, error: serializeError(error) };
+      }
+    }
     if (emit !== undefined && valid.length < inputs.length) {
       emit(results.map((result): StepSlot => (result !== undefined && !result.ok ? { error: result.error } : null)));
     }
-    if (valid.length === 0) return Promise.resolve(results);
+    if (valid.length === 0) return results;
     return new Promise((resolve, reject) => {
-      const items = valid.map(({ index, value }) => ({
+      const items = valid.map(({ index, value, grammar }) => ({
         index,
-        sequence: this.#sequence(value, cancelled),
+        sequence: this.#sequence(value, cancelled, grammar),
         streamed: false,
       }));
       this.#tasks.add({ size: inputs.length, items, results, emit, resolve, reject });
@@ -233,7 +256,28 @@ class ContinuousGenerationRunner implements Runner {
     };
   }
 
-  #sequence(request: GenerationRequest, cancelled: () => boolean): Sequence {
+  /** A matcher for the request's grammar, with the tokens of a resumed stream already accepted. */
+  async #matcher(request: GenerationRequest): Promise<TokenMatcher> {
+    this.#grammars ??= GrammarEngine.create({
+      vocabulary: readVocabulary(this.#spec.model),
+      vocabSize: this.#vocabSize,
+      stopTokenIds: [...this.#facts.eosTokenIds],
+    });
+    const engine = await this.#grammars.catch((error: unknown) => {
+      this.#grammars = undefined;
+      throw error;
+    });
+    const matcher = await engine.matcher(request.grammar as NonNullable<GenerationRequest['grammar']>);
+    for (const id of request.resume ?? []) {
+      if (!matcher.acceptToken(id)) {
+        matcher.dispose();
+        throw new InputError('resume_tokens', "`resume_tokens` do not follow the request's grammar");
+      }
+    }
+    return matcher;
+  }
+
+  #sequence(request: GenerationRequest, cancelled: () => boolean, grammar?: TokenMatcher): Sequence {
     const arrival = this.#arrivals++;
     // A request's own seed alone decides its stream: the same seed draws the same tokens whatever else runs.
     const seed =
@@ -262,6 +306,7 @@ class ContinuousGenerationRunner implements Runner {
         topP: request.topP,
         random: seededRandom(seed),
         ...(request.logprobs === undefined ? {} : { logprobs: request.logprobs }),
+        ...(grammar === undefined ? {} : { grammar }),
       },
       cancelled,
     );
@@ -289,9 +334,13 @@ class ContinuousGenerationRunner implements Runner {
       }
       if (task.items.every((item) => item.sequence.done)) {
         for (const { index, sequence } of task.items) {
-          task.results[index] = sequence.cancelled
-            ? { ok: false, error: { code: 'HANDLER_ERROR', message: 'Generation cancelled' } }
-            : { ok: true, value: this.#outputOf(sequence) };
+          task.results[index] =
+            sequence.failure !== undefined
+              ? { ok: false, error: { code: 'INVALID_INPUT', message: sequence.failure, field: 'grammar' } }
+              : sequence.cancelled
+                ? { ok: false, error: { code: 'HANDLER_ERROR', message: 'Generation cancelled' } }
+                : { ok: true, value: this.#outputOf(sequence) };
+          sequence.sampling.grammar?.dispose();
         }
         this.#tasks.delete(task);
         task.resolve(task.results);
@@ -320,7 +369,10 @@ class ContinuousGenerationRunner implements Runner {
   }
 
   #failAll(error: unknown): void {
-    for (const task of this.#tasks) task.reject(error);
+    for (const task of this.#tasks) {
+      for (const { sequence } of task.items) sequence.sampling.grammar?.dispose();
+      task.reject(error);
+    }
     this.#tasks.clear();
   }
 

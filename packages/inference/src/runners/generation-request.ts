@@ -3,6 +3,8 @@
 // (`text-generation-request.ts`) uses the same field checks, so both reject the same inputs with the same messages.
 import { InputError } from '../contract/errors.js';
 import type { TextGenerationRunnerSpec } from '../contract/runner-specs.js';
+import type { GrammarSpec } from '../contract/text-generation-types.js';
+import { checkGrammarSpec } from '../grammar/grammar-spec.js';
 import { checkGenerationFields, contextLimitError } from '../requests/text-generation-fields.js';
 
 /** One checked request with the runner's defaults applied. */
@@ -19,6 +21,8 @@ export interface GenerationRequest {
   readonly logprobs: number | undefined;
   /** Generated ids already sent (`resume_tokens`): generation continues after them; absent for a fresh request. */
   readonly resume: readonly number[] | undefined;
+  /** The grammar the generation must follow (structured outputs), if it gave one. */
+  readonly grammar: GrammarSpec | undefined;
 }
 
 /** Checks one input against the spec's defaults and the model's context; throws `InputError` naming the field. */
@@ -43,7 +47,12 @@ export function checkGenerationInput(
   if (resume !== undefined && fields.logprobs !== undefined) {
     throw new InputError('resume_tokens', '`resume_tokens` cannot be combined with `logprobs`');
   }
+  const { grammar } = input as { grammar?: unknown };
   return {
+    grammar:
+      grammar === undefined || grammar === null
+        ? undefined
+        : checkGrammarSpec(grammar, (field, message) => new InputError(field, message)),
     ids,
     maxNewTokens,
     temperature: fields.temperature ?? spec.temperature,

@@ -190,7 +190,7 @@ class TextGenerationRunner implements Runner {
       this.#facts.contextLength,
     );
     // generate() samples a whole batch from one stream and does not expose its logits: refused, never ignored.
-    for (const field of ['seed', 'logprobs', 'resume'] as const) {
+    for (const field of ['seed', 'logprobs', 'resume', 'grammar'] as const) {
       if (request[field] !== undefined) {
         const name = field === 'resume' ? 'resume_tokens' : field;
         throw new InputError(name, `\`${name}\` needs continuous scheduling; this model runs with 'request'`);

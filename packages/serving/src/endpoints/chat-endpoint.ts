@@ -15,7 +15,9 @@ import {
   toChatChunk,
   toChatCompletion,
   toChatUsageChunk,
+  toolCallDeltas,
 } from '../openai/chat-response.js';
+import { parseToolCalls } from '../openai/tool-calls.js';
 import { type ChatTemplate, PLAIN_CHAT_TEMPLATE } from '../openai/chat-template.js';
 import type { TextCompletionService } from '../service/text-completion-service.js';
 import type { ClientKey } from './client-key.js';
@@ -96,7 +98,12 @@ export function createChatCompletionsEndpoint(
   return createOpenAiEndpoint<ChatRequest, Answer>({
     parse: (body) => parseChatRequest(body, model.validate, template, limits),
     complete: async (exchange) =>
-      toChatCompletion(chatMeta(model.id), await generateAll(model, exchange), exchange.request.logprobs),
+      toChatCompletion(
+        chatMeta(model.id),
+        await generateAll(model, exchange),
+        exchange.request.logprobs,
+        exchange.request.tools,
+      ),
     stream: (exchange) => streamChat(model, exchange),
     clientKey,
     generation: {
@@ -118,11 +125,33 @@ async function* streamChat(
   const { includeUsage } = request;
   const usages = [];
   const started = new Set<number>();
+  const { tools } = request;
+  // With tools the model may answer calls: a choice's text is held until it ends, then sent as content or as
+  // `delta.tool_calls` pieces (a call is only known to be one once it parses).
+  const held = new Map<number, string>();
   for await (const [index, chunk] of streamAll(model, exchange)) {
     // The role goes first, once per choice, when its generation has begun (so a refused request sends nothing).
     if (!started.has(index)) {
       started.add(index);
       yield toChatChunk(meta, index, { role: 'assistant', content: '' }, null, null, includeUsage);
+    }
+    if (tools !== undefined && tools.choice !== 'none') {
+      held.set(index, (held.get(index) ?? '') + chunk.text);
+      if (chunk.usage !== null) usages.push(chunk.usage);
+      if (chunk.finish_reason === null) continue;
+      const text = held.get(index) ?? '';
+      const { content, calls } = parseToolCalls(text, tools);
+      if (calls.length === 0) {
+        if (text !== '') yield toChatChunk(meta, index, { content: text }, null, null, includeUsage);
+        yield toChatChunk(meta, index, {}, chunk.finish_reason, null, includeUsage);
+        continue;
+      }
+      if (content !== null) yield toChatChunk(meta, index, { content }, null, null, includeUsage);
+      for (const piece of toolCallDeltas(calls)) {
+        yield toChatChunk(meta, index, { tool_calls: [piece] }, null, null, includeUsage);
+      }
+      yield toChatChunk(meta, index, {}, 'tool_calls', null, includeUsage);
+      continue;
     }
     const logprobs = request.logprobs ? { content: chunk.logprobs ?? [], refusal: null } : null;
     if (chunk.text !== '') yield toChatChunk(meta, index, { content: chunk.text }, null, logprobs, includeUsage);

@@ -3,7 +3,9 @@
 import { BatchError, describeValue as describe, isBatchError } from '@microbatch/core';
 import type { TextGenerationInput } from '@microbatch/inference';
 import { checkInteger, fail, isObjectLike } from '@microbatch/core/util';
-import { type ChatMessage, type ChatTemplate, PLAIN_CHAT_TEMPLATE } from './chat-template.js';
+import { type ChatMessage, type ChatMessageToolCall, type ChatTemplate, PLAIN_CHAT_TEMPLATE } from './chat-template.js';
+import { readStructuredOutput } from './response-format.js';
+import { type ToolRequest, readTools, toolGrammar } from './tool-calls.js';
 import { MIN_TEMPERATURE } from './completion-request.js';
 import { invalidField as invalid, isAbsent, readIncludeUsage } from './request-fields.js';
 
@@ -48,25 +50,20 @@ export interface ChatRequest {
   readonly user: string | undefined;
   /** Whether choices carry `logprobs`. */
   readonly logprobs: boolean;
+  /** The declared tools, `tool_choice` and `parallel_tool_calls`; `undefined` without tools. */
+  readonly tools?: ToolRequest | undefined;
 }
 
 const MAX_USER_LENGTH = 256;
-const ROLES: ReadonlySet<string> = new Set(['system', 'developer', 'user', 'assistant']);
+const ROLES: ReadonlySet<string> = new Set(['system', 'developer', 'user', 'assistant', 'tool']);
 
 /**
  * Fields that would change the answer's meaning and are not supported: refused (400 naming the field) unless absent
  * or set to the value that means "not used". Other unknown fields are ignored, as OpenAI does.
  */
 const UNSUPPORTED: ReadonlyArray<readonly [field: string, unused: (value: unknown) => boolean, what: string]> = [
-  ['tools', (value) => Array.isArray(value) && value.length === 0, 'tools (function calling) are not supported'],
-  ['tool_choice', (value) => value === 'none', 'tool_choice is not supported (no tools)'],
   ['functions', (value) => Array.isArray(value) && value.length === 0, 'functions are not supported'],
   ['function_call', (value) => value === 'none', 'function_call is not supported'],
-  [
-    'response_format',
-    (value) => (value as { type?: unknown } | null)?.type === 'text',
-    'only `response_format: {"type": "text"}` is supported',
-  ],
   ['audio', () => false, 'audio output is not supported'],
   [
     'modalities',
@@ -160,7 +157,18 @@ export function parseChatRequest(
     if (logprobs !== true) throw invalid('top_logprobs', '`top_logprobs` needs `logprobs: true`');
   }
   const includeUsage = readIncludeUsage(fields.stream_options);
-  const prompt = renderMessages(fields.messages, template, maxMessages);
+  const tools = readTools(fields);
+  const format = readStructuredOutput(fields);
+  const forced = tools === undefined ? undefined : toolGrammar(tools);
+  if (forced !== undefined && format !== undefined) {
+    throw invalid(
+      'tool_choice',
+      '`tool_choice` "required" or a named function cannot be combined with `response_format`',
+    );
+  }
+  const grammar = forced ?? format;
+  const offered = tools === undefined || tools.choice === 'none' ? undefined : tools.functions;
+  const prompt = renderMessages(fields.messages, template, maxMessages, offered);
   const tokensField = isAbsent(fields.max_completion_tokens) ? 'max_tokens' : 'max_completion_tokens';
   const temperature = fields.temperature;
   const common: Record<string, unknown> = {
@@ -172,6 +180,7 @@ export function parseChatRequest(
     stop: fields.stop,
   };
   if (logprobs === true) common.logprobs = isAbsent(topLogprobs) ? 0 : topLogprobs;
+  if (grammar !== undefined) common.grammar = grammar;
   const inputs = Array.from({ length: choices }, (_, index) => {
     // Each choice its own stream: `seed` + its index, so `n: 2` with a seed gives two reproducible answers.
     const choiceSeed = isAbsent(seed) ? undefined : (seed as number) + index;
@@ -188,18 +197,24 @@ export function parseChatRequest(
     includeUsage,
     user: typeof user === 'string' && user !== '' ? user : undefined,
     logprobs: logprobs === true,
+    ...(tools === undefined ? {} : { tools }),
   };
 }
 
 /** The messages, checked, as the template renders them. */
-function renderMessages(messages: unknown, template: ChatTemplate, maxMessages: number): string {
+function renderMessages(
+  messages: unknown,
+  template: ChatTemplate,
+  maxMessages: number,
+  tools: ToolRequest['functions'] | undefined,
+): string {
   if (!Array.isArray(messages) || messages.length === 0 || messages.length > maxMessages) {
     const got = Array.isArray(messages) ? `an array of ${messages.length}` : describe(messages);
     throw invalid('messages', `\`messages\` must be an array of 1 to ${maxMessages} messages, got ${got}`);
   }
   const checked = messages.map((message: unknown, index): ChatMessage => readMessage(message, index));
   try {
-    return template.render(checked);
+    return template.render(checked, tools);
   } catch (error) {
     // A template may refuse a conversation (`raise_exception('Roles must alternate')`): the client's problem.
     throw invalid(
@@ -214,18 +229,55 @@ function readMessage(message: unknown, index: number): ChatMessage {
   if (typeof message !== 'object' || message === null || Array.isArray(message)) {
     throw invalid(at, `\`${at}\` must be an object like {"role": "user", "content": "..."}, got ${describe(message)}`);
   }
-  const { role, content, tool_calls: toolCalls } = message as Record<string, unknown>;
-  if (role === 'tool' || role === 'function') {
-    throw invalid(`${at}.role`, `\`${at}.role\` \`${role}\` is not supported (no tools)`);
+  const { role, content, tool_calls: toolCalls, tool_call_id: toolCallId } = message as Record<string, unknown>;
+  if (role === 'function') {
+    throw invalid(`${at}.role`, `\`${at}.role\` \`function\` is not supported (use \`tool\`)`);
   }
   if (typeof role !== 'string' || !ROLES.has(role)) {
     throw invalid(
       `${at}.role`,
-      `\`${at}.role\` must be one of "system", "developer", "user", "assistant", got ${describe(role)}`,
+      `\`${at}.role\` must be one of "system", "developer", "user", "assistant", "tool", got ${describe(role)}`,
     );
   }
-  if (!isAbsent(toolCalls)) throw invalid(`${at}.tool_calls`, `\`${at}.tool_calls\` is not supported (no tools)`);
+  if (role === 'tool') {
+    if (typeof toolCallId !== 'string' || toolCallId.length === 0 || toolCallId.length > 256) {
+      throw invalid(`${at}.tool_call_id`, `\`${at}.tool_call_id\` must be the id of the call it answers`);
+    }
+    return { role: 'tool', content: readContent(content, `${at}.content`), tool_call_id: toolCallId };
+  }
+  if (!isAbsent(toolCalls)) {
+    if (role !== 'assistant') throw invalid(`${at}.tool_calls`, `\`${at}.tool_calls\` belongs to assistant messages`);
+    const calls = readToolCalls(toolCalls, `${at}.tool_calls`);
+    // An assistant turn that only calls tools has no content (`null`).
+    const text = isAbsent(content) || content === '' ? '' : readContent(content, `${at}.content`);
+    return { role: 'assistant', content: text, tool_calls: calls };
+  }
   return { role: role as ChatMessage['role'], content: readContent(content, `${at}.content`) };
+}
+
+/** An assistant message's `tool_calls`: `{ id, type: 'function', function: { name, arguments } }` with JSON arguments. */
+function readToolCalls(value: unknown, at: string): ChatMessageToolCall[] {
+  if (!Array.isArray(value) || value.length === 0 || value.length > 64) {
+    throw invalid(at, `\`${at}\` must be an array of 1 to 64 tool calls, got ${describe(value)}`);
+  }
+  return value.map((call: unknown, index) => {
+    const where = `${at}[${index}]`;
+    const { id, type, function: fn } = (call ?? {}) as Record<string, unknown>;
+    const { name, arguments: args } = (fn ?? {}) as Record<string, unknown>;
+    if (typeof id !== 'string' || type !== 'function' || typeof name !== 'string' || typeof args !== 'string') {
+      throw invalid(
+        where,
+        `\`${where}\` must be {"id": ..., "type": "function", "function": {"name": ..., "arguments": "<JSON>"}}`,
+      );
+    }
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(args);
+    } catch {
+      throw invalid(`${where}.function.arguments`, `\`${where}.function.arguments\` must be JSON text`);
+    }
+    return { id, type: 'function', function: { name, arguments: parsed } };
+  });
 }
 
 /** A string, or an array of `{ type: 'text', text }` parts joined with newlines. */

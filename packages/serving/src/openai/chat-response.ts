@@ -1,5 +1,20 @@
 import { randomBytes } from 'node:crypto';
 import type { FinishReason, TextGenerationOutput, TokenLogprob, TokenUsage } from '@microbatch/inference';
+import { type ToolCall, type ToolRequest, parseToolCalls } from './tool-calls.js';
+
+/** Why a choice ended: the generation's reason, or `tool_calls` when its answer is tool calls. */
+export type ChatFinishReason = FinishReason | 'tool_calls';
+
+/**
+ * One piece of a streamed tool call (`delta.tool_calls[i]`): the first carries `id`, `type` and the name, later ones
+ * fragments of `arguments`, as OpenAI streams them.
+ */
+export interface ToolCallDelta {
+  readonly index: number;
+  readonly id?: string;
+  readonly type?: 'function';
+  readonly function: { readonly name?: string; readonly arguments: string };
+}
 
 /** A choice's `logprobs`: OpenAI's `{ content: [...] }`, or `null` when not asked for. */
 export type ChatLogprobs = { readonly content: readonly TokenLogprob[]; readonly refusal: null } | null;
@@ -19,8 +34,13 @@ export interface ChatCompletion {
   readonly model: string;
   readonly choices: ReadonlyArray<{
     readonly index: number;
-    readonly message: { readonly role: 'assistant'; readonly content: string; readonly refusal: null };
-    readonly finish_reason: FinishReason;
+    readonly message: {
+      readonly role: 'assistant';
+      readonly content: string | null;
+      readonly refusal: null;
+      readonly tool_calls?: readonly ToolCall[];
+    };
+    readonly finish_reason: ChatFinishReason;
     readonly logprobs: ChatLogprobs;
   }>;
   readonly usage: TokenUsage;
@@ -41,8 +61,12 @@ export interface ChatCompletionChunk {
   readonly model: string;
   readonly choices: ReadonlyArray<{
     readonly index: number;
-    readonly delta: { readonly role?: 'assistant'; readonly content?: string };
-    readonly finish_reason: FinishReason | null;
+    readonly delta: {
+      readonly role?: 'assistant';
+      readonly content?: string;
+      readonly tool_calls?: readonly ToolCallDelta[];
+    };
+    readonly finish_reason: ChatFinishReason | null;
     readonly logprobs: ChatLogprobs;
   }>;
   /** With `stream_options.include_usage`: `null` on every chunk but the last, which has no choices. */
@@ -81,16 +105,25 @@ export function toChatCompletion(
   meta: ChatMeta,
   outputs: readonly TextGenerationOutput[],
   logprobs: boolean,
+  tools?: ToolRequest,
 ): ChatCompletion {
   return {
     ...meta,
     object: 'chat.completion',
-    choices: outputs.map((output, index) => ({
-      index,
-      message: { role: 'assistant', content: output.text, refusal: null },
-      finish_reason: output.finish_reason,
-      logprobs: logprobs ? { content: output.logprobs ?? [], refusal: null } : null,
-    })),
+    choices: outputs.map((output, index) => {
+      const { content, calls } =
+        tools === undefined ? { content: output.text, calls: [] } : parseToolCalls(output.text, tools);
+      return {
+        index,
+        message:
+          calls.length === 0
+            ? { role: 'assistant', content: output.text, refusal: null }
+            : { role: 'assistant', content, refusal: null, tool_calls: calls },
+        // A call cut by `max_tokens` does not parse: it stays content, with `length`.
+        finish_reason: calls.length === 0 ? output.finish_reason : 'tool_calls',
+        logprobs: logprobs ? { content: output.logprobs ?? [], refusal: null } : null,
+      };
+    }),
     usage: sumUsage(outputs.map((output) => output.usage)),
   };
 }
@@ -107,7 +140,7 @@ export function toChatChunk(
   meta: ChatMeta,
   index: number,
   delta: ChatCompletionChunk['choices'][number]['delta'],
-  finishReason: FinishReason | null,
+  finishReason: ChatFinishReason | null,
   logprobs: ChatLogprobs,
   includeUsage: boolean,
 ): ChatCompletionChunk {
@@ -152,4 +185,29 @@ function sumUsage(usages: readonly TokenUsage[]): TokenUsage {
     total_tokens: prompt + completion,
     ...(cached === undefined ? {} : { prompt_tokens_details: { cached_tokens: cached } }),
   };
+}
+
+/** How many characters of `arguments` each streamed tool-call piece carries. */
+const ARGUMENT_PIECE = 32;
+
+/**
+ * The `delta.tool_calls` pieces of an answer's calls, as OpenAI streams them: per call, a first piece with its
+ * `index`, `id`, `type` and name (and empty arguments), then its `arguments` in fragments.
+ *
+ * @example
+ * ```ts
+ * for (const piece of toolCallDeltas(calls)) yield toChatChunk(meta, 0, { tool_calls: [piece] }, null, null, false);
+ * ```
+ */
+export function toolCallDeltas(calls: readonly ToolCall[]): ToolCallDelta[] {
+  return calls.flatMap((call, index) => {
+    const pieces: ToolCallDelta[] = [
+      { index, id: call.id, type: 'function', function: { name: call.function.name, arguments: '' } },
+    ];
+    const args = call.function.arguments;
+    for (let at = 0; at < args.length; at += ARGUMENT_PIECE) {
+      pieces.push({ index, function: { arguments: args.slice(at, at + ARGUMENT_PIECE) } });
+    }
+    return pieces;
+  });
 }

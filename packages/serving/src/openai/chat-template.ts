@@ -11,8 +11,40 @@ import { Template } from '@huggingface/jinja';
  * ```
  */
 export interface ChatMessage {
-  readonly role: 'system' | 'developer' | 'user' | 'assistant';
+  readonly role: 'system' | 'developer' | 'user' | 'assistant' | 'tool';
   readonly content: string;
+  /** An assistant turn's tool calls, `arguments` parsed (chat templates read them as objects). */
+  readonly tool_calls?: readonly ChatMessageToolCall[];
+  /** A `tool` message: the call it answers. */
+  readonly tool_call_id?: string;
+}
+
+/**
+ * A tool call of an earlier assistant turn, as chat templates read it.
+ *
+ * @example
+ * ```ts
+ * const call: ChatMessageToolCall = { id: 'call_1', type: 'function', function: { name: 'f', arguments: { x: 1 } } };
+ * ```
+ */
+export interface ChatMessageToolCall {
+  readonly id: string;
+  readonly type: 'function';
+  readonly function: { readonly name: string; readonly arguments: unknown };
+}
+
+/**
+ * A function the request declares, as chat templates read it (`tools`: `{ type: 'function', function }` entries).
+ *
+ * @example
+ * ```ts
+ * const tool: ChatTemplateTool = { name: 'weather', parameters: { type: 'object' } };
+ * ```
+ */
+export interface ChatTemplateTool {
+  readonly name: string;
+  readonly description?: string;
+  readonly parameters: Readonly<Record<string, unknown>>;
 }
 
 /**
@@ -27,7 +59,8 @@ export interface ChatMessage {
 export interface ChatTemplate {
   /** `'model'`: the model's own Jinja template (`tokenizer_config.json`); `'plain'`: the role-prefixed fallback. */
   readonly kind: 'model' | 'plain';
-  render(messages: readonly ChatMessage[]): string;
+  /** The prompt; `tools`, when given, are the functions the model may call (the template's `tools` variable). */
+  render(messages: readonly ChatMessage[], tools?: readonly ChatTemplateTool[]): string;
 }
 
 const ROLE_NAMES: Readonly<Record<ChatMessage['role'], string>> = {
@@ -35,7 +68,17 @@ const ROLE_NAMES: Readonly<Record<ChatMessage['role'], string>> = {
   developer: 'System',
   user: 'User',
   assistant: 'Assistant',
+  tool: 'Tool',
 };
+
+/** A plain-template line's content: an assistant's tool calls as Hermes-style `<tool_call>` blocks after its text. */
+function plainContent(message: ChatMessage): string {
+  const calls = (message.tool_calls ?? []).map(
+    (call) =>
+      `<tool_call>${JSON.stringify({ name: call.function.name, arguments: call.function.arguments })}</tool_call>`,
+  );
+  return [message.content, ...calls].filter((part) => part !== '').join('');
+}
 
 /**
  * The fallback for a model without a chat template (the bundled TinyStories model): one `Role: content` line per
@@ -49,8 +92,11 @@ const ROLE_NAMES: Readonly<Record<ChatMessage['role'], string>> = {
  */
 export const PLAIN_CHAT_TEMPLATE: ChatTemplate = {
   kind: 'plain',
-  render: (messages) =>
-    `${messages.map(({ role, content }) => `${ROLE_NAMES[role]}: ${content}\n`).join('')}Assistant:`,
+  render: (messages, tools) =>
+    (tools === undefined || tools.length === 0
+      ? ''
+      : `System: You may call these tools, each as <tool_call>{"name": ..., "arguments": {...}}</tool_call>: ${JSON.stringify(tools)}\n`) +
+    `${messages.map((message) => `${ROLE_NAMES[message.role]}: ${plainContent(message)}\n`).join('')}Assistant:`,
 };
 
 interface TokenizerConfig {
@@ -117,10 +163,13 @@ export function loadChatTemplate(modelDir: string): ChatTemplate {
   );
   return {
     kind: 'model',
-    render: (messages) =>
+    render: (messages, tools) =>
       template.render({
         ...specials,
         messages: messages.map((message) => ({ ...message })),
+        ...(tools === undefined || tools.length === 0
+          ? {}
+          : { tools: tools.map((tool) => ({ type: 'function', function: { ...tool } })) }),
         add_generation_prompt: true,
       }),
   };

@@ -4,6 +4,7 @@ import { BatchError, describeValue as describe, isBatchError } from '@microbatch
 import type { TextGenerationInput } from '@microbatch/inference';
 import { checkInteger, fail, isObjectLike } from '@microbatch/core/util';
 import { invalidField as invalid, isAbsent, readIncludeUsage } from './request-fields.js';
+import { readStructuredOutput } from './response-format.js';
 
 /**
  * `max_tokens` of a request that gives none: OpenAI's own default for completions.
@@ -105,6 +106,8 @@ const KNOWN_FIELDS: ReadonlySet<string> = new Set([
   'presence_penalty',
   'logit_bias',
   'seed',
+  'response_format',
+  'structured_outputs',
 ]);
 
 /**
@@ -204,11 +207,13 @@ export function parseCompletionRequest(
   }
   const prompts = readPrompts(prompt, maxPrompts);
   // JSON has one number type: `max_tokens: 1.0` is the integer 1 and is accepted as such (documented in the README).
+  const grammar = readStructuredOutput(fields);
   const common = {
     max_tokens: maxTokens ?? OPENAI_DEFAULT_MAX_TOKENS,
     temperature: flooredTemperature(temperature),
     top_p,
     stop,
+    ...(grammar === undefined ? {} : { grammar }),
   };
   const inputs = prompts.map((text, index) => {
     try {

@@ -13,10 +13,20 @@ export { completionMeta, toCompletion, toCompletionChunk, toUsageChunk } from '.
 export type { Completion, CompletionChoice, CompletionMeta } from './completion-response.js';
 export { parseChatRequest } from './chat-request.js';
 export type { ChatRequest, ChatRequestLimits } from './chat-request.js';
-export { chatMeta, toChatChunk, toChatCompletion, toChatUsageChunk } from './chat-response.js';
-export type { ChatCompletion, ChatCompletionChunk, ChatLogprobs, ChatMeta } from './chat-response.js';
+export { chatMeta, toChatChunk, toChatCompletion, toChatUsageChunk, toolCallDeltas } from './chat-response.js';
+export type {
+  ChatCompletion,
+  ChatCompletionChunk,
+  ChatFinishReason,
+  ChatLogprobs,
+  ChatMeta,
+  ToolCallDelta,
+} from './chat-response.js';
 export { PLAIN_CHAT_TEMPLATE, loadChatTemplate } from './chat-template.js';
-export type { ChatMessage, ChatTemplate } from './chat-template.js';
+export type { ChatMessage, ChatMessageToolCall, ChatTemplate, ChatTemplateTool } from './chat-template.js';
+export { readStructuredOutput } from './response-format.js';
+export { parseToolCalls, readTools, toolGrammar } from './tool-calls.js';
+export type { ToolCall, ToolFunction, ToolRequest } from './tool-calls.js';
 export { modelList } from './model-list.js';
 export type { ModelList, ModelObject } from './model-list.js';
 export { parseEmbeddingsRequest } from './embeddings-request.js';

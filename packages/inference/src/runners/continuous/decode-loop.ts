@@ -19,6 +19,8 @@ import type { PrefixCacheCounters } from './prefix-cache.js';
 import { RunningGroups } from './running-groups.js';
 import { tokenLogprobs } from './logprobs.js';
 import { sampleToken } from './sampler.js';
+import { applyTokenMask } from '../../grammar/grammar-engine.js';
+import type { TokenMatcher } from '../../grammar/grammar-engine.js';
 import type { Sequence } from './sequence.js';
 import { ActivityCounter } from './loop-activity.js';
 import type { ActivityWindow } from './loop-activity.js';
@@ -60,6 +62,8 @@ export class DecodeLoop {
   readonly #options: DecodeLoopOptions;
   readonly #hooks: DecodeLoopHooks;
   readonly #scratch: Float64Array;
+  /** The grammar mask of the row being sampled (one bit per token), reused by every structured row. */
+  readonly #mask: Int32Array;
   readonly #cache: PrefixCache | undefined;
   readonly #prefills: PrefillCalls;
   #waiting: Sequence[] = [];
@@ -82,6 +86,7 @@ export class DecodeLoop {
     this.#options = options;
     this.#hooks = hooks;
     this.#scratch = new Float64Array(geometry.vocabSize);
+    this.#mask = new Int32Array(Math.ceil(geometry.vocabSize / 32));
     this.#groups = new RunningGroups<Sequence>(geometry, options.costModel, options.maxGroups, this.stats);
     this.#cache = options.prefixCacheBytes > 0 ? new PrefixCache(geometry, options.prefixCacheBytes) : undefined;
     this.#prefills = new PrefillCalls(session, geometry, this.stats, this.#cache, (sequence, logits) =>
@@ -285,16 +290,58 @@ export class DecodeLoop {
   /** Samples a row's next token and feeds it to its output; a row that finished is dropped before the next step. */
   #take(sequence: Sequence, logits: Float32Array): void {
     const started = now();
-    const token = sampleToken(logits, sequence.sampling, this.#scratch);
+    const { grammar } = sequence.sampling;
+    const token =
+      grammar === undefined
+        ? sampleToken(logits, sequence.sampling, this.#scratch)
+        : this.#sampleMasked(sequence, grammar, logits);
+    if (token < 0) {
+      // The grammar allows no token (or its WASM state failed): the row ends with an error, never loops forever.
+      this.#register(sequence);
+      this.stats.sampleMs += now() - started;
+      return;
+    }
     sequence.next = token;
     const { logprobs } = sequence.sampling;
     sequence.output.push(token, logprobs === undefined ? undefined : tokenLogprobs(logits, token, logprobs));
     this.stats.generatedTokens += 1;
     this.#stepTokens += 1;
+    this.#register(sequence);
+    this.stats.sampleMs += now() - started;
+  }
+
+  /** Counts the row in this iteration's step, once. */
+  #register(sequence: Sequence): void {
     if (sequence.lastStep !== this.stats.iterations) {
       sequence.lastStep = this.stats.iterations;
       this.#stepped.push(sequence);
     }
-    this.stats.sampleMs += now() - started;
+  }
+
+  /**
+   * Samples a structured row: the grammar's mask first (disallowed logits become -Infinity, so temperature and
+   * top-p see only what the grammar allows), then the token, which advances the grammar. Returns -1 after failing
+   * the row when the grammar allows nothing or its state failed.
+   */
+  #sampleMasked(sequence: Sequence, grammar: TokenMatcher, logits: Float32Array): number {
+    const started = now();
+    this.stats.maskedRows += 1;
+    let token = -1;
+    try {
+      grammar.fillNextTokenBitmask(this.#mask);
+      if (applyTokenMask(logits, this.#mask) > 0) {
+        this.stats.maskMs += now() - started;
+        token = sampleToken(logits, sequence.sampling, this.#scratch);
+        const accepting = now();
+        const accepted = grammar.acceptToken(token);
+        this.stats.maskMs += now() - accepting;
+        if (accepted) return token;
+      }
+    } catch {
+      // The matcher's WASM instance failed: this row cannot go on; the engine loads a new instance for later rows.
+    }
+    sequence.failure = "the grammar reached a state the model's vocabulary cannot continue";
+    sequence.cancelled = true;
+    return -1;
   }
 }

@@ -33,6 +33,9 @@ export interface DecodeLoopStats {
   /** Times a group was recomposed alone to drop padding that all its rows shared (its longest row left). */
   trims: number;
   /** Sampling and detokenizing (each row's token, stop strings), in ms. */
+  /** Time spent on grammar masks (structured outputs: fill and apply the mask, advance the grammar), and rows masked. */
+  maskMs: number;
+  maskedRows: number;
   sampleMs: number;
   /** Streaming chunks and answering finished requests after each iteration, in ms. */
   answerMs: number;
@@ -63,6 +66,8 @@ export function emptyLoopStats(): DecodeLoopStats {
     rowsCopied: 0,
     regroups: 0,
     trims: 0,
+    maskMs: 0,
+    maskedRows: 0,
     sampleMs: 0,
     answerMs: 0,
     loopMs: 0,

@@ -1,6 +1,7 @@
 // Per-row sampling: every row of a decode step has its own temperature, top_p and random stream, so sampling
 // parameters never split a batch and a row's draws do not depend on which other rows share its steps.
 import { seededRandom } from '@microbatch/core/util';
+import type { TokenMatcher } from '../../grammar/grammar-engine.js';
 
 /** A random number generator returning floats in [0, 1). */
 export type Random = () => number;
@@ -20,6 +21,11 @@ export interface SamplingParams {
   readonly random: Random;
   /** Record each token's log-probability and this many alternatives; absent: none. */
   readonly logprobs?: number;
+  /**
+   * The row's grammar (structured outputs): its mask is applied to the logits before temperature and top-p, and
+   * each sampled token advances it. Absent: free text.
+   */
+  readonly grammar?: TokenMatcher;
 }
 
 /** The index of the largest logit (the first one on ties, as argmax does). */

@@ -16,6 +16,8 @@ export class Sequence implements KvRow {
   /** Prompt tokens whose KV came from the prefix cache. */
   cachedTokens = 0;
   cancelled = false;
+  /** Why the loop ended this row with an error (its grammar reached a dead end); it is answered as that error. */
+  failure: string | undefined = undefined;
   /** The loop step (iteration) in which it last got a token, so a step counts each sequence once. */
   lastStep = -1;
   /** The most sequences that got a token in one step together with it (itself included), and the first such step. */
