@@ -30,6 +30,14 @@ export interface BertEncoderOptions {
   readonly seed?: number;
   /** Whether the graph takes `token_type_ids` (BERT) or not (DistilBERT-like exports). @default true */
   readonly tokenTypeIds?: boolean;
+  /**
+   * A sequence-classification head instead of `last_hidden_state`: BERT's pooler (`[CLS]`, dense, tanh) and a
+   * classifier, output `logits [batch, labels]`, the labels written as `id2label` (one label: a cross-encoder).
+   * No sentence-transformers files are written then.
+   */
+  readonly labels?: readonly string[];
+  /** `problem_type` of `config.json` (`'multi_label_classification'`: sigmoid per label). */
+  readonly problemType?: string;
 }
 
 function random(seed: number): () => number {
@@ -40,7 +48,13 @@ function random(seed: number): () => number {
   };
 }
 
-function encoder(hidden: number, intermediate: number, seed: number, tokenTypeIds: boolean): Uint8Array {
+function encoder(
+  hidden: number,
+  intermediate: number,
+  seed: number,
+  tokenTypeIds: boolean,
+  labels: number | undefined,
+): Uint8Array {
   const next = random(seed);
   const weights = (name: string, dims: number[], scale: number): Initializer => ({
     name,
@@ -62,7 +76,11 @@ function encoder(hidden: number, intermediate: number, seed: number, tokenTypeId
         ? [{ name: 'token_type_ids', type: DataType.INT64, shape: ['batch_size', 'sequence_length'] }]
         : []),
     ],
-    outputs: [{ name: 'last_hidden_state', type: DataType.FLOAT, shape: ['batch_size', 'sequence_length', hidden] }],
+    outputs: [
+      labels === undefined
+        ? { name: 'last_hidden_state', type: DataType.FLOAT, shape: ['batch_size', 'sequence_length', hidden] }
+        : { name: 'logits', type: DataType.FLOAT, shape: ['batch_size', labels] },
+    ],
     initializers: [
       weights('word_embeddings', [VOCAB, hidden], 1),
       weights('token_type_embeddings', [2, hidden], 0.1),
@@ -78,6 +96,13 @@ function encoder(hidden: number, intermediate: number, seed: number, tokenTypeId
       scalar('scale', DataType.FLOAT, 1 / Math.sqrt(hidden)),
       scalar('masked', DataType.FLOAT, 10_000),
       { name: 'axis_1', type: DataType.INT64, dims: [1], values: [1] },
+      ...(labels === undefined
+        ? []
+        : [
+            weights('w_pool', [hidden, hidden], 1 / Math.sqrt(hidden)),
+            weights('w_cls', [hidden, labels], 2 / Math.sqrt(hidden)),
+            weights('b_cls', [labels], 0.5),
+          ]),
     ],
     nodes: [
       { op: 'Gather', inputs: ['word_embeddings', 'input_ids'], outputs: ['words'], attributes: { axis: 0 } },
@@ -114,7 +139,17 @@ function encoder(hidden: number, intermediate: number, seed: number, tokenTypeId
       { op: 'MatMul', inputs: ['x1', 'w1'], outputs: ['h_pre'] },
       { op: 'Tanh', inputs: ['h_pre'], outputs: ['h'] },
       { op: 'MatMul', inputs: ['h', 'w2'], outputs: ['ffn'] },
-      { op: 'Add', inputs: ['x1', 'ffn'], outputs: ['last_hidden_state'] },
+      { op: 'Add', inputs: ['x1', 'ffn'], outputs: [labels === undefined ? 'last_hidden_state' : 'hidden_states'] },
+      // BERT's sequence-classification head: the first token (`[CLS]`), the pooler (dense + tanh), the classifier.
+      ...(labels === undefined
+        ? []
+        : [
+            { op: 'Gather', inputs: ['hidden_states', 'zero'], outputs: ['cls'], attributes: { axis: 1 } },
+            { op: 'MatMul', inputs: ['cls', 'w_pool'], outputs: ['pool_pre'] },
+            { op: 'Tanh', inputs: ['pool_pre'], outputs: ['pooled'] },
+            { op: 'MatMul', inputs: ['pooled', 'w_cls'], outputs: ['scores_cls'] },
+            { op: 'Add', inputs: ['scores_cls', 'b_cls'], outputs: ['logits'] },
+          ]),
     ],
   });
 }
@@ -139,14 +174,31 @@ export async function writeBertEncoder(dir: string, options: BertEncoderOptions 
     string,
     unknown
   >;
+  const { labels } = options;
+  const head =
+    labels === undefined
+      ? {}
+      : {
+          architectures: ['BertForSequenceClassification'],
+          id2label: Object.fromEntries(labels.map((label, id) => [String(id), label])),
+          label2id: Object.fromEntries(labels.map((label, id) => [label, id])),
+          ...(options.problemType === undefined ? {} : { problem_type: options.problemType }),
+        };
   await writeFile(
     join(dir, 'config.json'),
-    JSON.stringify({ ...config, hidden_size: hidden, num_hidden_layers: 1, num_attention_heads: 1 }),
+    JSON.stringify({ ...config, hidden_size: hidden, num_hidden_layers: 1, num_attention_heads: 1, ...head }),
   );
   await writeFile(
     join(dir, 'onnx', 'model.onnx'),
-    encoder(hidden, options.intermediate ?? 4 * hidden, options.seed ?? 1, options.tokenTypeIds ?? true),
+    encoder(
+      hidden,
+      options.intermediate ?? 4 * hidden,
+      options.seed ?? 1,
+      options.tokenTypeIds ?? true,
+      labels?.length,
+    ),
   );
+  if (labels !== undefined) return dir;
   const modules = [{ idx: 0, name: '0', path: '', type: 'sentence_transformers.models.Transformer' }];
   if (pooling !== undefined) {
     await mkdir(join(dir, '1_Pooling'), { recursive: true });
