@@ -1,7 +1,9 @@
 // `pnpm bench:models`: writes the Llama-shaped benchmark decoders (bench/lib/bench-models.ts) into models/bench/
 // unless they are there, then checks that each one loads and generates through @microbatch/inference (greedy, twice:
 // the same tokens) and times its ONNX session alone at 1 intra-op thread: a 128-token prefill, and a decode step
-// at batch 1 and 32 over 128 past tokens. `--size 30m` (or `--size 10m,30m`) limits it to some sizes.
+// at batch 1 and 32 over 128 past tokens. `--size 30m` (or `--size 10m,30m`) limits it to some sizes. It also writes
+// the MiniLM-L6-shaped embedder and cross-encoder (bench/lib/minilm-model.ts) that `bench:embeddings` and
+// `bench:rerank` use, and times a batch of 64 short inputs on each.
 import { writeFile } from 'node:fs/promises';
 import { relative } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -9,6 +11,7 @@ import { createWorkerPool } from '@microbatch/inference';
 import { BENCH_MODEL_NAMES, benchModelDir, ensureBenchModel } from './lib/bench-models.js';
 import type { BenchModelName } from './lib/bench-models.js';
 import { machineInfo } from './lib/machine.js';
+import { ensureMiniLm } from './lib/minilm-model.js';
 import { REPO_ROOT, RESULTS_DIR } from './lib/paths.js';
 import { stepTimer } from './lib/step-timer.js';
 
@@ -73,6 +76,39 @@ for (const size of sizes) {
   };
   results[size] = { dir: relative(REPO_ROOT, written.dir), ...row, sample: sample.text };
   table[size] = row;
+}
+for (const kind of ['embedder', 'cross-encoder'] as const) {
+  const started = performance.now();
+  const written = await ensureMiniLm(kind);
+  const writeMs = performance.now() - started;
+  console.log(
+    `minilm-l6-${kind}: ${written.written ? `written in ${round(writeMs / 1000, 1)} s` : 'already written'} -> ${written.dir}`,
+  );
+  const pool = createWorkerPool({
+    runner: {
+      task: 'onnx',
+      model: `${written.dir}/onnx/model.onnx`,
+      outputs: [kind === 'embedder' ? 'last_hidden_state' : 'logits'],
+    },
+  });
+  try {
+    await pool.ready;
+    const ids = [101, ...Array.from({ length: 30 }, (_, index) => 2000 + index), 102];
+    const batch = Array.from({ length: 64 }, () => ({ input_ids: ids, token_type_ids: ids.map(() => 0) }));
+    await pool.run(batch);
+    const timed = performance.now();
+    await pool.run(batch);
+    const batchMs = performance.now() - timed;
+    const row = {
+      file_mb: round(written.bytes / 2 ** 20, 1),
+      batch_64x32_tokens_ms: round(batchMs, 1),
+      tokens_per_s: round((64 * 32) / (batchMs / 1000), 0),
+    };
+    results[`minilm-l6-${kind}`] = { dir: relative(REPO_ROOT, written.dir), ...row };
+    table[`minilm-l6-${kind}`] = row;
+  } finally {
+    await pool.close();
+  }
 }
 console.table(table);
 await writeFile(

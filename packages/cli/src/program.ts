@@ -26,12 +26,26 @@ export const READINESS_MODES = ['fleet', 'instance'] as const;
  * TASKS[1]; // 'feature-extraction'
  * ```
  */
-export const TASKS = ['text-generation', 'feature-extraction'] as const;
+export const TASKS = ['text-generation', 'feature-extraction', 'text-classification', 'rerank'] as const;
+
+/** The flags a sequence classifier or cross-encoder has no use for (no decode loop, no pooling, no queue yet). */
+const ENCODER_REFUSED = [
+  'scheduling',
+  'queue',
+  'maxSequences',
+  'maxStepTokens',
+  'prefixCacheMb',
+  'pooling',
+  'normalize',
+  'truncatableDimensions',
+];
 
 /** Flags that mean something for one task only: given for the other, they are refused rather than ignored. */
 const TASK_FLAGS: Readonly<Record<(typeof TASKS)[number], readonly string[]>> = {
   'text-generation': ['maxBatchCost', 'pooling', 'normalize', 'truncatableDimensions'],
   'feature-extraction': ['scheduling', 'queue', 'maxSequences', 'maxStepTokens', 'prefixCacheMb'],
+  'text-classification': ENCODER_REFUSED,
+  rerank: ENCODER_REFUSED,
 };
 
 /** The flag a camel-cased option key is spelled as on the command line. */
@@ -255,7 +269,11 @@ export function createProgram(
         'replica of `microbatch worker`s. A flag with no effect in the mode chosen is refused, naming it.',
     )
     .addOption(
-      new Option('--task <task>', 'what the model does: text generation (completions, chat) or embeddings')
+      new Option(
+        '--task <task>',
+        'what the model does: text generation (completions, chat), embeddings, text classification (/classify) or ' +
+          'rerank (a cross-encoder: /v1/rerank, /rerank, /v1/score)',
+      )
         .choices(TASKS)
         .default('text-generation'),
     )
@@ -383,7 +401,7 @@ export function createProgram(
       const mode =
         flags.queue !== undefined
           ? 'web replica'
-          : flags.task === 'feature-extraction'
+          : flags.task !== 'text-generation'
             ? 'serve request'
             : (`serve ${flags.scheduling}` as const);
       const refused = uselessFlag(command, mode) ?? stepBudgetError(flags);

@@ -16,6 +16,7 @@ import { brokerOf, loadTransport, openQueue } from './queue-transport.js';
 import { serveUntilSignal } from './lifecycle.js';
 import { loadFramework } from './load-framework.js';
 import { serveEmbeddings } from './serve-embeddings.js';
+import { serveEncoder } from './serve-encoder.js';
 import { createLogger } from './logger.js';
 import { queueName, resolveModelDir } from './model-dir.js';
 import { flagScheduling } from './flag-rules.js';
@@ -49,6 +50,7 @@ const APPS: Record<ServeFlags['framework'], () => Promise<{ startTextCompletionA
  */
 export async function serveCommand(flags: ServeFlags, fail: (message: string) => never): Promise<void> {
   if (flags.task === 'feature-extraction') return serveEmbeddings(flags, fail);
+  if (flags.task === 'text-classification' || flags.task === 'rerank') return serveEncoder(flags, flags.task, fail);
   if (flags.queue !== undefined) return serveFromQueue(flags, flags.queue, fail);
   let model: string;
   try {

@@ -59,7 +59,7 @@ describe('microbatch serve', () => {
     ],
     [
       ['serve', '--model', MODEL, '--task', 'summarization'],
-      "error: option '--task <task>' argument 'summarization' is invalid. Allowed choices are text-generation, feature-extraction.",
+      "error: option '--task <task>' argument 'summarization' is invalid. Allowed choices are text-generation, feature-extraction, text-classification, rerank.",
     ],
     [['serve'], "error: required option '--model <dir>' not specified"],
     [['serve', '--model', MODEL, '--bogus'], "error: unknown option '--bogus'"],

@@ -13,6 +13,11 @@ import { checkString } from '@microbatch/core/util';
 export interface Tokenizer {
   /** The text's token ids as the model reads them (special tokens added). */
   encode(text: string): number[];
+  /**
+   * A text pair's token ids and segment ids as a cross-encoder reads them (`[CLS] a [SEP] b [SEP]`, segments 0 then
+   * 1 for BERT), the same as transformers.js's `tokenizer(a, { text_pair: b })`.
+   */
+  encodePair(text: string, pair: string): { readonly ids: number[]; readonly typeIds: number[] };
 }
 
 /**
@@ -38,5 +43,20 @@ export async function loadTokenizer(model: string): Promise<Tokenizer> {
       { cause: error },
     );
   }
-  return { encode: (text) => tokenizer.encode(text) };
+  return {
+    encode: (text) => tokenizer.encode(text),
+    encodePair: (text, pair) => {
+      // `_encode_plus` is what transformers.js's own `tokenizer(text, { text_pair })` calls per text.
+      const encoded = (
+        tokenizer as unknown as {
+          _encode_plus(
+            text: string,
+            options: { text_pair: string; return_token_type_ids: boolean },
+          ): { input_ids: number[]; token_type_ids?: number[] };
+        }
+      )._encode_plus(text, { text_pair: pair, return_token_type_ids: true });
+      const ids = encoded.input_ids;
+      return { ids, typeIds: encoded.token_type_ids ?? ids.map(() => 0) };
+    },
+  };
 }

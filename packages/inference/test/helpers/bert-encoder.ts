@@ -42,6 +42,8 @@ export interface BertEncoderOptions {
    * @default none: a feature-extraction export (`last_hidden_state`)
    */
   readonly labels?: readonly string[];
+  /** `problem_type` of `config.json` (`'multi_label_classification'`: sigmoid per label). @default 'single_label_classification' */
+  readonly problemType?: string;
 }
 
 /**
@@ -230,7 +232,7 @@ export async function writeBertEncoder(dir: string, options: BertEncoderOptions 
           architectures: ['BertForSequenceClassification'],
           id2label: Object.fromEntries(labels.map((label, index) => [String(index), label])),
           label2id: Object.fromEntries(labels.map((label, index) => [label, index])),
-          problem_type: 'single_label_classification',
+          problem_type: options.problemType ?? 'single_label_classification',
         };
   await writeFile(
     join(dir, 'config.json'),

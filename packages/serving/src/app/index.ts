@@ -10,3 +10,5 @@ export type { ListenOptions, RunningServer, ServerLifecycle } from './serve.js';
 export { bundledModelDir, startTextCompletionServer } from './text-completion-server.js';
 export type { TextCompletionServerOptions } from './text-completion-server.js';
 export { EMBEDDINGS_ROUTES, noEmbeddingsRoute } from './embeddings-routes.js';
+export { ENCODER_ROUTES, ENCODER_TABLES, noEncoderRoute } from './encoder-routes.js';
+export type { EncoderAppOptions } from './encoder-routes.js';

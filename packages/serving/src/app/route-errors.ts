@@ -16,8 +16,11 @@ import { toOpenAiError, writeOpenAiError } from '../openai/openai-error.js';
  * ```
  */
 export function isOpenAiPath(path: string): boolean {
-  return path.startsWith('/v1/');
+  return path.startsWith('/v1/') || OPENAI_SHAPED_PATHS.has(path);
 }
+
+/** Paths outside `/v1/` whose errors take OpenAI's shape too, as vLLM answers there: `/rerank`, `/classify`. */
+const OPENAI_SHAPED_PATHS: ReadonlySet<string> = new Set(['/rerank', '/classify']);
 
 /**
  * Writes `error` on a Node response in the shape {@link isOpenAiPath} picks for `path`.

@@ -13,3 +13,5 @@ export { createEmbeddingsEndpoint } from './embeddings-endpoint.js';
 export type { EmbeddingList, EmbeddingsEndpoint, EmbeddingsEndpointOptions } from './embeddings-endpoint.js';
 export { mergeStreams } from './merge-streams.js';
 export { TEXT_QUERY_DEFAULTS, parseTextQuery, textQueryAnswer } from './text-query.js';
+export { createClassifyEndpoint, createRerankEndpoint, createScoreEndpoint } from './encoder-endpoints.js';
+export type { ClassifyAnswer, EncoderEndpointOptions, RerankAnswer, ScoreAnswer } from './encoder-endpoints.js';

@@ -17,3 +17,8 @@ export type { EmbeddingModelOptions } from './embedding-model.js';
 export type { EmbeddingItem, EmbeddingService } from './embedding-service.js';
 export { normalized, poolEmbedding } from './embedding-pooling.js';
 export type { Pooling } from './embedding-pooling.js';
+export { createSequenceClassifier } from './sequence-classifier.js';
+export type { SequenceClassifierOptions } from './sequence-classifier.js';
+export type { ClassifierItem, ClassifierService, ClassifierTask } from './classifier-service.js';
+export { labelActivation, labelProbabilities, sigmoid } from './label-scores.js';
+export type { LabelActivation } from './label-scores.js';

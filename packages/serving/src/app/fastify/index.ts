@@ -1,3 +1,5 @@
 export { createTextCompletionApp, startTextCompletionApp } from './text-completion-app.js';
 export type { EmbeddingsAppOptions, TextCompletionAppOptions } from '../app-options.js';
 export { createEmbeddingsApp, startEmbeddingsApp } from './embeddings-app.js';
+export { createEncoderApp, startEncoderApp } from './encoder-app.js';
+export type { EncoderAppOptions } from '../encoder-routes.js';

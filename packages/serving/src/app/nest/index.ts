@@ -16,3 +16,12 @@ export {
   EmbeddingsModule,
 } from './embeddings.module.js';
 export { startEmbeddingsApp } from './start-embeddings.js';
+export type { EncoderAppOptions } from '../encoder-routes.js';
+export {
+  CLASSIFIER_SERVICE,
+  ClassifyController,
+  ENCODER_APP_OPTIONS,
+  EncoderModule,
+  RerankController,
+} from './encoder.module.js';
+export { startEncoderApp } from './start-encoder.js';

@@ -1,0 +1,134 @@
+// `pnpm bench:rerank`: pairs/s of `POST /v1/rerank` (a query and 10 documents per request, as a search backend
+// reranks its first hits) from `microbatch serve --task rerank` on the MiniLM-L6-shaped cross-encoder of
+// `pnpm bench:models` (written here if missing), batched (`--max-batch-size 64`: pairs of concurrent requests share
+// padded calls, by pair tokens) vs unbatched (`--max-batch-size 1`: one model call per pair), and the servers a user
+// would write without microbatch (`servers/transformers-peer.ts --task rerank`: Express + transformers.js, each
+// request's pairs in one padded call, or pairs of one tick behind a DataLoader), at 1, 16 and 64 connections:
+// pairs/s, p50 / p99, and `/healthz` p99 sampled while loaded. Rounds interleave the servers; medians and ratios
+// are printed and written to bench/results/rerank.json.
+import { writeFile } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
+import { type ServerProcess, startServerProcess } from '@microbatch/test-kit';
+import { sampleHealth } from './lib/health-sampler.js';
+import { runLoad } from './lib/load.js';
+import { machineInfo } from './lib/machine.js';
+import { ensureMiniLm } from './lib/minilm-model.js';
+import { median, round } from './lib/stats.js';
+
+const BIN = fileURLToPath(new URL('../packages/cli/bin/microbatch.js', import.meta.url));
+const PEER = fileURLToPath(new URL('./servers/transformers-peer.ts', import.meta.url));
+const OUT = fileURLToPath(new URL('./results/rerank.json', import.meta.url));
+const READY = /"url":"(http:[^"]+)","msg":"ready"/;
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 3);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const DOCUMENTS = 10;
+const CONCURRENCIES = [1, 16, 64] as const;
+const VARIANTS = ['batched', 'unbatched', 'per-request', 'dataloader'] as const;
+type Variant = (typeof VARIANTS)[number];
+
+/** Deterministic queries of 3 to 8 words, each with 10 documents of 6 to 20 words. */
+function bodies(count: number): { query: string; documents: string[]; return_documents: boolean }[] {
+  const words =
+    'the a cat dog model batch token search index vector query server request answer fast small large'.split(' ');
+  let state = 11;
+  const next = () => {
+    state = (Math.imul(state, 1664525) + 1013904223) >>> 0;
+    return state / 4294967296;
+  };
+  const sentence = (min: number, spread: number) =>
+    Array.from({ length: min + Math.floor(next() * spread) }, () => words[Math.floor(next() * words.length)]).join(' ');
+  return Array.from({ length: count }, () => ({
+    query: sentence(3, 6),
+    documents: Array.from({ length: DOCUMENTS }, () => sentence(6, 15)),
+    return_documents: false,
+  }));
+}
+
+async function main(): Promise<void> {
+  const servers = new Map<Variant, ServerProcess>();
+  try {
+    const { dir } = await ensureMiniLm('cross-encoder');
+    const load = bodies(64);
+    for (const variant of VARIANTS) {
+      const args =
+        variant === 'batched' || variant === 'unbatched'
+          ? [BIN, 'serve', '--task', 'rerank', '--model', dir, '--port', '0', '--log-format', 'json'].concat([
+              '--max-batch-size',
+              variant === 'batched' ? '64' : '1',
+            ])
+          : ['--import', 'tsx', PEER, '--model', dir, '--mode', variant, '--task', 'rerank'];
+      const server = await startServerProcess({ args, env: { ...process.env }, ready: READY, stderrTailChars: 20_000 });
+      servers.set(variant, server);
+      await runLoad({
+        port: Number(new URL(server.url).port),
+        path: '/v1/rerank',
+        bodies: load,
+        connections: 4,
+        seconds: 1,
+        counted: false,
+      });
+    }
+    const runs = new Map<string, { pairsPerS: number; p50Ms: number; p99Ms: number; healthP99Ms: number }[]>();
+    for (let roundIndex = 0; roundIndex < ROUNDS; roundIndex += 1) {
+      for (const connections of CONCURRENCIES) {
+        const order = roundIndex % 2 === 0 ? VARIANTS : [...VARIANTS].reverse();
+        for (const variant of order) {
+          const server = servers.get(variant) as ServerProcess;
+          const health = sampleHealth(server.url);
+          const result = await runLoad({
+            port: Number(new URL(server.url).port),
+            path: '/v1/rerank',
+            bodies: load,
+            connections,
+            seconds: SECONDS,
+          });
+          const healthP99Ms = await health.stop();
+          if (result.non2xx > 0 || result.errors > 0) {
+            throw new Error(`${variant} c=${connections}: ${result.non2xx} non-2xx, ${result.errors} errors`);
+          }
+          const key = `${variant}:${connections}`;
+          const run = {
+            pairsPerS: result.itemsPerS * DOCUMENTS,
+            p50Ms: result.p50Ms,
+            p99Ms: result.p99Ms,
+            healthP99Ms,
+          };
+          runs.set(key, [...(runs.get(key) ?? []), run]);
+          console.error(
+            `round ${roundIndex + 1} ${key}: ${round(run.pairsPerS, 1)} pairs/s, p50 ${round(run.p50Ms, 1)} ms, p99 ${round(run.p99Ms, 1)} ms, /healthz p99 ${round(healthP99Ms, 1)} ms`,
+          );
+        }
+      }
+    }
+    const med = (variant: Variant, connections: number, field: 'pairsPerS' | 'p50Ms' | 'p99Ms' | 'healthP99Ms') =>
+      median((runs.get(`${variant}:${connections}`) ?? []).map((run) => run[field]));
+    const rows = CONCURRENCIES.flatMap((connections) =>
+      VARIANTS.map((variant) => {
+        const pairsPerS = med(variant, connections, 'pairsPerS');
+        return {
+          connections,
+          server: variant,
+          pairsPerS: round(pairsPerS, 1),
+          p50Ms: round(med(variant, connections, 'p50Ms'), 1),
+          p99Ms: round(med(variant, connections, 'p99Ms'), 1),
+          healthzP99Ms: round(med(variant, connections, 'healthP99Ms'), 1),
+          batchedOverThis: round(med('batched', connections, 'pairsPerS') / pairsPerS, 2),
+        };
+      }),
+    );
+    console.log(
+      `rerank: MiniLM-L6-shaped cross-encoder, ${DOCUMENTS} documents per request, ${ROUNDS} rounds of ${SECONDS} s`,
+    );
+    console.log('connections | server | pairs/s | p50 ms | p99 ms | /healthz p99 ms | batched / this');
+    for (const row of rows) {
+      console.log(
+        `${row.connections} | ${row.server} | ${row.pairsPerS} | ${row.p50Ms} | ${row.p99Ms} | ${row.healthzP99Ms} | ${row.batchedOverThis}x`,
+      );
+    }
+    await writeFile(OUT, `${JSON.stringify({ machine: machineInfo(), documents: DOCUMENTS, rows }, null, 2)}\n`);
+  } finally {
+    await Promise.all([...servers.values()].map((server) => server.stop()));
+  }
+}
+
+await main();

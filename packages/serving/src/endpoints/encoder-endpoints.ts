@@ -1,0 +1,229 @@
+// The encoder endpoints on the OpenAI endpoint skeleton, over one `ClassifierService`: rerank (Jina / Cohere shape,
+// `POST /v1/rerank` and `/rerank`), score (vLLM's `POST /v1/score`) and classify (vLLM's `POST /classify`). A
+// request's texts or pairs are one all-or-none group of batched items costing their tokens, so the documents of one
+// query and those of concurrent requests share padded model calls.
+import { randomBytes } from 'node:crypto';
+import { fail } from '@microbatch/core/util';
+import type { EncoderRequestLimits } from '../openai/encoder-fields.js';
+import { parseClassifyRequest } from '../openai/classify-request.js';
+import { parseRerankRequest } from '../openai/rerank-request.js';
+import { parseScoreRequest } from '../openai/score-request.js';
+import type { ClassifierItem, ClassifierService } from '../service/classifier-service.js';
+import type { ClientKey } from './client-key.js';
+import { type NodeJsonEndpoint, createOpenAiEndpoint } from './openai-endpoint.js';
+
+/**
+ * The answer to a rerank request: the `top_n` best documents, best first.
+ *
+ * @example
+ * ```ts
+ * const [{ index, relevance_score }] = answer.results;
+ * ```
+ */
+export interface RerankAnswer {
+  readonly id: string;
+  readonly model: string;
+  readonly usage: { readonly total_tokens: number };
+  readonly results: ReadonlyArray<{
+    /** The document's position in the request's `documents`. */
+    readonly index: number;
+    /** The sigmoid of the cross-encoder's logit for (query, document). */
+    readonly relevance_score: number;
+    readonly document?: { readonly text: string };
+  }>;
+}
+
+/**
+ * vLLM's answer to `POST /v1/score`: one score per pair, in request order.
+ *
+ * @example
+ * ```ts
+ * const [{ score }] = answer.data;
+ * ```
+ */
+export interface ScoreAnswer {
+  readonly id: string;
+  readonly object: 'list';
+  readonly created: number;
+  readonly model: string;
+  readonly data: ReadonlyArray<{ readonly index: number; readonly object: 'score'; readonly score: number }>;
+  readonly usage: { readonly prompt_tokens: number; readonly total_tokens: number };
+}
+
+/**
+ * vLLM's answer to `POST /classify`: per input, the most probable label and every label's probability in the
+ * model's label order (`id2label`).
+ *
+ * @example
+ * ```ts
+ * const [{ label, probs }] = answer.data;
+ * ```
+ */
+export interface ClassifyAnswer {
+  readonly id: string;
+  readonly object: 'list';
+  readonly created: number;
+  readonly model: string;
+  readonly data: ReadonlyArray<{
+    readonly index: number;
+    readonly object: 'classify';
+    readonly label: string;
+    readonly probs: readonly number[];
+    readonly num_classes: number;
+  }>;
+  readonly usage: { readonly prompt_tokens: number; readonly total_tokens: number; readonly completion_tokens: 0 };
+}
+
+/**
+ * Options of the encoder endpoints.
+ *
+ * @example
+ * ```ts
+ * createRerankEndpoint(reranker, { limits: { maxDocuments: 100 } });
+ * ```
+ */
+export interface EncoderEndpointOptions {
+  /** Bounds of a request beyond the model's own. */
+  readonly limits?: EncoderRequestLimits;
+  /**
+   * Who a request comes from, for fair shares of the queue and of each batch.
+   * @default the client's address
+   */
+  readonly clientKey?: ClientKey;
+  /**
+   * Whether a refusal (503) keeps the engine's own message and `details`.
+   * @default false
+   */
+  readonly exposeDetails?: boolean;
+}
+
+function checkService(service: ClassifierService, options: EncoderEndpointOptions): void {
+  if (typeof service !== 'object' || service === null || typeof service.classifyAll !== 'function') {
+    fail('service', 'a classifier from `createSequenceClassifier()`', service);
+  }
+  if (typeof options !== 'object' || options === null) fail('options', 'an object', options);
+}
+
+const tokensOf = (service: ClassifierService, items: readonly ClassifierItem[]): number =>
+  items.reduce((sum, item) => sum + service.tokens(item), 0);
+const newId = (kind: string) => `${kind}-${randomBytes(12).toString('hex')}`;
+const now = () => Math.floor(Date.now() / 1000);
+
+/**
+ * Creates the rerank endpoint (`POST /v1/rerank`, `/rerank`, the Jina / Cohere shape): each document paired with the
+ * query is one batched item, the request's documents admitted all together or refused together; the answer lists
+ * the `top_n` best, best first. Invalid requests get a 400 naming the field; every error in OpenAI's shape. Never
+ * rejects.
+ *
+ * @example
+ * ```ts
+ * const rerank = createRerankEndpoint(createSequenceClassifier({ model, task: 'rerank' }));
+ * app.post('/v1/rerank', jsonBody(), (req, res) => rerank(req.body, res));
+ * ```
+ */
+export function createRerankEndpoint(
+  service: ClassifierService,
+  options: EncoderEndpointOptions = {},
+): NodeJsonEndpoint {
+  checkService(service, options);
+  const { limits = {}, clientKey, exposeDetails } = options;
+  return createOpenAiEndpoint({
+    parse: (body) => parseRerankRequest(body, service, limits),
+    complete: async ({ request, call }): Promise<RerankAnswer> => {
+      const scores = await service.scoreAll(request.items, call);
+      const order = scores.map((_, index) => index).sort((a, b) => (scores[b] as number) - (scores[a] as number));
+      return {
+        id: newId('rerank'),
+        model: service.id,
+        usage: { total_tokens: tokensOf(service, request.items) },
+        results: order.slice(0, request.topN).map((index) => ({
+          index,
+          relevance_score: scores[index] as number,
+          ...(request.returnDocuments ? { document: { text: request.documents[index] as string } } : {}),
+        })),
+      };
+    },
+    clientKey,
+    exposeDetails,
+  });
+}
+
+/**
+ * Creates vLLM's score endpoint (`POST /v1/score`): `text_1` against one or many `text_2`, each pair one batched
+ * item of the cross-encoder, a request's pairs admitted all together or refused together. Never rejects.
+ *
+ * @example
+ * ```ts
+ * app.post('/v1/score', jsonBody(), (req, res) => createScoreEndpoint(reranker)(req.body, res));
+ * ```
+ */
+export function createScoreEndpoint(
+  service: ClassifierService,
+  options: EncoderEndpointOptions = {},
+): NodeJsonEndpoint {
+  checkService(service, options);
+  const { limits = {}, clientKey, exposeDetails } = options;
+  return createOpenAiEndpoint({
+    parse: (body) => parseScoreRequest(body, service, limits),
+    complete: async ({ request, call }): Promise<ScoreAnswer> => {
+      const scores = await service.scoreAll(request.items, call);
+      const tokens = tokensOf(service, request.items);
+      return {
+        id: newId('score'),
+        object: 'list',
+        created: now(),
+        model: service.id,
+        data: scores.map((score, index) => ({ index, object: 'score', score })),
+        usage: { prompt_tokens: tokens, total_tokens: tokens },
+      };
+    },
+    clientKey,
+    exposeDetails,
+  });
+}
+
+/**
+ * Creates vLLM's classify endpoint (`POST /classify`): each input one batched item, a request's inputs admitted all
+ * together or refused together; per input the most probable label and every label's probability. Never rejects.
+ *
+ * @example
+ * ```ts
+ * app.post('/classify', jsonBody(), (req, res) => createClassifyEndpoint(classifier)(req.body, res));
+ * ```
+ */
+export function createClassifyEndpoint(
+  service: ClassifierService,
+  options: EncoderEndpointOptions = {},
+): NodeJsonEndpoint {
+  checkService(service, options);
+  const { limits = {}, clientKey, exposeDetails } = options;
+  return createOpenAiEndpoint({
+    parse: (body) => parseClassifyRequest(body, service, limits),
+    complete: async ({ request, call }): Promise<ClassifyAnswer> => {
+      const all = await service.classifyAll(request.items, call);
+      const tokens = tokensOf(service, request.items);
+      return {
+        id: newId('classify'),
+        object: 'list',
+        created: now(),
+        model: service.id,
+        data: all.map((probabilities, index) => {
+          let best = 0;
+          for (let i = 1; i < probabilities.length; i += 1) {
+            if ((probabilities[i] as number) > (probabilities[best] as number)) best = i;
+          }
+          return {
+            index,
+            object: 'classify',
+            label: service.labels[best] as string,
+            probs: Array.from(probabilities),
+            num_classes: probabilities.length,
+          };
+        }),
+        usage: { prompt_tokens: tokens, total_tokens: tokens, completion_tokens: 0 },
+      };
+    },
+    clientKey,
+    exposeDetails,
+  });
+}

@@ -1,0 +1,87 @@
+// What the encoder request parsers (rerank, score, classify) check alike: the body's shape, `model`, and texts,
+// each bad one a 400 naming the field.
+import { describeValue as describe } from '@microbatch/core';
+import { invalidField, isAbsent } from './request-fields.js';
+
+/**
+ * Bounds of the rerank, score and classify requests beyond the model's own.
+ *
+ * @example
+ * ```ts
+ * parseRerankRequest(body, model, { maxDocuments: 100 });
+ * ```
+ */
+export interface EncoderRequestLimits {
+  /**
+   * The most documents of one rerank request, `text_2` texts of one score request, or inputs of one classify
+   * request (each is one batched item; a request's items are admitted all together or refused together).
+   * @default 1000
+   */
+  readonly maxDocuments?: number;
+  /**
+   * The longest text, in characters (checked before tokenizing).
+   * @default 20000
+   */
+  readonly maxInputChars?: number;
+}
+
+/** What the encoder parsers read of a model: its token bound and how it tokenizes. */
+export interface EncoderModel<Item> {
+  /** The most tokens one text or pair may have. */
+  readonly maxTokens: number;
+  tokenize(text: string): Item;
+  tokenizePair(text: string, pair: string): Item;
+  tokens(item: Item): number;
+}
+
+/** The limits with their defaults. */
+export function encoderLimits(limits: EncoderRequestLimits): Required<EncoderRequestLimits> {
+  return { maxDocuments: limits.maxDocuments ?? 1000, maxInputChars: limits.maxInputChars ?? 20_000 };
+}
+
+/** The body as a record, or a 400: it must be a JSON object. */
+export function bodyFields(body: unknown): Record<string, unknown> {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+    throw invalidField('body', `Expected the request body to be a JSON object, got ${describe(body)}`);
+  }
+  return body as Record<string, unknown>;
+}
+
+/** `model`: absent or a string (one model is served; its name is reported back). */
+export function checkModelField(model: unknown): void {
+  if (!isAbsent(model) && typeof model !== 'string') {
+    throw invalidField('model', `\`model\` must be a string, got ${describe(model)}`);
+  }
+}
+
+/** A non-empty string of at most `maxChars` characters at `field`. */
+export function readText(value: unknown, field: string, maxChars: number): string {
+  if (typeof value !== 'string') throw invalidField(field, `\`${field}\` must be a string, got ${describe(value)}`);
+  if (value.length === 0) throw invalidField(field, `\`${field}\` must not be empty`);
+  if (value.length > maxChars) {
+    throw invalidField(field, `\`${field}\` must be at most ${maxChars} characters, got ${value.length}`);
+  }
+  return value;
+}
+
+/** A list field of 1 to `max` entries, or a 400 naming the bound. */
+export function readList(value: unknown, field: string, max: number, of: string): unknown[] {
+  if (!Array.isArray(value))
+    throw invalidField(field, `\`${field}\` must be an array of ${of}, got ${describe(value)}`);
+  if (value.length === 0) throw invalidField(field, `\`${field}\` must not be empty`);
+  if (value.length > max) {
+    throw invalidField(field, `\`${field}\` may hold at most ${max} entries, got ${value.length}`, { limit: max });
+  }
+  return value;
+}
+
+/** A tokenized text or pair within the model's bound, or a 400 naming the field, its token count and the bound. */
+export function withinTokens<Item>(model: EncoderModel<Item>, item: Item, field: string): Item {
+  const count = model.tokens(item);
+  if (count > model.maxTokens) {
+    throw invalidField(field, `\`${field}\` is ${count} tokens; this model reads at most ${model.maxTokens}`, {
+      limit: model.maxTokens,
+    });
+  }
+  return item;
+}

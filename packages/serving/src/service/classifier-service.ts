@@ -1,0 +1,58 @@
+// The sequence-classifier service contract: what the rerank, score and classify endpoints serve, whichever model runs
+// behind it (`createSequenceClassifier`: worker threads of this process). One model per service, so a registry of
+// models can hold several side by side.
+import type { Batcher, BatcherBase, CallOptions } from '@microbatch/core';
+import type { OnnxInput, OnnxOutput } from '@microbatch/inference';
+
+/** One tokenized text or text pair: its ids (special tokens included) and, for BERT-style models, segment ids. */
+export type ClassifierItem = OnnxInput;
+
+/**
+ * What a sequence classifier serves: `text-classification` (`POST /classify`: label probabilities per text) or
+ * `rerank` (a cross-encoder: `POST /v1/rerank`, `/rerank`, `/v1/score`: one relevance score per text pair).
+ *
+ * @example
+ * ```ts
+ * const task: ClassifierTask = 'rerank';
+ * ```
+ */
+export type ClassifierTask = 'text-classification' | 'rerank';
+
+/**
+ * A sequence-classification model (or cross-encoder) behind a batcher: what the classify, rerank and score
+ * endpoints serve.
+ *
+ * @example
+ * ```ts
+ * const [probabilities] = await service.classifyAll([service.tokenize('hello')]);
+ * ```
+ */
+export interface ClassifierService {
+  /** The name responses report as `model`. */
+  readonly id: string;
+  readonly task: ClassifierTask;
+  /** The labels in id order (`config.json`'s `id2label`). */
+  readonly labels: readonly string[];
+  /** The most tokens one text (or pair) may have (`max_position_embeddings`). */
+  readonly maxTokens: number;
+  /** The batcher of model calls: one item per text or pair, costing its token count. */
+  readonly batcher: Batcher<ClassifierItem, OnnxOutput>;
+  readonly batchers: readonly BatcherBase[];
+  readonly ready: Promise<void>;
+  isReady(): boolean;
+  /** A text as the model reads it (special tokens added); only once `ready`. */
+  tokenize(text: string): ClassifierItem;
+  /** A text pair as a cross-encoder reads it (`[CLS] a [SEP] b [SEP]`); only once `ready`. */
+  tokenizePair(text: string, pair: string): ClassifierItem;
+  /** The token count of a tokenized item. */
+  tokens(item: ClassifierItem): number;
+  /**
+   * Each item's label probabilities, in label order: softmax over the logits (sigmoid per label for
+   * `multi_label_classification`, or for a one-label model). Admitted all together or refused together.
+   */
+  classifyAll(items: readonly ClassifierItem[], options?: CallOptions): Promise<Float32Array[]>;
+  /** Each pair's relevance: the sigmoid of a cross-encoder's one logit. Admitted all together or refused together. */
+  scoreAll(items: readonly ClassifierItem[], options?: CallOptions): Promise<number[]>;
+  drain(): Promise<void>;
+  close(): Promise<void>;
+}

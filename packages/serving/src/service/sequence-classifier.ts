@@ -1,0 +1,210 @@
+// A sequence-classification model (or cross-encoder) in worker threads of this process behind one batcher: the
+// `ClassifierService` the classify, rerank and score apps serve. Texts and pairs are tokenized on this thread, so
+// cost, usage and the length check are exact before anything is queued; the workers run the raw ONNX graph
+// (`logits`), and the scores are computed here as transformers.js computes them.
+import { existsSync, readFileSync } from 'node:fs';
+import { basename, join, resolve } from 'node:path';
+import { BatchError, ErrorCode, createBatcher } from '@microbatch/core';
+import { checkInteger, checkOneOf, dropUndefined } from '@microbatch/core/util';
+import { DTYPE_CHOICES, GRAPH_NAMES, createWorkerPool, findModelFile, loadTokenizer } from '@microbatch/inference';
+import type { ModelDtype, OnnxOutput, Tokenizer, WorkerPool } from '@microbatch/inference';
+import { type LogLine, type Logger, logBatches, logRefusals } from './batch-log.js';
+import type { ClassifierItem, ClassifierService, ClassifierTask } from './classifier-service.js';
+import { labelActivation, labelProbabilities, sigmoid } from './label-scores.js';
+
+const TASKS: readonly ClassifierTask[] = ['text-classification', 'rerank'];
+
+/**
+ * Options of {@link createSequenceClassifier}.
+ *
+ * @example
+ * ```ts
+ * const options: SequenceClassifierOptions = { model: 'models/ms-marco-MiniLM-L-6-v2', task: 'rerank' };
+ * ```
+ */
+export interface SequenceClassifierOptions {
+  /**
+   * The model folder in transformers.js layout: `config.json` (with `id2label`), `tokenizer.json`, an ONNX graph
+   * under `onnx/` (which one: `dtype`) with a `logits` output (`[batch, labels]`).
+   */
+  readonly model: string;
+  /**
+   * What is served: label probabilities per text, or (a cross-encoder, one label) a relevance score per pair.
+   * @default 'text-classification'
+   */
+  readonly task?: ClassifierTask;
+  /**
+   * Which of the folder's ONNX files the workers load, as transformers.js names them; `'auto'`: the first present.
+   * @default 'auto'
+   */
+  readonly dtype?: 'auto' | ModelDtype;
+  /**
+   * The name responses report as `model`.
+   * @default the folder's name
+   */
+  readonly id?: string;
+  /** The most texts or pairs one model call holds. @default 64 */
+  readonly maxBatchSize?: number;
+  /** The most tokens one model call holds (each item costs its token count). @default 8192 */
+  readonly maxBatchCost?: number;
+  /**
+   * Items are batched only with items of the same length bucket (token counts rounded up to a multiple of this);
+   * `0` turns bucketing off.
+   * @default 8
+   */
+  readonly lengthBucket?: number;
+  /** @default 0 (work-conserving) */
+  readonly batchWaitTimeoutMs?: number;
+  /** @default Infinity */
+  readonly maxLatencyMs?: number;
+  /**
+   * The most items waiting; one rerank request's documents are one group, so keep it above the endpoint's
+   * `maxDocuments`.
+   * @default 4096
+   */
+  readonly maxQueueSize?: number;
+  /** @default 1 */
+  readonly workers?: number;
+  /** @default 1 */
+  readonly threads?: number;
+  /** @default 'cpu' */
+  readonly executionProvider?: string;
+  /** Where the one-line-per-batch log goes; `false` turns it off. @default console.log */
+  readonly log?: LogLine | false;
+  /** A pino-compatible logger, instead of `log`. */
+  readonly logger?: Logger;
+}
+
+interface ClassifierConfig {
+  readonly max_position_embeddings?: number;
+  readonly type_vocab_size?: number;
+  readonly id2label?: Record<string, unknown>;
+  readonly problem_type?: unknown;
+}
+
+/** `id2label` as a list in id order; ids must be 0 to n - 1. */
+function labelsOf(config: ClassifierConfig, path: string): string[] {
+  const entries = Object.entries(config.id2label ?? {});
+  if (entries.length === 0) throw new Error(`${path} has no \`id2label\`: not a sequence-classification model`);
+  const labels = Array.from({ length: entries.length }, (_, id) => config.id2label?.[String(id)]);
+  if (labels.some((label) => typeof label !== 'string')) {
+    throw new Error(`${path}'s \`id2label\` must map the ids 0 to ${entries.length - 1} to label names`);
+  }
+  return labels as string[];
+}
+
+/**
+ * Starts a sequence classifier (a BERT-style `...ForSequenceClassification` export in transformers.js layout) on
+ * worker threads behind one batcher whose items cost their token count: a model call holds at most `maxBatchSize`
+ * items and `maxBatchCost` tokens, batched by length bucket and padded to its own longest. With `task: 'rerank'` the
+ * model must have one label (a cross-encoder) and is given text pairs.
+ *
+ * @example
+ * ```ts
+ * const reranker = createSequenceClassifier({ model: 'models/ms-marco-MiniLM-L-6-v2', task: 'rerank' });
+ * await reranker.ready;
+ * ```
+ */
+export function createSequenceClassifier(options: SequenceClassifierOptions): ClassifierService {
+  if (typeof options !== 'object' || options === null) throw new TypeError('Expected `options` to be an object');
+  const dir = resolve(options.model);
+  for (const file of ['config.json', 'tokenizer.json']) {
+    if (!existsSync(join(dir, file))) throw new Error(`${dir} is not a transformers.js model: no ${file}`);
+  }
+  const task = checkOneOf('task', options.task ?? 'text-classification', TASKS);
+  const graph = findModelFile(dir, checkOneOf('dtype', options.dtype ?? 'auto', DTYPE_CHOICES), GRAPH_NAMES.encoder);
+  const configPath = join(dir, 'config.json');
+  const config = JSON.parse(readFileSync(configPath, 'utf8')) as ClassifierConfig;
+  const labels = labelsOf(config, configPath);
+  if (task === 'rerank' && labels.length !== 1) {
+    throw new Error(
+      `${configPath} has ${labels.length} labels; a rerank model (cross-encoder) has one relevance logit`,
+    );
+  }
+  const activation = labelActivation(config, labels.length);
+  const settings = {
+    maxBatchSize: 64,
+    maxBatchCost: 8192,
+    batchWaitTimeoutMs: 0,
+    maxLatencyMs: Number.POSITIVE_INFINITY,
+    maxQueueSize: 4096,
+    ...dropUndefined({
+      maxBatchSize: options.maxBatchSize,
+      maxBatchCost: options.maxBatchCost,
+      batchWaitTimeoutMs: options.batchWaitTimeoutMs,
+      maxLatencyMs: options.maxLatencyMs,
+      maxQueueSize: options.maxQueueSize,
+    }),
+  };
+  const maxTokens = Math.min(config.max_position_embeddings ?? 512, settings.maxBatchCost);
+  const pool: WorkerPool<ClassifierItem, OnnxOutput> = createWorkerPool({
+    runner: { task: 'onnx', model: graph.path, outputs: ['logits'], paddingSide: 'right' },
+    size: options.workers ?? 1,
+    threads: options.threads ?? 1,
+    executionProvider: options.executionProvider ?? 'cpu',
+  });
+  const bucket = checkInteger('lengthBucket', options.lengthBucket ?? 8, 0);
+  const tokens = (item: ClassifierItem) => (item.input_ids as readonly number[]).length;
+  // A running call is never cancelled (milliseconds, and onnxruntime cannot be interrupted); a cancelled item still
+  // leaves its queue at once.
+  const batcher = createBatcher<ClassifierItem, OnnxOutput>((inputs) => pool.run(inputs), {
+    ...settings,
+    ...pool.batcherOptions,
+    ...(bucket > 0 ? { batchKey: (item: ClassifierItem) => Math.ceil(tokens(item) / bucket) } : {}),
+    cost: tokens,
+    name: task === 'rerank' ? 'rerank' : 'classify',
+  });
+  const log = options.logger ?? options.log ?? console.log;
+  if (log !== false) {
+    logBatches(batcher, log);
+    logRefusals(batcher, log);
+  }
+  // BERT-style models take segment ids (0 for a text and a pair's first part, 1 for its second).
+  const withTypes = config.type_vocab_size !== undefined;
+  const logitsOf = (output: OnnxOutput): Float32Array => {
+    const logits = output.logits;
+    if (logits === undefined || logits.dims.length !== 1 || logits.dims[0] !== labels.length) {
+      throw new Error(`Expected logits of [${labels.length}], got [${logits?.dims.join(', ') ?? ''}]`);
+    }
+    return logits.data as Float32Array;
+  };
+  let tokenizer: Tokenizer | undefined;
+  const loading = loadTokenizer(dir).then((loaded) => {
+    tokenizer = loaded;
+  });
+  const loaded = (): Tokenizer => {
+    if (tokenizer === undefined) throw new BatchError(ErrorCode.UNAVAILABLE, 'The model is still loading');
+    return tokenizer;
+  };
+  const ready = Promise.all([pool.ready, loading]).then(() => undefined);
+  ready.catch(() => undefined);
+  const drain = () => batcher.close();
+  return {
+    id: options.id ?? basename(dir),
+    task,
+    labels,
+    maxTokens,
+    batcher,
+    batchers: [batcher],
+    ready,
+    isReady: () => pool.isReady && tokenizer !== undefined && !batcher.closed,
+    tokenize: (text): ClassifierItem => {
+      const ids = loaded().encode(text);
+      return withTypes ? { input_ids: ids, token_type_ids: ids.map(() => 0) } : { input_ids: ids };
+    },
+    tokenizePair: (text, pair): ClassifierItem => {
+      const { ids, typeIds } = loaded().encodePair(text, pair);
+      return withTypes ? { input_ids: ids, token_type_ids: typeIds } : { input_ids: ids };
+    },
+    tokens,
+    classifyAll: async (items, call) =>
+      (await batcher.callAll(items, call)).map((output) => labelProbabilities(logitsOf(output), activation)),
+    scoreAll: async (items, call) =>
+      (await batcher.callAll(items, call)).map((output) => sigmoid(logitsOf(output)[0] as number)),
+    drain,
+    close: async () => {
+      await drain();
+      await pool.close();
+    },
+  };
+}
