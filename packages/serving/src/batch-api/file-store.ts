@@ -92,15 +92,12 @@ export class FileStore {
     try {
       await pipeline(
         source,
+        // Past the bound nothing more is written, but the source is read to its end: destroying it mid-way would
+        // stall a multipart parser still feeding it, and the client would never get its 413.
         async function* (chunks: AsyncIterable<Buffer>) {
           for await (const chunk of chunks) {
             bytes += chunk.length;
-            if (bytes > maxBytes) {
-              throw new BatchError('ITEM_TOO_LARGE', `The file is larger than ${maxBytes} bytes`, {
-                details: { field: 'file', limit: maxBytes },
-              });
-            }
-            yield chunk;
+            if (bytes <= maxBytes) yield chunk;
           }
         },
         createWriteStream(path),
@@ -108,6 +105,12 @@ export class FileStore {
     } catch (error) {
       await rm(path, { force: true });
       throw error;
+    }
+    if (bytes > maxBytes) {
+      await rm(path, { force: true });
+      throw new BatchError('ITEM_TOO_LARGE', `The file is larger than ${maxBytes} bytes`, {
+        details: { field: 'file', limit: maxBytes },
+      });
     }
     return { id, path, bytes };
   }
