@@ -38,12 +38,22 @@ const ENCODER_REFUSED = [
   'pooling',
   'normalize',
   'truncatableDimensions',
+  'dataDir',
+  'maxUploadMb',
 ];
 
 /** Flags that mean something for one task only: given for the other, they are refused rather than ignored. */
 const TASK_FLAGS: Readonly<Record<(typeof TASKS)[number], readonly string[]>> = {
   'text-generation': ['maxBatchCost', 'pooling', 'normalize', 'truncatableDimensions'],
-  'feature-extraction': ['scheduling', 'queue', 'maxSequences', 'maxStepTokens', 'prefixCacheMb'],
+  'feature-extraction': [
+    'scheduling',
+    'queue',
+    'maxSequences',
+    'maxStepTokens',
+    'prefixCacheMb',
+    'dataDir',
+    'maxUploadMb',
+  ],
   'text-classification': ENCODER_REFUSED,
   rerank: ENCODER_REFUSED,
 };
@@ -101,6 +111,10 @@ export interface ServeFlags {
   readonly queue?: string;
   /** feature-extraction: the most tokens one model call holds. */
   readonly maxBatchCost?: number;
+  /** OpenAI's Files and Batch APIs, kept in this folder (batches resume after a restart on it); absent: off. */
+  readonly dataDir?: string;
+  /** With `dataDir`: the largest upload, in MiB (413 past it). */
+  readonly maxUploadMb?: number;
   /** feature-extraction: how token vectors are pooled (default: the folder's `1_Pooling/config.json`, else mean). */
   readonly pooling?: 'mean' | 'cls' | 'last_token';
   /** feature-extraction: L2-normalise embeddings (default: the folder's `modules.json`, else on). */
@@ -162,6 +176,13 @@ function megabytes(value: string): number {
   const parsed = Number(value);
   if (value.trim() === '' || !Number.isFinite(parsed) || parsed < 0)
     throw new InvalidArgumentError('Expected a number of MiB >= 0 (0: no prefix cache).');
+  return parsed;
+}
+
+function uploadMegabytes(value: string): number {
+  const parsed = Number(value);
+  if (value.trim() === '' || !Number.isFinite(parsed) || parsed <= 0)
+    throw new InvalidArgumentError('Expected a number of MiB > 0.');
   return parsed;
 }
 
@@ -393,6 +414,17 @@ export function createProgram(
       ).choices(['on', 'off']),
     )
     .option('--truncatable-dimensions', 'feature-extraction: the model allows requests to ask for fewer `dimensions`')
+    .option(
+      '--data-dir <dir>',
+      "turn on OpenAI's Files and Batch APIs (/v1/files, /v1/batches), keeping files, batches and results in this " +
+        'folder; batch lines run at the lowest priority on spare capacity, and a restart on the same folder resumes ' +
+        'unfinished batches (default: off)',
+    )
+    .option(
+      '--max-upload-mb <mb>',
+      'with --data-dir: the largest file upload, in MiB (default: 100); 413 past it',
+      uploadMegabytes,
+    )
     .action((flags: ServeFlags, command: Command) => {
       const wrongTask = TASK_FLAGS[flags.task].find((key) => command.getOptionValueSource(key) === 'cli');
       if (wrongTask !== undefined)
@@ -404,6 +436,16 @@ export function createProgram(
           : flags.task !== 'text-generation'
             ? 'serve request'
             : (`serve ${flags.scheduling}` as const);
+      if (flags.maxUploadMb !== undefined && flags.dataDir === undefined) {
+        command.error('error: --max-upload-mb has no effect without --data-dir');
+      }
+      // Batches kept by one replica would be answered by that replica only, and resumed by every replica sharing
+      // the folder: the broker's storage is what a fleet needs, and it is not there yet.
+      if (flags.dataDir !== undefined && flags.queue !== undefined) {
+        command.error(
+          'error: --data-dir is not supported with --queue yet (the Batch API keeps batches on local disk)',
+        );
+      }
       const refused = uselessFlag(command, mode) ?? stepBudgetError(flags);
       if (refused !== undefined) command.error(`error: ${refused}`);
       return serve({ ...flags, schedulingGiven: command.getOptionValueSource('scheduling') === 'cli' });

@@ -112,7 +112,7 @@ export async function serveCommand(flags: ServeFlags, fail: (message: string) =>
         },
         'microbatch serve',
       );
-      return startTextCompletionApp(service, where, { readiness: flags.readiness });
+      return startTextCompletionApp(service, where, { readiness: flags.readiness, ...batchApiOf(flags) });
     },
     { port: flags.port, host: flags.host },
     logger,
@@ -201,4 +201,11 @@ export function redact(url: string): string {
   } catch {
     return 'redis://(unparsable)';
   }
+}
+
+/** The app's `batchApi` option from `--data-dir` / `--max-upload-mb` (none without `--data-dir`). */
+function batchApiOf(flags: ServeFlags): Pick<TextCompletionAppOptions, 'batchApi'> {
+  if (flags.dataDir === undefined) return {};
+  const maxFileBytes = flags.maxUploadMb === undefined ? undefined : Math.floor(flags.maxUploadMb * 1024 * 1024);
+  return { batchApi: { dataDir: flags.dataDir, ...dropUndefined({ maxFileBytes }) } };
 }

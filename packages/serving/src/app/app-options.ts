@@ -2,6 +2,7 @@
 // endpoints' error mapping.
 import type { HttpErrorOptions } from '@microbatch/core/http';
 import { checkBoolean } from '@microbatch/core/util';
+import type { BatchApiOptions } from '../batch-api/batch-api-options.js';
 import type { ClientKey } from '../endpoints/client-key.js';
 import type { ChatRequestLimits } from '../openai/chat-request.js';
 import type { CompletionRequestLimits } from '../openai/completion-request.js';
@@ -42,6 +43,12 @@ export interface TextCompletionAppOptions {
    * @default false
    */
   readonly exposeDetails?: boolean;
+  /**
+   * OpenAI's Files and Batch APIs (`/v1/files`, `/v1/batches`), kept under `dataDir`: batch lines run on spare
+   * capacity, at the lowest priority, through the same endpoints as interactive requests. Absent, those routes
+   * answer 404 saying how to turn them on.
+   */
+  readonly batchApi?: BatchApiOptions;
 }
 
 /**

@@ -1,7 +1,9 @@
 // The serving apps' routes as data: one table per app (method, path, which handler), the handlers made once per
 // service, and a framework's app mounting them with three small functions of its own. A route is added here, in the
 // table, and every framework serves it, with the same 405 (`Allow`) / 404 for what it does not answer.
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { BatchError } from '@microbatch/core';
+import { methodNotAllowed, routeNotFound } from '@microbatch/core/http';
 import type { NodeHandler } from '@microbatch/prometheus';
 import type { TextQueryHandler } from '../endpoints/text-query-route.js';
 import type { NodeJsonEndpoint } from '../endpoints/openai-endpoint.js';
@@ -35,21 +37,37 @@ export interface TextQueryRoute {
   readonly handler: TextQueryHandler;
 }
 
+/**
+ * A handler of the raw Node request and response, for any method: it reads the body itself (a multipart upload
+ * streamed to disk, never buffered whole), so a framework must hand the request over unread. Its path may have
+ * `{param}` segments (`/v1/files/{file_id}`), read with {@link pathParams}.
+ */
+export type RawHandler = (req: IncomingMessage, res: ServerResponse) => Promise<void>;
+
+/** A route whose handler reads the raw request (the Files and Batch APIs). */
+export interface RawRoute {
+  readonly kind: 'raw';
+  readonly handler: RawHandler;
+}
+
 /** A handler, tagged with how a framework mounts it. */
-export type RouteHandler = NodeRoute | JsonRoute | JsonValueRoute | TextQueryRoute;
+export type RouteHandler = NodeRoute | JsonRoute | JsonValueRoute | TextQueryRoute | RawRoute;
 
 /**
  * One row of an app's route table: `GET` routes answer `HEAD` too (without a body); `POST` routes take a JSON body
  * (64 KiB at most, read by the framework adapter's `jsonBody`).
  */
 export interface RouteRow<Name extends string = string> {
-  readonly method: 'GET' | 'POST';
+  readonly method: RouteMethod;
   readonly path: string;
   readonly handler: Name;
 }
 
+/** The methods a row may answer (`DELETE` only with a raw handler). */
+export type RouteMethod = 'GET' | 'POST' | 'DELETE';
+
 /** A row with its handler: what a framework mounts. */
-export type AppRoute = { readonly method: 'GET' | 'POST'; readonly path: string } & RouteHandler;
+export type AppRoute = { readonly method: RouteMethod; readonly path: string } & RouteHandler;
 
 /** What answers a request no route matched: `unmatchedRoute` over the app's table (405 with `Allow`, else 404). */
 export type NoRoute = (method: string, path: string) => BatchError<'NOT_FOUND' | 'METHOD_NOT_ALLOWED'>;
@@ -64,6 +82,11 @@ export interface RouteMounts {
   readonly value: (path: string, body: unknown) => void;
   /** `GET path` (and `HEAD`) with the `text` query parameter as the framework reads it. */
   readonly textQuery: (path: string, handler: TextQueryHandler) => void;
+  /**
+   * `method path` (and `HEAD` with `GET`) answered by a raw handler, the request's body unread. `path` is in the
+   * `:param` form every framework here routes (`/v1/files/:file_id`).
+   */
+  readonly raw: (method: RouteMethod, path: string, handler: RawHandler) => void;
 }
 
 /** Tags a `(req, res)` handler (probes, metrics, dashboard, model list). */
@@ -76,7 +99,10 @@ export const textQueryRoute = (handler: TextQueryHandler): TextQueryRoute => ({ 
 /** Tags a fixed JSON answer (the model list). */
 export const jsonValueRoute = (body: unknown): JsonValueRoute => ({ kind: 'value', body });
 
-const METHOD_OF_KIND = { node: 'GET', json: 'POST', value: 'GET', 'text-query': 'GET' } as const;
+/** Tags a raw handler (the Files and Batch APIs). */
+export const rawRoute = (handler: RawHandler): RawRoute => ({ kind: 'raw', handler });
+
+const METHOD_OF_KIND = { node: 'GET', json: 'POST', value: 'GET', 'text-query': 'GET', raw: undefined } as const;
 
 /**
  * The table's rows with their handlers, in the table's order. A row whose method is not its handler's (a `POST`
@@ -93,7 +119,8 @@ export function resolveRoutes<Name extends string>(
 ): AppRoute[] {
   return table.map((row) => {
     const handler: RouteHandler = handlers[row.handler];
-    if (METHOD_OF_KIND[handler.kind] !== row.method) {
+    const method = METHOD_OF_KIND[handler.kind];
+    if (method !== undefined && method !== row.method) {
       throw new Error(`Route ${row.method} ${row.path}: its handler \`${row.handler}\` answers ${handler.kind}`);
     }
     return { method: row.method, path: row.path, ...handler };
@@ -113,6 +140,7 @@ export function mountRoutes(routes: readonly AppRoute[], mounts: RouteMounts): v
     if (route.kind === 'node') mounts.node(route.path, route.handler);
     else if (route.kind === 'json') mounts.json(route.path, route.handler);
     else if (route.kind === 'value') mounts.value(route.path, route.body);
+    else if (route.kind === 'raw') mounts.raw(route.method, colonPath(route.path), route.handler);
     else mounts.textQuery(route.path, route.handler);
   }
 }
@@ -132,4 +160,75 @@ export function allowedMethods(table: readonly RouteRow[]): Readonly<Record<stri
     list.push(...(method === 'GET' ? ['GET', 'HEAD'] : [method]));
   }
   return methods;
+}
+
+/** `/v1/files/{file_id}` as the frameworks route it: `/v1/files/:file_id`. */
+export function colonPath(path: string): string {
+  return path.replace(/\{([A-Za-z_][A-Za-z0-9_]*)\}/g, ':$1');
+}
+
+/** A row path with `{param}` segments as a regular expression over a request's path (a segment: no `/`). */
+function patternOf(path: string): RegExp {
+  const source = path
+    .split(/(\{[A-Za-z_][A-Za-z0-9_]*\})/)
+    .map((part) =>
+      part.startsWith('{') ? `(?<${part.slice(1, -1)}>[^/]+)` : part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'),
+    )
+    .join('');
+  return new RegExp(`^${source}$`);
+}
+
+/**
+ * The `{param}` values of a request URL's path under a row's `path` (decoded); `{}` when it does not match.
+ *
+ * @example
+ * ```ts
+ * pathParams('/v1/files/{file_id}', '/v1/files/file-abc'); // { file_id: 'file-abc' }
+ * ```
+ */
+export function pathParams(path: string, url: string | undefined): Record<string, string> {
+  const sent = (url ?? '/').split('?', 1)[0] ?? '/';
+  const groups = patternOf(path).exec(sent)?.groups ?? {};
+  const params: Record<string, string> = {};
+  for (const [name, value] of Object.entries(groups)) {
+    try {
+      params[name] = decodeURIComponent(value);
+    } catch {
+      params[name] = value;
+    }
+  }
+  return params;
+}
+
+/**
+ * The key of `routes` (an {@link allowedMethods} table, whose paths may have `{param}` segments) that `path` is,
+ * exactly or by its parameters; `undefined` when none.
+ *
+ * @example
+ * ```ts
+ * routeKeyOf({ '/v1/files/{file_id}': ['GET'] }, '/v1/files/file-1'); // '/v1/files/{file_id}'
+ * ```
+ */
+export function routeKeyOf(routes: Readonly<Record<string, readonly string[]>>, path: string): string | undefined {
+  if (Object.hasOwn(routes, path)) return path;
+  return Object.keys(routes).find((key) => key.includes('{') && patternOf(key).test(path));
+}
+
+/**
+ * The 404, or the 405 with `Allow` when `routes` knows `path` (exactly or by its `{param}` segments): core's
+ * `unmatchedRoute` for tables with parameters.
+ *
+ * @example
+ * ```ts
+ * unmatchedTableRoute('PUT', '/v1/files/file-1', { '/v1/files/{file_id}': ['GET', 'HEAD', 'DELETE'] }); // 405
+ * ```
+ */
+export function unmatchedTableRoute(
+  method: string,
+  path: string,
+  routes: Readonly<Record<string, readonly string[]>>,
+): BatchError<'NOT_FOUND' | 'METHOD_NOT_ALLOWED'> {
+  const key = routeKeyOf(routes, path);
+  const allowed = key === undefined ? undefined : routes[key];
+  return allowed === undefined ? routeNotFound(method, path) : methodNotAllowed(method, path, allowed);
 }

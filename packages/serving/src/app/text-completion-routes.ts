@@ -1,7 +1,7 @@
 // The text-completion app's routes, the same on Express, Koa, Fastify, Hono and Nest: one table (method, path,
 // handler), the handlers made once per app, so that a route added here is served by every framework, and a request
 // on a known path with another method gets the same 405 (with `Allow`) on all of them, anything else the same 404.
-import { unmatchedRoute } from '@microbatch/core/http';
+import type { HttpErrorOptions } from '@microbatch/core/http';
 import type { BatchError } from '@microbatch/core';
 import {
   createGenerationMetrics,
@@ -20,8 +20,12 @@ import {
   jsonValueRoute,
   nodeRoute,
   resolveRoutes,
+  rawRoute,
   textQueryRoute,
+  unmatchedTableRoute,
 } from './route-table.js';
+import { BATCH_API_TABLE, batchApiHandlers } from '../batch-api/batch-api-routes.js';
+import { createTextCompletionBatchApi } from '../batch-api/batch-api.js';
 import { createChatCompletionsEndpoint } from '../endpoints/chat-endpoint.js';
 import { createCompletionsEndpoint } from '../endpoints/completions-endpoint.js';
 import { modelList } from '../openai/model-list.js';
@@ -52,6 +56,8 @@ export const TEXT_COMPLETION_TABLE = [
   // Prometheus metrics of the service's batchers and decode loop, and a live page of the same figures.
   { method: 'GET', path: '/metrics', handler: 'metrics' },
   { method: 'GET', path: '/dashboard', handler: 'dashboard' },
+  // OpenAI's Files and Batch APIs (with `batchApi` / `--data-dir`; else each answers 404 saying so).
+  ...BATCH_API_TABLE,
 ] as const satisfies readonly RouteRow[];
 
 /**
@@ -97,6 +103,7 @@ export function textCompletionHandlers(service: TextCompletionService, options: 
     readiness: nodeRoute(toNodeHandler(() => health.readiness())),
     metrics: nodeRoute(metricsHandler(registry)),
     dashboard: nodeRoute(dashboardHandler({ registry, title: `microbatch · ${service.id}` })),
+    ...batchApiRoutes(service, options, errors),
   };
 }
 
@@ -124,7 +131,7 @@ export function textCompletionRoutes(
  * ```
  */
 export function noRoute(method: string, path: string): BatchError<'NOT_FOUND' | 'METHOD_NOT_ALLOWED'> {
-  return unmatchedRoute(method, path, TEXT_COMPLETION_ROUTES);
+  return unmatchedTableRoute(method, path, TEXT_COMPLETION_ROUTES);
 }
 
 /**
@@ -140,4 +147,21 @@ export function noRoute(method: string, path: string): BatchError<'NOT_FOUND' | 
 export function requestPath(url: string | undefined): string {
   const path = (url ?? '/').split('?', 1)[0] ?? '/';
   return path === '' ? '/' : path;
+}
+
+/** The Files and Batch APIs' handlers over `service` (each a 404 saying how to turn them on when `batchApi` is absent). */
+function batchApiRoutes(service: TextCompletionService, options: TextCompletionAppOptions, errors: HttpErrorOptions) {
+  const api =
+    options.batchApi === undefined
+      ? undefined
+      : createTextCompletionBatchApi(
+          service,
+          options.batchApi,
+          { limits: options.limits, chatLimits: options.chatLimits },
+          errors,
+        );
+  const handlers = batchApiHandlers(api, errors);
+  return Object.fromEntries(Object.entries(handlers).map(([name, handler]) => [name, rawRoute(handler)])) as {
+    readonly [Name in keyof typeof handlers]: ReturnType<typeof rawRoute>;
+  };
 }

@@ -24,6 +24,13 @@ export function expressApp(routes: readonly AppRoute[], noRoute: NoRoute): expre
     json: (path, handler) => app.post(path, jsonBody(), (req, res) => handler(req.body, res)),
     value: (path, body) => app.get(path, (_req, res) => writeJson(res, 200, body)),
     textQuery: (path, handler) => app.get(path, (req, res) => handler(req.query.text, req, res)),
+    // The body unread: the handler streams it (a multipart upload) or reads its JSON itself.
+    raw: (method, path, handler) => {
+      const answer = (req: express.Request, res: express.Response) => handler(req, res);
+      if (method === 'GET') app.get(path, answer);
+      else if (method === 'POST') app.post(path, answer);
+      else app.delete(path, answer);
+    },
   });
   app.use((req, res) => writeRouteError(res, req.path, noRoute(req.method, req.path)));
   const report = serverErrorReporter((error) => console.error(error));

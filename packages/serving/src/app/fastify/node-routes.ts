@@ -5,7 +5,14 @@ import { type HttpErrorBody, JSON_BODY_LIMIT } from '@microbatch/core/http';
 import { microbatch } from '@microbatch/fastify';
 import type { NodeHandler } from '@microbatch/prometheus';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
-import { type AppRoute, type NodeJsonEndpoint, type TextQueryHandler, mountRoutes } from '../route-table.js';
+import {
+  type AppRoute,
+  type NodeJsonEndpoint,
+  type RawHandler,
+  type RouteMethod,
+  type TextQueryHandler,
+  mountRoutes,
+} from '../route-table.js';
 import { isOpenAiPath, routeErrorAnswer } from '../route-errors.js';
 import { toOpenAiErrorBody } from '../../openai/openai-error.js';
 import { type ListenOptions, type RunningServer, type ServerLifecycle, startServer } from '../serve.js';
@@ -39,7 +46,25 @@ export function createFastifyApp(
       json: (path, handler) => postJson(scope, path, handler),
       value: (path, body) => scope.get(path, (_request, reply) => reply.send(body)),
       textQuery: (path, handler) => getTextQuery(scope, path, handler),
+      raw: (method, path, handler) => raws.push({ method, path, handler }),
     });
+  });
+  // Raw routes in a scope of their own with no body parser: the request reaches the handler unread (a multipart
+  // upload streamed to disk, a JSON body read by the handler).
+  const raws: { method: RouteMethod; path: string; handler: RawHandler }[] = [];
+  void app.register(async (scope) => {
+    scope.removeAllContentTypeParsers();
+    scope.addContentTypeParser('*', (_request, _payload, done) => done(null));
+    for (const { method, path, handler } of raws) {
+      scope.route({
+        method,
+        url: path,
+        handler: (request, reply) => {
+          reply.hijack();
+          return handler(request.raw, reply.raw);
+        },
+      });
+    }
   });
   app.setNotFoundHandler((request, reply) => {
     const path = pathOf(request.url);

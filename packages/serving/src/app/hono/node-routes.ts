@@ -13,6 +13,8 @@ import {
   type AppRoute,
   type NoRoute,
   type NodeJsonEndpoint,
+  type RawHandler,
+  type RouteMethod,
   type TextQueryHandler,
   mountRoutes,
 } from '../route-table.js';
@@ -73,6 +75,7 @@ export function honoApp(routes: readonly AppRoute[], noRoute: NoRoute): Hono {
     json: (path, handler) => postJson(app, path, handler),
     value: (path, body) => app.get(path, (c) => c.json(body)),
     textQuery: (path, handler) => getTextQuery(app, path, handler),
+    raw: (method, path, handler) => rawRoute(app, method, path, handler),
   });
   app.notFound((c) => routeErrorResponse(c, c.req.path, noRoute(c.req.method, c.req.path)));
   const onError = batchErrorHandler();
@@ -118,6 +121,19 @@ function getTextQuery(app: Hono, path: string, handler: TextQueryHandler): void 
 function postJson(app: Hono, path: string, endpoint: NodeJsonEndpoint): void {
   app.post(path, lingerAfter413, openAiJsonBody, async (c) => {
     await endpoint(c.get('jsonBody'), node(c).outgoing);
+    return RESPONSE_ALREADY_SENT;
+  });
+}
+
+/**
+ * `method path` answered by a raw handler on the Node request (its body unread: Hono reads it only when asked) and
+ * response; `HEAD` of a `GET` route the Hono way, as {@link getNode}'s.
+ */
+function rawRoute(app: Hono, method: RouteMethod, path: string, handler: RawHandler): void {
+  app.on(method, path, async (c) => {
+    const { incoming, outgoing } = node(c);
+    if (c.req.method === 'HEAD') return await headResponse(handler, incoming);
+    await handler(incoming, outgoing);
     return RESPONSE_ALREADY_SENT;
   });
 }

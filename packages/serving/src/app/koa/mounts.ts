@@ -44,6 +44,16 @@ export function koaApp(routes: readonly AppRoute[], noRoute: NoRoute): Koa {
         ctx.respond = false;
         await handler(ctx.query.text, ctx.req, ctx.res);
       }),
+    // The body unread: the handler streams it (a multipart upload) or reads its JSON itself.
+    raw: (method, path, handler) => {
+      const answer = async (ctx: Koa.Context): Promise<void> => {
+        ctx.respond = false;
+        await handler(ctx.req, ctx.res);
+      };
+      if (method === 'GET') router.get(path, answer);
+      else if (method === 'POST') router.post(path, answer);
+      else router.delete(path, answer);
+    },
   });
   const app = new Koa();
   // Koa logs every `error` event (server faults reach it from batchErrorHandler); a client that broke the protocol

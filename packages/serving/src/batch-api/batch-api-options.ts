@@ -1,0 +1,89 @@
+// The Batch API's options (`--data-dir` and its bounds), their checks and defaults.
+import type { IncomingMessage } from 'node:http';
+import { checkOptionalFunction, fail } from '@microbatch/core/util';
+
+/**
+ * Options of the Files and Batch APIs (`/v1/files`, `/v1/batches`) of the text-completion apps.
+ *
+ * @example
+ * ```ts
+ * createTextCompletionApp(model, { batchApi: { dataDir: '/var/lib/microbatch' } });
+ * ```
+ */
+export interface BatchApiOptions {
+  /** Where files, batches and their results are kept; a restart on the same folder resumes unfinished batches. */
+  readonly dataDir: string;
+  /**
+   * Bytes of one uploaded file; a larger upload is refused with 413.
+   * @default 104857600 (100 MiB)
+   */
+  readonly maxFileBytes?: number;
+  /**
+   * Requests of one batch (OpenAI's bound).
+   * @default 50000
+   */
+  readonly maxLines?: number;
+  /**
+   * Bytes of one line of a batch's input file; a longer line fails the batch's validation, naming it.
+   * @default 1048576 (1 MiB)
+   */
+  readonly maxLineBytes?: number;
+  /**
+   * Batch lines running at once, across every batch; and never more than the service's batchers have free slots.
+   * @default half the service's `maxConcurrentBatches` (at least 1): the other half stays free for interactive requests
+   */
+  readonly maxInFlight?: number;
+  /**
+   * Who a request is from (an API key's id), kept as the `owner` of the files and batches it creates, for scoping
+   * them per principal. Absent, `owner` is `null`; no scoping is applied yet.
+   */
+  readonly principal?: (req: IncomingMessage) => string | undefined;
+  /** The clock (ms since the epoch): tests move it past a batch's window. @default Date.now */
+  readonly now?: () => number;
+}
+
+/** The options with their defaults, checked: a bad value throws a `TypeError` naming it. */
+export interface ResolvedBatchApiOptions {
+  readonly dataDir: string;
+  readonly maxFileBytes: number;
+  readonly maxLines: number;
+  readonly maxLineBytes: number;
+  readonly maxInFlight: number | undefined;
+  readonly principal: ((req: IncomingMessage) => string | undefined) | undefined;
+  readonly now: () => number;
+}
+
+function positiveInteger(name: string, value: unknown, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 1) fail(name, 'a positive integer', value);
+  return value;
+}
+
+/**
+ * Checks `options` (a `TypeError` naming the first bad one) and fills the defaults.
+ *
+ * @example
+ * ```ts
+ * resolveBatchApiOptions({ dataDir: '/tmp/mb' }).maxLines; // 50000
+ * ```
+ */
+export function resolveBatchApiOptions(options: BatchApiOptions): ResolvedBatchApiOptions {
+  if (typeof options !== 'object' || options === null) fail('batchApi', 'an object', options);
+  const known = new Set(['dataDir', 'maxFileBytes', 'maxLines', 'maxLineBytes', 'maxInFlight', 'principal', 'now']);
+  for (const key of Object.keys(options)) if (!known.has(key)) fail(`batchApi.${key}`, 'a known option', key);
+  if (typeof options.dataDir !== 'string' || options.dataDir === '') {
+    fail('batchApi.dataDir', 'a non-empty path', options.dataDir);
+  }
+  checkOptionalFunction('batchApi.principal', options.principal);
+  checkOptionalFunction('batchApi.now', options.now);
+  return {
+    dataDir: options.dataDir,
+    maxFileBytes: positiveInteger('batchApi.maxFileBytes', options.maxFileBytes, 100 * 1024 * 1024),
+    maxLines: positiveInteger('batchApi.maxLines', options.maxLines, 50_000),
+    maxLineBytes: positiveInteger('batchApi.maxLineBytes', options.maxLineBytes, 1024 * 1024),
+    maxInFlight:
+      options.maxInFlight === undefined ? undefined : positiveInteger('batchApi.maxInFlight', options.maxInFlight, 1),
+    principal: options.principal,
+    now: options.now ?? Date.now,
+  };
+}

@@ -1,0 +1,95 @@
+// The Batch API of one app: its stores on the data directory, the endpoints its lines go through (the interactive
+// ones, over the service at the lowest priority), and the runner, which resumes unfinished batches once the
+// service is ready.
+import type { IncomingMessage } from 'node:http';
+import type { HttpErrorOptions } from '@microbatch/core/http';
+import type { ChatRequestLimits } from '../openai/chat-request.js';
+import type { CompletionRequestLimits } from '../openai/completion-request.js';
+import { createChatCompletionsEndpoint } from '../endpoints/chat-endpoint.js';
+import { createCompletionsEndpoint } from '../endpoints/completions-endpoint.js';
+import type { TextCompletionService } from '../service/text-completion-service.js';
+import { type BatchApiOptions, type ResolvedBatchApiOptions, resolveBatchApiOptions } from './batch-api-options.js';
+import { type LineEndpoint, captureAnswer, lowPriorityService } from './batch-lines.js';
+import { BatchRunner } from './batch-runner.js';
+import { type BatchEndpoint, BatchStore } from './batch-store.js';
+import { FileStore } from './file-store.js';
+
+/** What the Batch API's handlers read: the stores, the runner, the endpoints, the options. */
+export interface BatchApi {
+  /** Resolves once the stores are open (the handlers wait for it). */
+  readonly ready: Promise<void>;
+  readonly files: FileStore;
+  readonly batches: BatchStore;
+  readonly runner: BatchRunner;
+  readonly endpoints: Partial<Record<BatchEndpoint, LineEndpoint>>;
+  readonly options: ResolvedBatchApiOptions;
+  /** The owner recorded for what `req` creates. */
+  owner(req: IncomingMessage): string | null;
+}
+
+/**
+ * The Batch API over a text-completion service: `/v1/completions` and `/v1/chat/completions` lines, answered by the
+ * same endpoints (and `limits`) as interactive requests. Options are checked at once (`TypeError`); the stores open
+ * in the background, and unfinished batches resume once the service is ready.
+ *
+ * @example
+ * ```ts
+ * const api = createTextCompletionBatchApi(service, { dataDir: '/var/lib/microbatch' }, {}, {});
+ * ```
+ */
+export function createTextCompletionBatchApi(
+  service: TextCompletionService,
+  options: BatchApiOptions,
+  limits: { readonly limits?: CompletionRequestLimits; readonly chatLimits?: ChatRequestLimits },
+  errors: HttpErrorOptions,
+): BatchApi {
+  const resolved = resolveBatchApiOptions(options);
+  const low = lowPriorityService(service);
+  const completions = createCompletionsEndpoint(low, { limits: limits.limits ?? {}, ...errors });
+  const chat = createChatCompletionsEndpoint(low, { limits: limits.chatLimits ?? {}, ...errors });
+  const endpoints: Partial<Record<BatchEndpoint, LineEndpoint>> = {
+    '/v1/completions': (body) => captureAnswer(completions, body),
+    '/v1/chat/completions': (body) => captureAnswer(chat, body),
+  };
+  const slots = Math.min(...service.batchers.map((batcher) => batcher.maxConcurrentBatches));
+  const maxInFlight = resolved.maxInFlight ?? Math.max(1, Math.floor((Number.isFinite(slots) ? slots : 2) / 2));
+  let parts: { files: FileStore; batches: BatchStore; runner: BatchRunner } | undefined;
+  const ready = (async () => {
+    const files = await FileStore.open(resolved.dataDir, resolved.now);
+    const batches = await BatchStore.open(resolved.dataDir, resolved.now);
+    const runner = new BatchRunner({
+      files,
+      batches,
+      endpoints,
+      bounds: { maxLines: resolved.maxLines, maxLineBytes: resolved.maxLineBytes },
+      maxInFlight,
+      batchers: service.batchers,
+      onError: (error) => console.error(error),
+    });
+    parts = { files, batches, runner };
+  })();
+  // Resumed once the model can answer (a line fed before would only be refused and retried).
+  void Promise.all([ready, service.ready]).then(
+    () => parts?.runner.resume(),
+    () => undefined,
+  );
+  const get = <K extends 'files' | 'batches' | 'runner'>(key: K) => {
+    if (parts === undefined) throw new Error('The Batch API is not open yet');
+    return parts[key];
+  };
+  return {
+    ready,
+    get files() {
+      return get('files');
+    },
+    get batches() {
+      return get('batches');
+    },
+    get runner() {
+      return get('runner');
+    },
+    endpoints,
+    options: resolved,
+    owner: (req) => resolved.principal?.(req) ?? null,
+  };
+}
