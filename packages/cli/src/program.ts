@@ -1,6 +1,7 @@
 import { DEFAULTS } from '@microbatch/core';
 import { DTYPE_CHOICES, SCHEDULINGS, TEXT_GENERATION_DEFAULTS } from '@microbatch/inference';
 import { Command, InvalidArgumentError, Option } from 'commander';
+import { type FairnessKeyFlag, collect, fairnessKeyFlag } from './access-flags.js';
 import { scheduledHelp, uselessFlag } from './flag-rules.js';
 import { LOG_FORMATS } from './logger.js';
 
@@ -88,6 +89,14 @@ export interface ServeFlags {
   readonly normalize?: 'on' | 'off';
   /** feature-extraction: the model allows shorter `dimensions`. */
   readonly truncatableDimensions?: boolean;
+  /** API keys every route but the probes requires (repeatable; with `MICROBATCH_API_KEY` and the key file's). */
+  readonly apiKey?: readonly string[];
+  /** A file of API keys, one a line (`name:key` or a bare key), re-read on SIGHUP. */
+  readonly apiKeyFile?: string;
+  /** With keys: `/metrics` and `/dashboard` need one too. */
+  readonly protectMetrics?: boolean;
+  /** Who a client is for fair shares (default: `api-key` with keys, else `address`). */
+  readonly fairnessKey?: FairnessKeyFlag;
 }
 
 /**
@@ -209,6 +218,21 @@ const DTYPE_HELP =
   "which of the model folder's ONNX files the worker threads load, as transformers.js names them (q8: " +
   'onnx/model_quantized.onnx, q4: onnx/model_q4.onnx, fp32: onnx/model.onnx ...); auto: the first present of ' +
   `${DTYPE_CHOICES.slice(1).join(', ')}. A missing file is refused at start, naming the dtypes the folder has`;
+
+const API_KEY_HELP =
+  'an API key every route but /healthz and /readyz requires as `Authorization: Bearer <key>` (401 otherwise); ' +
+  'repeatable; also read from MICROBATCH_API_KEY. Its name in logs, metrics and fair shares is key- and 8 hex ' +
+  'digits of its SHA-256 (name keys in --api-key-file)';
+const API_KEY_FILE_HELP =
+  'a file of API keys, one a line: name:key or a bare key (# comments); re-read on SIGHUP (a bad file keeps the ' +
+  'keys there were)';
+const FAIRNESS_KEY_HELP =
+  "who a client is for fair shares: address (the connection's), api-key (the key's name), or header:NAME (a " +
+  "header a trusted proxy sets); default: api-key with API keys, else address. Never the body's `user`";
+/** Why `microbatch worker` refuses key flags. */
+const WORKER_KEYS_REFUSAL =
+  'has no effect on a worker: it serves no HTTP, so it sees no Authorization header; the web replicas check the ' +
+  'keys (microbatch serve --queue ... --api-key) and each entry carries its tenant';
 
 /** `--dtype`, alike on both commands but for where the scheduling rules refuse it (`serve --queue` loads no model). */
 function dtypeOption(command: 'serve' | 'worker'): Option {
@@ -364,6 +388,10 @@ export function createProgram(
       ).choices(['on', 'off']),
     )
     .option('--truncatable-dimensions', 'feature-extraction: the model allows requests to ask for fewer `dimensions`')
+    .option('--api-key <key>', API_KEY_HELP, collect)
+    .option('--api-key-file <file>', API_KEY_FILE_HELP)
+    .option('--protect-metrics', 'with API keys: /metrics and /dashboard need a key too (the probes never do)')
+    .option('--fairness-key <who>', FAIRNESS_KEY_HELP, fairnessKeyFlag)
     .action((flags: ServeFlags, command: Command) => {
       const wrongTask = TASK_FLAGS[flags.task].find((key) => command.getOptionValueSource(key) === 'cli');
       if (wrongTask !== undefined)
@@ -452,7 +480,11 @@ export function createProgram(
       'answer an entry with an error once it was delivered this many times (default: 3)',
       integer(1),
     )
+    .option('--api-key <key>', 'refused: a worker has no HTTP server (see docs/operating.md)')
+    .option('--api-key-file <file>', 'refused: a worker has no HTTP server (see docs/operating.md)')
     .action((flags: WorkerFlags, command: Command) => {
+      const keyFlag = ['apiKey', 'apiKeyFile'].find((key) => command.getOptionValueSource(key) === 'cli');
+      if (keyFlag !== undefined) command.error(`error: ${flagName(keyFlag)} ${WORKER_KEYS_REFUSAL}`);
       const refused = uselessFlag(command, `worker ${flags.scheduling}`) ?? stepBudgetError(flags);
       if (refused !== undefined) command.error(`error: ${refused}`);
       return worker(flags);

@@ -11,6 +11,7 @@ import { otelTracer } from '@microbatch/core/otel';
 import { dropUndefined } from '@microbatch/core/util';
 import type { QueueStatus } from '@microbatch/redis';
 import { createQueuedTextCompletionService, createTextCompletionModel } from '@microbatch/serving';
+import { loadAccess } from './access-flags.js';
 import { brokerOf, loadTransport, openQueue } from './queue-transport.js';
 import { serveUntilSignal } from './lifecycle.js';
 import { loadFramework } from './load-framework.js';
@@ -56,6 +57,7 @@ export async function serveCommand(flags: ServeFlags, fail: (message: string) =>
   }
   const { startTextCompletionApp } = await loadApp(flags.framework, fail);
   const logger = createLogger(flags.logFormat);
+  const access = loadAccess(flags, process.env, logger, fail);
   // The app releases the model itself if it cannot listen (the workers would keep the process alive).
   await serveUntilSignal(
     (where) => {
@@ -91,6 +93,8 @@ export async function serveCommand(flags: ServeFlags, fail: (message: string) =>
           maxQueueSize: flags.maxQueueSize ?? DEFAULTS.maxQueueSize,
           workers: pool.size,
           readiness: flags.readiness,
+          apiKeys: access.keyNames,
+          fairnessKey: access.fairnessKey,
           ...dropUndefined({
             maxSequences: flags.maxSequences,
             maxStepTokens: flags.maxStepTokens,
@@ -101,7 +105,7 @@ export async function serveCommand(flags: ServeFlags, fail: (message: string) =>
         },
         'microbatch serve',
       );
-      return startTextCompletionApp(service, where, { readiness: flags.readiness });
+      return startTextCompletionApp(service, where, { readiness: flags.readiness, ...access.options });
     },
     { port: flags.port, host: flags.host },
     logger,
@@ -118,9 +122,12 @@ async function serveFromQueue(flags: ServeFlags, url: string, fail: (message: st
   await loadTransport(url, queue, fail);
   const logger = createLogger(flags.logFormat);
   const { startTextCompletionApp } = await loadApp(flags.framework, fail);
+  const access = loadAccess(flags, process.env, logger, fail);
   logger.info(
     {
       model: queue,
+      apiKeys: access.keyNames,
+      fairnessKey: access.fairnessKey,
       task: flags.task,
       framework: flags.framework,
       queue: redact(url),
@@ -148,7 +155,7 @@ async function serveFromQueue(flags: ServeFlags, url: string, fail: (message: st
       return startTextCompletionApp(
         createQueuedTextCompletionService(redisQueue, { id: queue, maxLatencyMs: flags.maxLatencyMs }),
         where,
-        { readiness: flags.readiness },
+        { readiness: flags.readiness, ...access.options },
       );
     },
     { port: flags.port, host: flags.host },
