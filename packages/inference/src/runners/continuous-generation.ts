@@ -264,6 +264,7 @@ class ContinuousGenerationRunner implements Runner {
         ...(request.logprobs === undefined ? {} : { logprobs: request.logprobs }),
       },
       cancelled,
+      request.cacheSalt,
     );
   }
 
