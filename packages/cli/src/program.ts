@@ -32,7 +32,7 @@ export const TASKS = ['text-generation', 'feature-extraction'] as const;
 /** Flags that mean something for one task only: given for the other, they are refused rather than ignored. */
 const TASK_FLAGS: Readonly<Record<(typeof TASKS)[number], readonly string[]>> = {
   'text-generation': ['maxBatchCost', 'pooling', 'normalize', 'truncatableDimensions'],
-  'feature-extraction': ['scheduling', 'queue', 'maxSequences', 'maxStepTokens', 'prefixCacheMb'],
+  'feature-extraction': ['scheduling', 'queue', 'maxSequences', 'maxStepTokens', 'prefixCacheMb', 'sharedPrefixCache'],
 };
 
 /** The flag a camel-cased option key is spelled as on the command line. */
@@ -97,6 +97,8 @@ export interface ServeFlags {
   readonly protectMetrics?: boolean;
   /** Who a client is for fair shares (default: `api-key` with keys, else `address`). */
   readonly fairnessKey?: FairnessKeyFlag;
+  /** One prefix cache for every client (a documented shared system prompt), instead of one partition per tenant. */
+  readonly sharedPrefixCache?: boolean;
 }
 
 /**
@@ -161,6 +163,15 @@ function stepBudgetError(flags: {
     `--max-step-tokens (${flags.maxStepTokens}) must exceed --max-sequences (${rows}): a step decodes every ` +
     'running row and needs room for a prompt token'
   );
+}
+
+/** `--shared-prefix-cache` where there is no prefix cache to share (a local server's; a replica's workers have one). */
+function sharedCacheError(flags: ServeFlags): string | undefined {
+  if (flags.sharedPrefixCache !== true || flags.queue !== undefined) return undefined;
+  if (flags.scheduling === 'request')
+    return '--shared-prefix-cache has no effect: --scheduling request has no prefix cache';
+  if (flags.prefixCacheMb === 0) return '--shared-prefix-cache has no effect: --prefix-cache-mb 0 turns the cache off';
+  return undefined;
 }
 
 /** `--queue`: its scheme picks the transport (`queue-transport.ts`). */
@@ -229,6 +240,10 @@ const API_KEY_FILE_HELP =
 const FAIRNESS_KEY_HELP =
   "who a client is for fair shares: address (the connection's), api-key (the key's name), or header:NAME (a " +
   "header a trusted proxy sets); default: api-key with API keys, else address. Never the body's `user`";
+const SHARED_PREFIX_CACHE_HELP =
+  'one prefix cache for every client, for a documented system prompt all clients send (a client can then tell ' +
+  "from cached_tokens or its first token's time whether another sent the same prompt start); default: one " +
+  'partition per tenant (the API key, else the fairness key)';
 /** Why `microbatch worker` refuses key flags. */
 const WORKER_KEYS_REFUSAL =
   'has no effect on a worker: it serves no HTTP, so it sees no Authorization header; the web replicas check the ' +
@@ -392,6 +407,7 @@ export function createProgram(
     .option('--api-key-file <file>', API_KEY_FILE_HELP)
     .option('--protect-metrics', 'with API keys: /metrics and /dashboard need a key too (the probes never do)')
     .option('--fairness-key <who>', FAIRNESS_KEY_HELP, fairnessKeyFlag)
+    .option('--shared-prefix-cache', SHARED_PREFIX_CACHE_HELP)
     .action((flags: ServeFlags, command: Command) => {
       const wrongTask = TASK_FLAGS[flags.task].find((key) => command.getOptionValueSource(key) === 'cli');
       if (wrongTask !== undefined)
@@ -403,7 +419,7 @@ export function createProgram(
           : flags.task === 'feature-extraction'
             ? 'serve request'
             : (`serve ${flags.scheduling}` as const);
-      const refused = uselessFlag(command, mode) ?? stepBudgetError(flags);
+      const refused = uselessFlag(command, mode) ?? stepBudgetError(flags) ?? sharedCacheError(flags);
       if (refused !== undefined) command.error(`error: ${refused}`);
       return serve(flags);
     });

@@ -105,7 +105,11 @@ export async function serveCommand(flags: ServeFlags, fail: (message: string) =>
         },
         'microbatch serve',
       );
-      return startTextCompletionApp(service, where, { readiness: flags.readiness, ...access.options });
+      return startTextCompletionApp(service, where, {
+        readiness: flags.readiness,
+        sharedPrefixCache: flags.sharedPrefixCache === true,
+        ...access.options,
+      });
     },
     { port: flags.port, host: flags.host },
     logger,
@@ -155,7 +159,7 @@ async function serveFromQueue(flags: ServeFlags, url: string, fail: (message: st
       return startTextCompletionApp(
         createQueuedTextCompletionService(redisQueue, { id: queue, maxLatencyMs: flags.maxLatencyMs }),
         where,
-        { readiness: flags.readiness, ...access.options },
+        { readiness: flags.readiness, sharedPrefixCache: flags.sharedPrefixCache === true, ...access.options },
       );
     },
     { port: flags.port, host: flags.host },

@@ -38,6 +38,14 @@ export interface TextCompletionAppOptions {
    */
   readonly protectMetrics?: boolean;
   /**
+   * Whether all clients share one prefix cache, for a documented system prompt every client sends. Off, each tenant
+   * (the API key's name, else the fairness key) reuses only its own cached prompts, so no client can learn from
+   * `cached_tokens` or its time to first token whether another sent a prompt; a request's `cache_salt` partitions
+   * further within its tenant's.
+   * @default false
+   */
+  readonly sharedPrefixCache?: boolean;
+  /**
    * Who a request comes from, for fair shares of the queue and of each batch (`clientKeyFromHeader('x-api-key-id')`
    * behind a trusted proxy). OpenAI's `user` field is never the key.
    * @default the client's address

@@ -87,9 +87,9 @@ export function textCompletionHandlers(service: TextCompletionService, options: 
   });
   instrumentTextCompletionService(service, registry);
   // Both generating endpoints alike: one fairness key, the same generation metrics, the same error mapping.
-  const endpoint = { clientKey, generation, ...errors };
+  const endpoint = { clientKey, generation, sharedPrefixCache: options.sharedPrefixCache ?? false, ...errors };
   const handlers = {
-    textQuery: textQueryRoute(createTextQueryHandler(service, clientKey, errors)),
+    textQuery: textQueryRoute(createTextQueryHandler(service, clientKey, errors, options.sharedPrefixCache ?? false)),
     completions: jsonRoute(createCompletionsEndpoint(service, { ...endpoint, limits: options.limits ?? {} })),
     chatCompletions: jsonRoute(
       createChatCompletionsEndpoint(service, { ...endpoint, limits: options.chatLimits ?? {} }),

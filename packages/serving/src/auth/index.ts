@@ -3,7 +3,7 @@
 // every framework's app runs.
 export { ApiKeys, defaultKeyName, parseApiKeyFile, toApiKeys } from './api-keys.js';
 export type { ApiKeyEntry, ApiKeyInput } from './api-keys.js';
-export { principalOf } from './principal.js';
+export { prefixCacheTenant, principalOf } from './principal.js';
 export type { Principal } from './principal.js';
 export { apiKeyClientKey, guardHandlers, keyCheck } from './route-guard.js';
 export type { GuardedHandlers } from './route-guard.js';

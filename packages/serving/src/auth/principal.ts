@@ -34,3 +34,23 @@ export function principalOf(req: IncomingMessage | undefined): Principal | undef
 export function setPrincipal(req: IncomingMessage, keyName: string): void {
   PRINCIPALS.set(req, { keyName });
 }
+
+/**
+ * The prefix cache's tenant of `req`: `key:<name>` of its API key (whatever the fairness key is), else its fairness
+ * key; `''` (one cache for all) when the app shares it. Prompts of different tenants never reuse each other's
+ * cached blocks, so no client learns from `cached_tokens` or its time to first token what another sent.
+ *
+ * @example
+ * ```ts
+ * prefixCacheTenant(req, '127.0.0.2', false); // '127.0.0.2' without keys
+ * ```
+ */
+export function prefixCacheTenant(
+  req: IncomingMessage | undefined,
+  fairnessKey: string | undefined,
+  shared: boolean,
+): string {
+  if (shared) return '';
+  const principal = principalOf(req);
+  return principal === undefined ? (fairnessKey ?? '') : `key:${principal.keyName}`;
+}
