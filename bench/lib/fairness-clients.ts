@@ -1,5 +1,6 @@
 // The two clients of the fairness scenario (issue 11): a heavy one, closed loops of 16-prompt x 256-token
-// completions that honour Retry-After, and a light one, 1-token completions at a steady pace. Only 127.0.0.1.
+// completions that honour Retry-After, and a light one, 1-token completions at a steady pace. Each from a loopback
+// address of its own (`localAddress`): the server's fairness key is the client's address, never OpenAI's `user`.
 import { Agent, request } from 'node:http';
 
 /** One request's fate, as the client saw it. */
@@ -21,6 +22,8 @@ export interface ClientTarget {
   readonly port: number;
   /** Milliseconds since the run started (the clock outcomes are stamped with). */
   readonly now: () => number;
+  /** The loopback address the client sends from (its fairness key at the server); the system's choice if absent. */
+  readonly localAddress?: string;
 }
 
 /** Posts one JSON body to `/v1/completions`; never rejects (a failure is an outcome with status 0). */
@@ -49,6 +52,7 @@ export function postCompletion(
         path: '/v1/completions',
         method: 'POST',
         agent,
+        ...(target.localAddress === undefined ? {} : { localAddress: target.localAddress }),
         headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(encoded) },
         timeout: timeoutMs,
       },

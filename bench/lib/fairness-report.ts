@@ -50,9 +50,9 @@ export function fairnessTargets(summary: FairnessSummary): Target[] {
 export function fairnessMarkdown(summary: FairnessSummary): string {
   const { heavy, light } = summary;
   const lines = [
-    `**Fairness**, run of ${summary.started_at.slice(0, 16).replace('T', ' ')} UTC on ${summary.machine.nproc} cores, load average at start ${summary.machine.load_average_at_start.map((v) => v.toFixed(2)).join(' / ')}: \`microbatch serve --model models/tinystories-656k --max-latency-ms 2000\` (Express, otherwise its defaults; the app uses the OpenAI \`user\` field as the fairness key and prompt + \`max_tokens\` tokens as each prompt's cost). ` +
-      `Heavy client: ${heavy.loops} closed loops of ${heavy.prompts} prompts x ${heavy.max_tokens} tokens (\`user: "heavy"\`), each waiting what \`Retry-After\` says after a 503. ` +
-      `Light client: ${light.rate} requests/s of 1-token completions (\`user: "light"\`), open loop, never retried. Figures are the requests sent in the measured window, after a warm-up with both clients.`,
+    `**Fairness**, run of ${summary.started_at.slice(0, 16).replace('T', ' ')} UTC on ${summary.machine.nproc} cores, load average at start ${summary.machine.load_average_at_start.map((v) => v.toFixed(2)).join(' / ')}: \`microbatch serve --model models/tinystories-656k --max-latency-ms 2000\` (Express, otherwise its defaults; the fairness key is the client's address, never the OpenAI \`user\` field, and each prompt costs its prompt + \`max_tokens\` tokens). ` +
+      `Heavy client: ${heavy.loops} closed loops of ${heavy.prompts} prompts x ${heavy.max_tokens} tokens from 127.0.0.2, each waiting what \`Retry-After\` says after a 503. ` +
+      `Light client: ${light.rate} requests/s of 1-token completions from 127.0.0.3, open loop, never retried. Figures are the requests sent in the measured window, after a warm-up with both clients.`,
     '',
     '| scheduling | window | light 200 | light p50 | light p90 | light p99 | light alone p50 | heavy 200 | heavy 503 (with Retry-After) | heavy other | heavy 200/s | heavy tokens/s | server OVERLOADED by cause |',
     '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |',

@@ -1,7 +1,8 @@
 // Issue 11's fairness scenario over HTTP: the real `microbatch serve` (Express app of @microbatch/serving, the
 // bundled model, `--max-latency-ms 2000`, otherwise its defaults) with a heavy client (6 closed loops of 16 prompts
-// x 256 tokens, `user: "heavy"`) and a light one (1-token completions, `user: "light"`) at once. The serving app
-// passes `user` as the fairness key and prompt + max_tokens tokens as each prompt's cost.
+// x 256 tokens, from 127.0.0.2) and a light one (1-token completions, from 127.0.0.3) at once. The server's fairness
+// key is the client's address (never OpenAI's `user`, which both clients used to send from one address, so they
+// shared one fair share: issue 37); each prompt costs its prompt + max_tokens tokens.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createWriteStream } from 'node:fs';
 import { createInterface } from 'node:readline';
@@ -29,8 +30,11 @@ export const SCHEDULINGS: readonly Scheduling[] = ['continuous', 'request'];
 const BIN =
   process.env.BENCH_MICROBATCH_BIN || fileURLToPath(new URL('../../packages/cli/bin/microbatch.js', import.meta.url));
 const PROMPTS = (textWorkload.bodies as ReadonlyArray<{ prompt: string }>).map((body) => body.prompt);
-const HEAVY_BODY = { prompt: PROMPTS.slice(0, HEAVY_PROMPTS), max_tokens: HEAVY_TOKENS, user: 'heavy' };
-const LIGHT_BODIES = PROMPTS.map((prompt) => ({ prompt, max_tokens: 1, user: 'light' }));
+const HEAVY_BODY = { prompt: PROMPTS.slice(0, HEAVY_PROMPTS), max_tokens: HEAVY_TOKENS };
+const LIGHT_BODIES = PROMPTS.map((prompt) => ({ prompt, max_tokens: 1 }));
+/** Each client's loopback address: its fairness key at the server. */
+export const HEAVY_ADDRESS = '127.0.0.2';
+export const LIGHT_ADDRESS = '127.0.0.3';
 
 export interface ClientSummary {
   readonly sent: number;
@@ -203,9 +207,11 @@ export async function runFairnessOnce(
   try {
     const start = performance.now();
     const target: ClientTarget = { port: server.port, now: () => performance.now() - start };
+    const heavyTarget: ClientTarget = { ...target, localAddress: HEAVY_ADDRESS };
+    const lightTarget: ClientTarget = { ...target, localAddress: LIGHT_ADDRESS };
     const alone: Outcome[] = [];
     progress.update('light client alone');
-    await pacedRequests(target, LIGHT_BODIES, LIGHT_RATE, target.now() + timing.aloneS * 1000, alone);
+    await pacedRequests(lightTarget, LIGHT_BODIES, LIGHT_RATE, target.now() + timing.aloneS * 1000, alone);
 
     const fromMs = target.now() + timing.warmS * 1000;
     const untilMs = fromMs + timing.measureS * 1000;
@@ -227,8 +233,8 @@ export async function runFairnessOnce(
       );
     }, 500);
     await Promise.all([
-      closedLoops(target, HEAVY_BODY, HEAVY_LOOPS, untilMs, heavy),
-      pacedRequests(target, LIGHT_BODIES, LIGHT_RATE, untilMs, light),
+      closedLoops(heavyTarget, HEAVY_BODY, HEAVY_LOOPS, untilMs, heavy),
+      pacedRequests(lightTarget, LIGHT_BODIES, LIGHT_RATE, untilMs, light),
     ]);
     clearInterval(ticker);
     clearTimeout(scrape);

@@ -1,6 +1,7 @@
 import { DEFAULTS } from '@microbatch/core';
 import { DTYPE_CHOICES, SCHEDULINGS, TEXT_GENERATION_DEFAULTS } from '@microbatch/inference';
 import { Command, InvalidArgumentError, Option } from 'commander';
+import { type FairnessKeyFlag, collect, fairnessKeyFlag } from './access-flags.js';
 import { scheduledHelp, uselessFlag } from './flag-rules.js';
 import { LOG_FORMATS } from './logger.js';
 
@@ -40,6 +41,7 @@ const ENCODER_REFUSED = [
   'truncatableDimensions',
   'dataDir',
   'maxUploadMb',
+  'sharedPrefixCache',
 ];
 
 /** Flags that mean something for one task only: given for the other, they are refused rather than ignored. */
@@ -53,6 +55,7 @@ const TASK_FLAGS: Readonly<Record<(typeof TASKS)[number], readonly string[]>> = 
     'prefixCacheMb',
     'dataDir',
     'maxUploadMb',
+    'sharedPrefixCache',
   ],
   'text-classification': ENCODER_REFUSED,
   rerank: ENCODER_REFUSED,
@@ -121,6 +124,16 @@ export interface ServeFlags {
   readonly normalize?: 'on' | 'off';
   /** feature-extraction: the model allows shorter `dimensions`. */
   readonly truncatableDimensions?: boolean;
+  /** API keys every route but the probes requires (repeatable; with `MICROBATCH_API_KEY` and the key file's). */
+  readonly apiKey?: readonly string[];
+  /** A file of API keys, one a line (`name:key` or a bare key), re-read on SIGHUP. */
+  readonly apiKeyFile?: string;
+  /** With keys: `/metrics` and `/dashboard` need one too. */
+  readonly protectMetrics?: boolean;
+  /** Who a client is for fair shares (default: `api-key` with keys, else `address`). */
+  readonly fairnessKey?: FairnessKeyFlag;
+  /** One prefix cache for every client (a documented shared system prompt), instead of one partition per tenant. */
+  readonly sharedPrefixCache?: boolean;
 }
 
 /**
@@ -199,6 +212,15 @@ function stepBudgetError(flags: {
   );
 }
 
+/** `--shared-prefix-cache` where there is no prefix cache to share (a local server's; a replica's workers have one). */
+function sharedCacheError(flags: ServeFlags): string | undefined {
+  if (flags.sharedPrefixCache !== true || flags.queue !== undefined) return undefined;
+  if (flags.scheduling === 'request')
+    return '--shared-prefix-cache has no effect: --scheduling request has no prefix cache';
+  if (flags.prefixCacheMb === 0) return '--shared-prefix-cache has no effect: --prefix-cache-mb 0 turns the cache off';
+  return undefined;
+}
+
 /** `--queue`: its scheme picks the transport (`queue-transport.ts`). */
 function queueUrl(value: string): string {
   if (!/^(rediss?|nats):\/\/[^\s]+$/.test(value))
@@ -254,6 +276,25 @@ const DTYPE_HELP =
   "which of the model folder's ONNX files the worker threads load, as transformers.js names them (q8: " +
   'onnx/model_quantized.onnx, q4: onnx/model_q4.onnx, fp32: onnx/model.onnx ...); auto: the first present of ' +
   `${DTYPE_CHOICES.slice(1).join(', ')}. A missing file is refused at start, naming the dtypes the folder has`;
+
+const API_KEY_HELP =
+  'an API key every route but /healthz and /readyz requires as `Authorization: Bearer <key>` (401 otherwise); ' +
+  'repeatable; also read from MICROBATCH_API_KEY. Its name in logs, metrics and fair shares is key- and 8 hex ' +
+  'digits of its SHA-256 (name keys in --api-key-file)';
+const API_KEY_FILE_HELP =
+  'a file of API keys, one a line: name:key or a bare key (# comments); re-read on SIGHUP (a bad file keeps the ' +
+  'keys there were)';
+const FAIRNESS_KEY_HELP =
+  "who a client is for fair shares: address (the connection's), api-key (the key's name), or header:NAME (a " +
+  "header a trusted proxy sets); default: api-key with API keys, else address. Never the body's `user`";
+const SHARED_PREFIX_CACHE_HELP =
+  'one prefix cache for every client, for a documented system prompt all clients send (a client can then tell ' +
+  "from cached_tokens or its first token's time whether another sent the same prompt start); default: one " +
+  'partition per tenant (the API key, else the fairness key)';
+/** Why `microbatch worker` refuses key flags. */
+const WORKER_KEYS_REFUSAL =
+  'has no effect on a worker: it serves no HTTP, so it sees no Authorization header; the web replicas check the ' +
+  'keys (microbatch serve --queue ... --api-key) and each entry carries its tenant';
 
 /** `--dtype`, alike on both commands but for where the scheduling rules refuse it (`serve --queue` loads no model). */
 function dtypeOption(command: 'serve' | 'worker'): Option {
@@ -425,6 +466,11 @@ export function createProgram(
       'with --data-dir: the largest file upload, in MiB (default: 100); 413 past it',
       uploadMegabytes,
     )
+    .option('--api-key <key>', API_KEY_HELP, collect)
+    .option('--api-key-file <file>', API_KEY_FILE_HELP)
+    .option('--protect-metrics', 'with API keys: /metrics and /dashboard need a key too (the probes never do)')
+    .option('--fairness-key <who>', FAIRNESS_KEY_HELP, fairnessKeyFlag)
+    .option('--shared-prefix-cache', SHARED_PREFIX_CACHE_HELP)
     .action((flags: ServeFlags, command: Command) => {
       const wrongTask = TASK_FLAGS[flags.task].find((key) => command.getOptionValueSource(key) === 'cli');
       if (wrongTask !== undefined)
@@ -447,6 +493,7 @@ export function createProgram(
         );
       }
       const refused = uselessFlag(command, mode) ?? stepBudgetError(flags);
+      const refused = uselessFlag(command, mode) ?? stepBudgetError(flags) ?? sharedCacheError(flags);
       if (refused !== undefined) command.error(`error: ${refused}`);
       return serve({ ...flags, schedulingGiven: command.getOptionValueSource('scheduling') === 'cli' });
     });
@@ -524,7 +571,11 @@ export function createProgram(
       'answer an entry with an error once it was delivered this many times (default: 3)',
       integer(1),
     )
+    .option('--api-key <key>', 'refused: a worker has no HTTP server (see docs/operating.md)')
+    .option('--api-key-file <file>', 'refused: a worker has no HTTP server (see docs/operating.md)')
     .action((flags: WorkerFlags, command: Command) => {
+      const keyFlag = ['apiKey', 'apiKeyFile'].find((key) => command.getOptionValueSource(key) === 'cli');
+      if (keyFlag !== undefined) command.error(`error: ${flagName(keyFlag)} ${WORKER_KEYS_REFUSAL}`);
       const refused = uselessFlag(command, `worker ${flags.scheduling}`) ?? stepBudgetError(flags);
       if (refused !== undefined) command.error(`error: ${refused}`);
       return worker({ ...flags, schedulingGiven: command.getOptionValueSource('scheduling') === 'cli' });

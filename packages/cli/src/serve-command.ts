@@ -12,6 +12,7 @@ import { dropUndefined } from '@microbatch/core/util';
 import type { SchedulingChoice } from '@microbatch/inference';
 import type { QueueStatus } from '@microbatch/redis';
 import { createQueuedTextCompletionService, createTextCompletionModel } from '@microbatch/serving';
+import { loadAccess } from './access-flags.js';
 import { brokerOf, loadTransport, openQueue } from './queue-transport.js';
 import { serveUntilSignal } from './lifecycle.js';
 import { loadFramework } from './load-framework.js';
@@ -67,6 +68,7 @@ export async function serveCommand(flags: ServeFlags, fail: (message: string) =>
   const { startTextCompletionApp } = await loadApp(flags.framework, fail);
   const logger = createLogger(flags.logFormat);
   if (choice.fallback !== undefined) logger.warn({ scheduling: choice.scheduling }, choice.fallback);
+  const access = loadAccess(flags, process.env, logger, fail);
   // The app releases the model itself if it cannot listen (the workers would keep the process alive).
   await serveUntilSignal(
     (where) => {
@@ -102,6 +104,8 @@ export async function serveCommand(flags: ServeFlags, fail: (message: string) =>
           maxQueueSize: flags.maxQueueSize ?? DEFAULTS.maxQueueSize,
           workers: pool.size,
           readiness: flags.readiness,
+          apiKeys: access.keyNames,
+          fairnessKey: access.fairnessKey,
           ...dropUndefined({
             maxSequences: flags.maxSequences,
             maxStepTokens: flags.maxStepTokens,
@@ -112,7 +116,12 @@ export async function serveCommand(flags: ServeFlags, fail: (message: string) =>
         },
         'microbatch serve',
       );
-      return startTextCompletionApp(service, where, { readiness: flags.readiness, ...batchApiOf(flags) });
+      return startTextCompletionApp(service, where, {
+        readiness: flags.readiness,
+        sharedPrefixCache: flags.sharedPrefixCache === true,
+        ...access.options,
+        ...batchApiOf(flags),
+      });
     },
     { port: flags.port, host: flags.host },
     logger,
@@ -129,9 +138,12 @@ async function serveFromQueue(flags: ServeFlags, url: string, fail: (message: st
   await loadTransport(url, queue, fail);
   const logger = createLogger(flags.logFormat);
   const { startTextCompletionApp } = await loadApp(flags.framework, fail);
+  const access = loadAccess(flags, process.env, logger, fail);
   logger.info(
     {
       model: queue,
+      apiKeys: access.keyNames,
+      fairnessKey: access.fairnessKey,
       task: flags.task,
       framework: flags.framework,
       queue: redact(url),
@@ -159,7 +171,7 @@ async function serveFromQueue(flags: ServeFlags, url: string, fail: (message: st
       return startTextCompletionApp(
         createQueuedTextCompletionService(redisQueue, { id: queue, maxLatencyMs: flags.maxLatencyMs }),
         where,
-        { readiness: flags.readiness },
+        { readiness: flags.readiness, sharedPrefixCache: flags.sharedPrefixCache === true, ...access.options },
       );
     },
     { port: flags.port, host: flags.host },

@@ -1,13 +1,18 @@
 import { basename } from 'node:path';
-import type { EmbeddingService, ListenOptions, RunningServer } from '@microbatch/serving';
+import type { EmbeddingService, EmbeddingsAppOptions, ListenOptions, RunningServer } from '@microbatch/serving';
 import { createEmbeddingModel } from '@microbatch/serving';
 import { serveUntilSignal } from './lifecycle.js';
+import { loadAccess } from './access-flags.js';
 import { loadFramework } from './load-framework.js';
 import { createLogger } from './logger.js';
 import { resolveModelDir } from './model-dir.js';
 import type { ServeFlags } from './program.js';
 
-type StartApp = (service: EmbeddingService, where: ListenOptions) => Promise<RunningServer>;
+type StartApp = (
+  service: EmbeddingService,
+  where: ListenOptions,
+  options?: EmbeddingsAppOptions,
+) => Promise<RunningServer>;
 
 // Loaded on demand: `--framework express` never loads NestJS.
 const APPS: Record<ServeFlags['framework'], () => Promise<{ startEmbeddingsApp: StartApp }>> = {
@@ -36,6 +41,7 @@ export async function serveEmbeddings(flags: ServeFlags, fail: (message: string)
   }
   const { startEmbeddingsApp } = await loadFramework(flags.framework, APPS[flags.framework], fail);
   const logger = createLogger(flags.logFormat);
+  const access = loadAccess(flags, process.env, logger, fail);
   const { maxBatchSize, maxBatchCost, batchWaitMs, maxLatencyMs, maxQueueSize, workers, threads } = flags;
   let service: EmbeddingService;
   try {
@@ -71,8 +77,14 @@ export async function serveEmbeddings(flags: ServeFlags, fail: (message: string)
       dimensions: service.dimensions,
       workers,
       threads,
+      apiKeys: access.keyNames,
+      fairnessKey: access.fairnessKey,
     },
     'microbatch serve',
   );
-  await serveUntilSignal((where) => startEmbeddingsApp(service, where), { port: flags.port, host: flags.host }, logger);
+  await serveUntilSignal(
+    (where) => startEmbeddingsApp(service, where, access.options),
+    { port: flags.port, host: flags.host },
+    logger,
+  );
 }

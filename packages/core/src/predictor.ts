@@ -152,27 +152,75 @@ export class Predictor {
       cost += share;
       items += tally.cost > 0 ? (tally.count * share) / tally.cost : tally.count;
     }
-    return this.completionMs(cost, Math.max(1, Math.round(items)), now);
+    return this.completionMs(cost, Math.max(1, Math.round(items)), now, true);
   }
 
-  /** Milliseconds until `items` queued items of total `cost`, at the head of the queue, are done. */
-  completionMs(cost: number, items: number, now: number): number {
+  /**
+   * Milliseconds until `items` queued items of total `cost`, at the head of the queue, are done. `placed` (fair
+   * queuing): also place the batches one by one on the slots as the running batches end ({@link slotCompletionMs})
+   * and take the sooner answer, so that a key with little work ahead of it is predicted to start when the first
+   * slot frees, not when the average running batch ends.
+   */
+  completionMs(cost: number, items: number, now: number, placed = false): number {
     const model = this.#model;
     let busyMs = 0;
-    for (const batch of this.#running) busyMs += Math.max(0, model.predict(batch.cost) - (now - batch.startedAt));
-    return completionMs(
-      {
-        batchMs: (batchCost) => model.predict(batchCost),
-        maxBatchSize: this.#settings.maxBatchSize,
-        maxBatchCost: this.#options.maxBatchCost,
-        slots: this.#settings.maxConcurrentBatches,
-        otherKeys: Math.max(0, this.#queues.keys - 1),
-        busyMs,
-      },
-      cost,
-      items,
+    const remaining: number[] = [];
+    for (const batch of this.#running) {
+      const left = Math.max(0, model.predict(batch.cost) - (now - batch.startedAt));
+      busyMs += left;
+      remaining.push(left);
+    }
+    const capacity: Capacity = {
+      batchMs: (batchCost) => model.predict(batchCost),
+      maxBatchSize: this.#settings.maxBatchSize,
+      maxBatchCost: this.#options.maxBatchCost,
+      slots: this.#settings.maxConcurrentBatches,
+      otherKeys: Math.max(0, this.#queues.keys - 1),
+      busyMs,
+    };
+    if (!placed || capacity.slots === 1) return completionMs(capacity, cost, items);
+    return Math.min(
+      completionMs(capacity, cost, items),
+      slotCompletionMs(capacity, remaining, cost, items) ?? Number.POSITIVE_INFINITY,
     );
   }
+}
+
+/** The most batches {@link slotCompletionMs} places one by one; past it, the averaged rule. */
+const MAX_PLACED_BATCHES = 64;
+
+/**
+ * {@link completionMs} on several slots, knowing when each running batch ends (`remaining`, ms from now): the batches
+ * go, one at a time, to the slot that frees first, so the last one's end is when the work is done. The averaged
+ * rule spreads the running batches' remaining time over the slots, which puts an item that needs one slot (a light
+ * client's request under fair queuing, while a heavy client's long generations hold every slot) at the average
+ * running batch's end rather than at the first one's, and refuses it though it would start within milliseconds.
+ * `undefined` past {@link MAX_PLACED_BATCHES} batches (the averaged rule is then close, and cheaper).
+ */
+function slotCompletionMs(
+  capacity: Capacity,
+  remaining: readonly number[],
+  cost: number,
+  items: number,
+): number | undefined {
+  const { maxBatchSize, maxBatchCost = Number.POSITIVE_INFINITY, slots } = capacity;
+  let batches = Math.ceil(items / maxBatchSize);
+  if (maxBatchCost !== Number.POSITIVE_INFINITY) batches = Math.max(batches, Math.ceil(cost / maxBatchCost));
+  batches += capacity.otherKeys ?? 0;
+  if (batches > MAX_PLACED_BATCHES || batches < 1) return undefined;
+  const batchMs = capacity.batchMs(cost / batches);
+  // When each slot is next free: the free ones now, the others when their batch ends (more running batches than
+  // slots cannot happen; extra ones are ignored).
+  const free = Array.from({ length: slots }, (_, index) => remaining[index] ?? 0);
+  let end = 0;
+  for (let placed = 0; placed < batches; placed += 1) {
+    let first = 0;
+    for (let slot = 1; slot < free.length; slot += 1)
+      if ((free[slot] as number) < (free[first] as number)) first = slot;
+    end = (free[first] as number) + batchMs;
+    free[first] = end;
+  }
+  return end;
 }
 
 /**

@@ -19,6 +19,7 @@ describe('httpStatusFor', () => {
       NOT_FOUND: 404,
       METHOD_NOT_ALLOWED: 405,
       UNSUPPORTED_MEDIA_TYPE: 415,
+      UNAUTHORIZED: 401,
       ITEM_TOO_LARGE: 413,
       QUEUE_FULL: 503,
       OVERLOADED: 503,
@@ -33,6 +34,14 @@ describe('httpStatusFor', () => {
 });
 
 describe('toHttpError', () => {
+  it('sends 401 with WWW-Authenticate: Bearer for UNAUTHORIZED', () => {
+    expect(toHttpError(new BatchError('UNAUTHORIZED', 'Incorrect API key'))).toEqual({
+      status: 401,
+      headers: { 'WWW-Authenticate': 'Bearer' },
+      body: { error: { code: 'UNAUTHORIZED', message: 'Incorrect API key' } },
+    });
+  });
+
   it('sends 503 with Retry-After for QUEUE_FULL', () => {
     const error = new BatchError('QUEUE_FULL', 'queue is full', { retryAfterSeconds: 2.5 });
     expect(toHttpError(error)).toEqual({

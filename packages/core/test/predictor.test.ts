@@ -84,6 +84,27 @@ describe('Predictor', () => {
     expect(predictor.predictMs(1, undefined, 0, 0)).toBe(90);
   });
 
+  it('with fairness keys, puts a key with little work ahead at the first slot to free, not the average one', () => {
+    // A heavy key's long batches hold all 4 slots (cost 100: 1,020 ms each), started 1,000, 600, 300 and 0 ms ago,
+    // and it has 8 more queued; a light key arrives with one item of cost 1.
+    const { predictor, queues, running } = setup({ maxBatchSize: 1, maxConcurrentBatches: 4 });
+    for (const [index, ago] of [1000, 600, 300, 0].entries()) {
+      running.push(new RunningBatch(index, undefined, [], [], 100, -ago));
+    }
+    queue(queues, 8, { fairnessKey: 'heavy' });
+    // Fair queuing lets the heavy key's next item go first (as much work as the light one's); the two batches of
+    // 30 ms go to the slot that frees first (20 ms from now), one after the other: done at 80 ms. The averaged rule
+    // would say (20 + 420 + 720 + 1020 + 2 × 30) / 4 + 30 × 3/4 = 582.5 ms, past a 500 ms limit.
+    expect(predictor.predictMs(1, 'light', 0, 0)).toBe(80);
+    // Without fairness keys nothing changes: the averaged rule, 8 queued batches and the arriving one.
+    const plain = setup({ maxBatchSize: 1, maxConcurrentBatches: 4 });
+    for (const [index, ago] of [1000, 600, 300, 0].entries()) {
+      plain.running.push(new RunningBatch(index, undefined, [], [], 100, -ago));
+    }
+    queue(plain.queues, 8);
+    expect(plain.predictor.predictMs(1, undefined, 0, 0)).toBe((20 + 420 + 720 + 1020 + 9 * 30) / 4 + (30 * 3) / 4);
+  });
+
   it("with fairness keys, counts other keys' work only up to the arriving key's own", () => {
     const { predictor, queues } = setup({ maxBatchSize: 4 });
     queue(queues, 3, { fairnessKey: 'a' });

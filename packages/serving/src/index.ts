@@ -6,3 +6,4 @@ export * from './service/index.js';
 export * from './endpoints/index.js';
 export * from './app/index.js';
 export * from './batch-api/index.js';
+export * from './auth/index.js';

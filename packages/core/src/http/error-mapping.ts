@@ -16,6 +16,8 @@ export const HttpErrorCode = {
   METHOD_NOT_ALLOWED: 'METHOD_NOT_ALLOWED',
   /** The request body is not of a media type the route accepts. */
   UNSUPPORTED_MEDIA_TYPE: 'UNSUPPORTED_MEDIA_TYPE',
+  /** The request carries no valid credentials (401, with `WWW-Authenticate: Bearer`). */
+  UNAUTHORIZED: 'UNAUTHORIZED',
 } as const;
 
 /** One of the {@link HttpErrorCode} values. */
@@ -63,6 +65,7 @@ const STATUS_BY_CODE = {
   NOT_FOUND: 404,
   METHOD_NOT_ALLOWED: 405,
   UNSUPPORTED_MEDIA_TYPE: 415,
+  UNAUTHORIZED: 401,
   ITEM_TOO_LARGE: 413,
   QUEUE_FULL: 503,
   OVERLOADED: 503,
@@ -159,6 +162,8 @@ export function toHttpError(error: unknown, options: HttpErrorOptions = {}): Htt
   const headers: Record<string, string> = {};
   const allowed = status === 405 ? batchError.details?.allowed : undefined;
   if (Array.isArray(allowed)) headers.Allow = allowed.join(', ');
+  // RFC 6750: a 401 names the scheme the client must use.
+  if (status === 401) headers['WWW-Authenticate'] = 'Bearer';
   const message = batchError.expose ? batchError.message : (GENERIC_BY_STATUS[status] ?? GENERIC_MESSAGE);
   const details = batchError.expose ? batchError.details : undefined;
   if (status !== 503) {

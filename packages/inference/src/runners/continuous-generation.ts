@@ -309,6 +309,7 @@ class ContinuousGenerationRunner implements Runner {
         ...(grammar === undefined ? {} : { grammar }),
       },
       cancelled,
+      request.cacheSalt,
     );
   }
 

@@ -23,7 +23,12 @@ export interface GenerationRequest {
   readonly resume: readonly number[] | undefined;
   /** The grammar the generation must follow (structured outputs), if it gave one. */
   readonly grammar: GrammarSpec | undefined;
+  /** The prefix cache's partition (`cache_salt`, `''` when absent). */
+  readonly cacheSalt: string;
 }
+
+/** The longest `cache_salt` accepted (it is hashed into every block key of its prompt). */
+const MAX_CACHE_SALT = 1024;
 
 /** Checks one input against the spec's defaults and the model's context; throws `InputError` naming the field. */
 export function checkGenerationInput(
@@ -61,7 +66,17 @@ export function checkGenerationInput(
     seed: fields.seed,
     logprobs: fields.logprobs,
     resume,
+    cacheSalt: checkCacheSalt((input as { cache_salt?: unknown }).cache_salt),
   };
+}
+
+/** `cache_salt`: a string of at most {@link MAX_CACHE_SALT} characters, `''` when absent. */
+function checkCacheSalt(value: unknown): string {
+  if (value === undefined || value === null) return '';
+  if (typeof value !== 'string' || value.length > MAX_CACHE_SALT) {
+    throw new InputError('cache_salt', `\`cache_salt\` must be a string of at most ${MAX_CACHE_SALT} characters`);
+  }
+  return value;
 }
 
 /**

@@ -3,6 +3,8 @@
 import type { HttpErrorOptions } from '@microbatch/core/http';
 import { checkBoolean } from '@microbatch/core/util';
 import type { BatchApiOptions } from '../batch-api/batch-api-options.js';
+import { type ApiKeyInput, type ApiKeys, toApiKeys } from '../auth/api-keys.js';
+import { apiKeyClientKey } from '../auth/route-guard.js';
 import type { ClientKey } from '../endpoints/client-key.js';
 import type { ChatRequestLimits } from '../openai/chat-request.js';
 import type { CompletionRequestLimits } from '../openai/completion-request.js';
@@ -23,6 +25,27 @@ export interface TextCompletionAppOptions {
   readonly limits?: CompletionRequestLimits;
   /** Bounds of `POST /v1/chat/completions` requests beyond the model's own. */
   readonly chatLimits?: ChatRequestLimits;
+  /**
+   * The API keys every route but the probes (and `/metrics`, `/dashboard` unless `protectMetrics`) requires, as
+   * `Authorization: Bearer <key>`; a request without one of them is answered 401 in OpenAI's shape with
+   * `WWW-Authenticate: Bearer`. Bare keys or `{ name, key }`; an `ApiKeys` can be replaced later (a key file
+   * re-read). With keys, the default fairness key is the key's name.
+   * @default no keys: every request is served
+   */
+  readonly apiKeys?: ApiKeys | readonly ApiKeyInput[];
+  /**
+   * With `apiKeys`: whether `/metrics` and `/dashboard` require a key too. Refused without `apiKeys`.
+   * @default false
+   */
+  readonly protectMetrics?: boolean;
+  /**
+   * Whether all clients share one prefix cache, for a documented system prompt every client sends. Off, each tenant
+   * (the API key's name, else the fairness key) reuses only its own cached prompts, so no client can learn from
+   * `cached_tokens` or its time to first token whether another sent a prompt; a request's `cache_salt` partitions
+   * further within its tenant's.
+   * @default false
+   */
+  readonly sharedPrefixCache?: boolean;
   /**
    * Who a request comes from, for fair shares of the queue and of each batch (`clientKeyFromHeader('x-api-key-id')`
    * behind a trusted proxy). OpenAI's `user` field is never the key.
@@ -62,6 +85,13 @@ export interface TextCompletionAppOptions {
 export interface EmbeddingsAppOptions {
   /** Bounds of `POST /v1/embeddings` requests beyond the model's own. */
   readonly limits?: EmbeddingsRequestLimits;
+  /** The API keys every route but the probes requires (see {@link TextCompletionAppOptions}). */
+  readonly apiKeys?: ApiKeys | readonly ApiKeyInput[];
+  /**
+   * With `apiKeys`: whether `/metrics` requires a key too. Refused without `apiKeys`.
+   * @default false
+   */
+  readonly protectMetrics?: boolean;
   /**
    * Who a request comes from, for fair shares of the queue and of each batch (see {@link TextCompletionAppOptions}).
    * OpenAI's `user` field is never the key.
@@ -87,4 +117,31 @@ export interface EmbeddingsAppOptions {
 export function httpErrorOptions(options: { readonly exposeDetails?: unknown }): HttpErrorOptions {
   const { exposeDetails = false } = options;
   return { exposeDetails: checkBoolean('exposeDetails', exposeDetails) };
+}
+
+/**
+ * The key options of an app, checked once: `apiKeys` as one `ApiKeys` (or `undefined`), `protectMetrics` a boolean
+ * and only with keys, and the fairness key: `clientKey` as given, else the key's name with keys, else the address.
+ *
+ * @example
+ * ```ts
+ * const { apiKeys, open, clientKey } = accessOptions({ apiKeys: ['sk-1'] });
+ * ```
+ */
+export function accessOptions(options: {
+  readonly apiKeys?: unknown;
+  readonly protectMetrics?: unknown;
+  readonly clientKey?: ClientKey | undefined;
+}): {
+  readonly apiKeys: ApiKeys | undefined;
+  readonly protectMetrics: boolean;
+  readonly clientKey: ClientKey | undefined;
+} {
+  const apiKeys = toApiKeys(options.apiKeys as ApiKeys | readonly ApiKeyInput[] | undefined);
+  const protectMetrics = checkBoolean('protectMetrics', options.protectMetrics ?? false);
+  if (protectMetrics && apiKeys === undefined) {
+    throw new TypeError('protectMetrics has no effect without apiKeys: there is no key to require');
+  }
+  const clientKey = options.clientKey ?? (apiKeys === undefined ? undefined : apiKeyClientKey);
+  return { apiKeys, protectMetrics, clientKey };
 }

@@ -4,7 +4,8 @@ import { unmatchedRoute } from '@microbatch/core/http';
 import type { BatchError } from '@microbatch/core';
 import { createHealth, instrumentBatcher, metricsHandler, toNodeHandler } from '@microbatch/prometheus';
 import { Registry } from 'prom-client';
-import { type EmbeddingsAppOptions, httpErrorOptions } from './app-options.js';
+import { type EmbeddingsAppOptions, accessOptions, httpErrorOptions } from './app-options.js';
+import { guardHandlers } from '../auth/route-guard.js';
 import {
   type AppRoute,
   type RouteRow,
@@ -55,15 +56,16 @@ export const EMBEDDINGS_ROUTES: Readonly<Record<string, readonly string[]>> = al
  */
 export function embeddingsHandlers(service: EmbeddingService, options: EmbeddingsAppOptions = {}) {
   const errors = httpErrorOptions(options);
+  const { apiKeys, protectMetrics, clientKey } = accessOptions(options);
   const health = createHealth({ batchers: service.batchers, ready: () => service.isReady() });
   const registry = new Registry();
   for (const batcher of service.batchers) instrumentBatcher(batcher, { registry });
-  return {
+  const handlers = {
     embeddings: jsonRoute(
       createEmbeddingsEndpoint(service, {
         ...errors,
         limits: options.limits ?? {},
-        clientKey: options.clientKey,
+        clientKey,
       }),
     ),
     models: jsonValueRoute(modelList(service.id, new Date())),
@@ -71,6 +73,13 @@ export function embeddingsHandlers(service: EmbeddingService, options: Embedding
     readiness: nodeRoute(toNodeHandler(() => health.readiness())),
     metrics: nodeRoute(metricsHandler(registry)),
   };
+  // With keys, every route but the probes (and the metrics unless `protectMetrics`) requires one.
+  return guardHandlers(
+    handlers,
+    apiKeys,
+    protectMetrics ? ['liveness', 'readiness'] : ['liveness', 'readiness', 'metrics'],
+    registry,
+  );
 }
 
 /**

@@ -11,7 +11,8 @@ import {
   toNodeHandler,
 } from '@microbatch/prometheus';
 import { Registry } from 'prom-client';
-import { type TextCompletionAppOptions, httpErrorOptions } from './app-options.js';
+import { type TextCompletionAppOptions, accessOptions, httpErrorOptions } from './app-options.js';
+import { guardHandlers } from '../auth/route-guard.js';
 import {
   type AppRoute,
   type RouteRow,
@@ -82,6 +83,7 @@ export const TEXT_COMPLETION_ROUTES: Readonly<Record<string, readonly string[]>>
  */
 export function textCompletionHandlers(service: TextCompletionService, options: TextCompletionAppOptions = {}) {
   const errors = httpErrorOptions(options);
+  const { apiKeys, protectMetrics, clientKey } = accessOptions(options);
   const registry = new Registry();
   const generation = createGenerationMetrics({ model: service.id, registry });
   const health = createHealth({
@@ -91,9 +93,9 @@ export function textCompletionHandlers(service: TextCompletionService, options: 
   });
   instrumentTextCompletionService(service, registry);
   // Both generating endpoints alike: one fairness key, the same generation metrics, the same error mapping.
-  const endpoint = { clientKey: options.clientKey, generation, ...errors };
-  return {
-    textQuery: textQueryRoute(createTextQueryHandler(service, options.clientKey, errors)),
+  const endpoint = { clientKey, generation, sharedPrefixCache: options.sharedPrefixCache ?? false, ...errors };
+  const handlers = {
+    textQuery: textQueryRoute(createTextQueryHandler(service, clientKey, errors, options.sharedPrefixCache ?? false)),
     completions: jsonRoute(createCompletionsEndpoint(service, { ...endpoint, limits: options.limits ?? {} })),
     chatCompletions: jsonRoute(
       createChatCompletionsEndpoint(service, { ...endpoint, limits: options.chatLimits ?? {} }),
@@ -105,6 +107,13 @@ export function textCompletionHandlers(service: TextCompletionService, options: 
     dashboard: nodeRoute(dashboardHandler({ registry, title: `microbatch · ${service.id}` })),
     ...batchApiRoutes(service, options, errors),
   };
+  // With keys, every route but the probes (and the metrics unless `protectMetrics`) requires one.
+  return guardHandlers(
+    handlers,
+    apiKeys,
+    protectMetrics ? ['liveness', 'readiness'] : ['liveness', 'readiness', 'metrics', 'dashboard'],
+    registry,
+  );
 }
 
 /**

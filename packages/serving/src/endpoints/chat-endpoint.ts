@@ -61,6 +61,12 @@ export interface ChatCompletionsEndpointOptions {
    * Whether a refusal (503) keeps the engine's own message and `details`.
    * @default false
    */
+  /**
+   * Whether every client shares one prefix cache (a documented system prompt all clients send); off, each tenant
+   * (API key, else `clientKey`'s fairness key) has a partition of its own (see `OpenAiEndpointOptions`).
+   * @default false
+   */
+  readonly sharedPrefixCache?: boolean;
   readonly exposeDetails?: boolean;
 }
 
@@ -92,7 +98,7 @@ export function createChatCompletionsEndpoint(
     fail('model', 'a text-completion model from `createTextCompletionModel()`', model);
   }
   if (typeof options !== 'object' || options === null) fail('options', 'an object', options);
-  const { limits = {}, clientKey, generation, exposeDetails } = options;
+  const { limits = {}, clientKey, generation, exposeDetails, sharedPrefixCache } = options;
   checkChatRequestLimits(limits);
   const template = model.chatTemplate ?? PLAIN_CHAT_TEMPLATE;
   return createOpenAiEndpoint<ChatRequest, Answer>({
@@ -106,6 +112,7 @@ export function createChatCompletionsEndpoint(
       ),
     stream: (exchange) => streamChat(model, exchange),
     clientKey,
+    sharedPrefixCache,
     generation: {
       model: model.id,
       operation: 'chat',

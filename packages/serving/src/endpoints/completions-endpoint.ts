@@ -55,6 +55,12 @@ export interface CompletionsEndpointOptions {
    * Whether a refusal (503) keeps the engine's own message and `details`.
    * @default false
    */
+  /**
+   * Whether every client shares one prefix cache (a documented system prompt all clients send); off, each tenant
+   * (API key, else `clientKey`'s fairness key) has a partition of its own (see `OpenAiEndpointOptions`).
+   * @default false
+   */
+  readonly sharedPrefixCache?: boolean;
   readonly exposeDetails?: boolean;
 }
 
@@ -84,13 +90,14 @@ export function createCompletionsEndpoint(
     fail('model', 'a text-completion model from `createTextCompletionModel()`', model);
   }
   if (typeof options !== 'object' || options === null) fail('options', 'an object', options);
-  const { limits = {}, clientKey, generation, exposeDetails } = options;
+  const { limits = {}, clientKey, generation, exposeDetails, sharedPrefixCache } = options;
   checkCompletionRequestLimits(limits);
   return createOpenAiEndpoint<CompletionRequest, Completion>({
     parse: (body) => parseCompletionRequest(body, model.validate, limits),
     complete: async (exchange) => toCompletion(completionMeta(model.id), await generateAll(model, exchange)),
     stream: (exchange) => streamCompletion(model, exchange),
     clientKey,
+    sharedPrefixCache,
     generation: {
       model: model.id,
       operation: 'text_completion',

@@ -8,6 +8,7 @@ import { type HttpErrorOptions, serveBatched, writeJson } from '@microbatch/core
 import { checkBoolean, checkFunction, checkOptionalFunction, fail } from '@microbatch/core/util';
 import type { GenerationMetrics, SequenceTimer } from '@microbatch/prometheus';
 import { writeOpenAiError } from '../openai/openai-error.js';
+import { prefixCacheTenant } from '../auth/principal.js';
 import { type ClientKey, fairnessKeyOf } from './client-key.js';
 import { type GenerationOperation, traceSequences } from './generation-trace.js';
 
@@ -36,6 +37,11 @@ export interface EndpointCall<Request> {
   readonly res: ServerResponse;
   /** One timer per generated sequence, where generation metrics are kept or the request is traced. */
   readonly timers: readonly SequenceTimer[] | undefined;
+  /**
+   * The request's partition of the prefix cache: `key:<name>` of its API key, else its fairness key; `''` with a
+   * shared cache. Prompts of different tenants never reuse each other's cached blocks.
+   */
+  readonly tenant?: string;
 }
 
 /**
@@ -80,6 +86,13 @@ export interface OpenAiEndpointOptions<Request, Answer> {
   /** Per-sequence timing of generating endpoints; absent, none. */
   readonly generation?: GenerationTiming<Request> | undefined;
   /**
+   * Whether every client shares one prefix cache (for a documented system prompt that all clients send): a client
+   * can then learn, from `cached_tokens` or the time to its first token, whether another sent the same prompt
+   * start. Off, each tenant (API key, else fairness key) has a partition of its own.
+   * @default false
+   */
+  readonly sharedPrefixCache?: boolean | undefined;
+  /**
    * Whether a refusal (503) keeps the engine's own message and `details` (see `toHttpError`).
    * @default false
    */
@@ -106,7 +119,8 @@ export function createOpenAiEndpoint<Request, Answer>(
   options: OpenAiEndpointOptions<Request, Answer>,
 ): NodeJsonEndpoint {
   if (typeof options !== 'object' || options === null) fail('options', 'an object', options);
-  const { parse, complete, stream, clientKey, generation, exposeDetails = false } = options;
+  const { parse, complete, stream, clientKey, generation, exposeDetails = false, sharedPrefixCache = false } = options;
+  checkBoolean('sharedPrefixCache', sharedPrefixCache);
   checkFunction('parse', parse);
   checkFunction('complete', complete);
   checkOptionalFunction('stream', stream);
@@ -123,8 +137,9 @@ export function createOpenAiEndpoint<Request, Answer>(
     // Fair shares per client (its address, or the operator's `clientKey`), never per OpenAI `user`: a client's many
     // `user` values share its one share, so inventing users gains nothing.
     const fairnessKey = fairnessKeyOf(res.req, clientKey);
+    const tenant = prefixCacheTenant(res.req, fairnessKey, sharedPrefixCache);
     const exchange = (parsed: Request, call: CallOptions): EndpointCall<Request> =>
-      timed({ request: parsed, call: { ...call, fairnessKey }, res, timers: undefined }, generation);
+      timed({ request: parsed, call: { ...call, fairnessKey }, res, timers: undefined, tenant }, generation);
     // What `serveBatched` calls: the whole request, answered or streamed, as if it were one batched item.
     const target =
       stream !== undefined && streams(request)

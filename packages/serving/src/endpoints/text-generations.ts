@@ -14,6 +14,25 @@ const MAX_LISTENERS_SLACK = 10;
 /** A request with generated sequences: one input per prompt or choice. */
 export interface GenerationRequest {
   readonly inputs: readonly TextGenerationInput[];
+  /** The request's own `cache_salt` (vLLM's): a partition of the prefix cache within its tenant's. */
+  readonly cacheSalt?: string | undefined;
+}
+
+/**
+ * The request's inputs with their prefix-cache partition: the tenant and the request's own `cache_salt`, as one
+ * unambiguous string (a JSON pair, so no salt a client picks can name another tenant's partition); none when both
+ * are empty (the shared cache).
+ *
+ * @example
+ * ```ts
+ * saltedInputs({ inputs, cacheSalt: 'conversation-42' }, 'key:team-a');
+ * ```
+ */
+export function saltedInputs(request: GenerationRequest, tenant = ''): readonly TextGenerationInput[] {
+  const own = request.cacheSalt ?? '';
+  if (tenant === '' && own === '') return request.inputs;
+  const cache_salt = JSON.stringify([tenant, own]);
+  return request.inputs.map((input) => ({ ...input, cache_salt }));
 }
 
 /**
@@ -28,14 +47,17 @@ export interface GenerationRequest {
  */
 export async function generateAll(
   service: Pick<TextCompletionService, 'generate'>,
-  { request, call, res, timers }: EndpointCall<GenerationRequest>,
+  { request, call, res, timers, tenant }: EndpointCall<GenerationRequest>,
 ): Promise<TextGenerationOutput[]> {
   const done = new AbortController();
   const signal = call.signal === undefined ? done.signal : AbortSignal.any([call.signal, done.signal]);
   // One abort listener per sequence (up to the request's limit) is expected, not a leak.
   setMaxListeners(request.inputs.length + MAX_LISTENERS_SLACK, signal);
   try {
-    const outputs: TextGenerationOutput[] = await service.generate.callAll(request.inputs, { ...call, signal });
+    const outputs: TextGenerationOutput[] = await service.generate.callAll(saltedInputs(request, tenant), {
+      ...call,
+      signal,
+    });
     setDecodeBatchHeaders(res, outputs);
     outputs.forEach((output, index) => timers?.[index]?.finished(output.usage));
     return outputs;
@@ -59,12 +81,12 @@ export async function generateAll(
  */
 export async function* streamAll(
   service: Pick<TextCompletionService, 'streamer'>,
-  { request, call, res, timers }: EndpointCall<GenerationRequest>,
+  { request, call, res, timers, tenant }: EndpointCall<GenerationRequest>,
 ): AsyncGenerator<readonly [number, TextGenerationChunk], void, undefined> {
   if (call.signal !== undefined) setMaxListeners(request.inputs.length + MAX_LISTENERS_SLACK, call.signal);
   let first = true;
   try {
-    for await (const [index, chunk] of mergeStreams(service.streamer.streamAll(request.inputs, call))) {
+    for await (const [index, chunk] of mergeStreams(service.streamer.streamAll(saltedInputs(request, tenant), call))) {
       if (first) setDecodeBatchHeaders(res, [chunk]);
       first = false;
       const timer = timers?.[index];

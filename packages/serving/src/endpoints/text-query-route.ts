@@ -1,6 +1,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { type HttpErrorOptions, serveBatched, serverErrorReporter, writeHttpError } from '@microbatch/core/http';
+import { prefixCacheTenant } from '../auth/principal.js';
 import { type ClientKey, fairnessKeyOf } from './client-key.js';
+import { saltedInputs } from './text-generations.js';
 import { setDecodeBatchHeaders } from './decode-batch-headers.js';
 import type { TextCompletionService } from '../service/text-completion-service.js';
 import { parseTextQuery, textQueryAnswer } from './text-query.js';
@@ -28,6 +30,7 @@ export function createTextQueryHandler(
   service: Pick<TextCompletionService, 'generate' | 'validate'>,
   clientKey?: ClientKey,
   errors: HttpErrorOptions = {},
+  sharedPrefixCache = false,
 ): TextQueryHandler {
   const report = serverErrorReporter((error) => console.error(error));
   return (text: unknown, req: IncomingMessage, res: ServerResponse): Promise<void> => {
@@ -37,10 +40,15 @@ export function createTextQueryHandler(
       res.end();
       return Promise.resolve();
     }
+    const fairnessKey = fairnessKeyOf(req, clientKey);
+    const tenant = prefixCacheTenant(req, fairnessKey, sharedPrefixCache);
     return serveBatched(service.generate, {
       res,
-      readInput: () => parseTextQuery(text, (body) => service.validate(body)),
-      callOptions: () => ({ fairnessKey: fairnessKeyOf(req, clientKey) }),
+      readInput: () => {
+        const input = parseTextQuery(text, (body) => service.validate(body));
+        return saltedInputs({ inputs: [input] }, tenant)[0] ?? input;
+      },
+      callOptions: () => ({ fairnessKey }),
       setHeaders: (headers) => {
         for (const [name, value] of Object.entries(headers)) res.setHeader(name, value);
       },

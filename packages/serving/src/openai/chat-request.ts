@@ -7,7 +7,7 @@ import { type ChatMessage, type ChatMessageToolCall, type ChatTemplate, PLAIN_CH
 import { readStructuredOutput } from './response-format.js';
 import { type ToolRequest, readTools, toolGrammar } from './tool-calls.js';
 import { MIN_TEMPERATURE } from './completion-request.js';
-import { invalidField as invalid, isAbsent, readIncludeUsage } from './request-fields.js';
+import { invalidField as invalid, isAbsent, readCacheSalt, readIncludeUsage } from './request-fields.js';
 
 /**
  * Bounds of {@link parseChatRequest} on top of the model's own.
@@ -46,8 +46,10 @@ export interface ChatRequest {
   readonly stream: boolean;
   /** `stream_options.include_usage`: end the stream with a chunk carrying the token usage. */
   readonly includeUsage: boolean;
-  /** OpenAI's `user`: the fairness key of the request's items when given. */
+  /** OpenAI's `user`: who the request is for, as the client says (never a fairness key: shares go by client). */
   readonly user: string | undefined;
+  /** vLLM's `cache_salt`: the request's own partition of the prefix cache, within its tenant's. */
+  readonly cacheSalt: string | undefined;
   /** Whether choices carry `logprobs`. */
   readonly logprobs: boolean;
   /** The declared tools, `tool_choice` and `parallel_tool_calls`; `undefined` without tools. */
@@ -196,6 +198,7 @@ export function parseChatRequest(
     stream: stream === true,
     includeUsage,
     user: typeof user === 'string' && user !== '' ? user : undefined,
+    cacheSalt: readCacheSalt(fields.cache_salt),
     logprobs: logprobs === true,
     ...(tools === undefined ? {} : { tools }),
   };

@@ -3,8 +3,8 @@
 import { BatchError, describeValue as describe, isBatchError } from '@microbatch/core';
 import type { TextGenerationInput } from '@microbatch/inference';
 import { checkInteger, fail, isObjectLike } from '@microbatch/core/util';
-import { invalidField as invalid, isAbsent, readIncludeUsage } from './request-fields.js';
 import { readStructuredOutput } from './response-format.js';
+import { invalidField as invalid, isAbsent, readCacheSalt, readIncludeUsage } from './request-fields.js';
 
 /**
  * `max_tokens` of a request that gives none: OpenAI's own default for completions.
@@ -69,6 +69,8 @@ export interface CompletionRequest {
   readonly includeUsage: boolean;
   /** OpenAI's `user`: who the request is for, as the client says (never a fairness key: shares go by client). */
   readonly user: string | undefined;
+  /** vLLM's `cache_salt`: the request's own partition of the prefix cache, within its tenant's. */
+  readonly cacheSalt: string | undefined;
 }
 
 /** The longest `user` accepted (a fairness key; longer ones would only grow the batcher's per-key state). */
@@ -97,6 +99,7 @@ const KNOWN_FIELDS: ReadonlySet<string> = new Set([
   'stream',
   'stream_options',
   'user',
+  'cache_salt',
   'n',
   'best_of',
   'echo',
@@ -227,6 +230,7 @@ export function parseCompletionRequest(
     stream: stream === true,
     includeUsage,
     user: typeof user === 'string' && user !== '' ? user : undefined,
+    cacheSalt: readCacheSalt(fields.cache_salt),
   };
 }
 

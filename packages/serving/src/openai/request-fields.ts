@@ -48,3 +48,27 @@ export function readIncludeUsage(streamOptions: unknown): boolean {
   }
   return includeUsage === true;
 }
+
+/** The longest `cache_salt` accepted (it is hashed into every cached block of the request's prompts). */
+const MAX_CACHE_SALT_LENGTH = 256;
+
+/**
+ * `cache_salt` (vLLM's): a partition of the prefix cache of the request's own, within its tenant's, so that only
+ * requests sending the same salt reuse each other's cached prompt blocks. A string of 1 to 256 characters, or
+ * absent (`undefined`).
+ *
+ * @example
+ * ```ts
+ * readCacheSalt('conversation-42'); // 'conversation-42'
+ * ```
+ */
+export function readCacheSalt(value: unknown): string | undefined {
+  if (isAbsent(value)) return undefined;
+  if (typeof value !== 'string' || value.length === 0 || value.length > MAX_CACHE_SALT_LENGTH) {
+    throw invalidField(
+      'cache_salt',
+      `\`cache_salt\` must be a string of 1 to ${MAX_CACHE_SALT_LENGTH} characters, got ${describe(value)}`,
+    );
+  }
+  return value;
+}

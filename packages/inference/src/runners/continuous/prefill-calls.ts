@@ -37,12 +37,12 @@ export class PrefillCalls {
 
   /** Whether a newcomer's prompt starts with cached blocks (it is then prefilled alone, after them). */
   cached(sequence: Sequence): boolean {
-    return (this.#cache?.peek(sequence.prompt) ?? 0) > 0;
+    return (this.#cache?.peek(sequence.prompt, sequence.cacheSalt) ?? 0) > 0;
   }
 
   /** Readies a newcomer for chunks: its past is the cached prefix when there is one (looked up once, counted). */
   start(sequence: Sequence): void {
-    const cached = this.#cache?.take(sequence.prompt);
+    const cached = this.#cache?.take(sequence.prompt, sequence.cacheSalt);
     if (cached === undefined) return;
     sequence.source = cached.source;
     sequence.row = 0;
@@ -71,7 +71,7 @@ export class PrefillCalls {
       longest = Math.max(longest, sequence.prompt.length);
       group.push(sequence);
     }
-    for (const sequence of group) this.#cache?.take(sequence.prompt);
+    for (const sequence of group) this.#cache?.take(sequence.prompt, sequence.cacheSalt);
     return group;
   }
 
@@ -91,7 +91,7 @@ export class PrefillCalls {
       sequence.row = index;
       sequence.length = sequence.prompt.length;
       sequence.prefilled = sequence.prompt.length;
-      this.#cache?.store(sequence.prompt, sequence);
+      this.#cache?.store(sequence.prompt, sequence, sequence.cacheSalt);
       const last = (index * longest + longest - 1) * vocabSize;
       this.#first(sequence, logits.subarray(last, last + vocabSize));
     });
@@ -113,7 +113,7 @@ export class PrefillCalls {
     sequence.row = 0;
     const last = sequence.prefilled === sequence.prompt.length;
     if (last) {
-      this.#cache?.store(sequence.prompt, sequence);
+      this.#cache?.store(sequence.prompt, sequence, sequence.cacheSalt);
       const { vocabSize } = this.#geometry;
       this.#first(sequence, logits.subarray((chunk.length - 1) * vocabSize, chunk.length * vocabSize));
     }

@@ -4,6 +4,11 @@
 // a hash collision is a miss, never another prompt's KV. A newcomer copies its cached blocks into a past of its own
 // (nothing it runs with points into the cache, so evicting never touches a running sequence) and prefills the rest.
 //
+// Partitions: every lookup and store names a salt (the tenant's, and the request's own `cache_salt`), which is the
+// root of its chains: the first block's parent. A block cached under one salt is never found under another (its key
+// hashes the salt, and its `parent` is checked), so one tenant's prompt never shortens another's prefill: neither
+// `cached_tokens` nor the time to the first token tells a tenant anything of another's prompts.
+//
 // The cache is an LRU bounded in bytes. A chain is touched from its last block to its first, so a parent is always
 // more recent than its children: eviction takes leaves first and never strands a reachable chain's tail.
 import { kvArray } from './padded-batch.js';
@@ -48,6 +53,14 @@ function blockKey(parent: string, tokens: readonly number[], from: number): stri
   return `${(a >>> 0).toString(36)}.${(b >>> 0).toString(36)}`;
 }
 
+/**
+ * The parent of a chain's first block under `salt`: `''` for the unsalted partition (as before salts), else the salt
+ * behind a prefix no block key has (block keys are base-36 digits and a dot), so a salt never equals a block's key.
+ */
+function rootOf(salt: string): string {
+  return salt === '' ? '' : `salt:${salt}`;
+}
+
 export class PrefixCache {
   readonly #geometry: ModelGeometry;
   readonly #maxBytes: number;
@@ -87,17 +100,17 @@ export class PrefixCache {
    * The cached blocks `prompt` starts with, reusable by a newcomer: at most `prompt.length - 1` tokens, so its last
    * token is always prefilled (its logits give the first generated token). No side effects.
    */
-  peek(prompt: readonly number[]): number {
-    return this.#chain(prompt).length;
+  peek(prompt: readonly number[], salt = ''): number {
+    return this.#chain(prompt, salt).length;
   }
 
   /**
    * Looks `prompt` up for a newcomer (counted) and returns a past of its own holding the cached prefix's KV, with
    * its length in tokens; `undefined` on a miss. The blocks used become the most recent.
    */
-  take(prompt: readonly number[]): { readonly source: KvSource; readonly length: number } | undefined {
+  take(prompt: readonly number[], salt = ''): { readonly source: KvSource; readonly length: number } | undefined {
     this.counters.lookups += 1;
-    const chain = this.#chain(prompt);
+    const chain = this.#chain(prompt, salt);
     if (chain.length === 0) return undefined;
     this.#touch(chain);
     const length = chain.length * PREFIX_BLOCK_TOKENS;
@@ -123,13 +136,13 @@ export class PrefixCache {
    * position 0: `row.length >= prompt.length`), evicting the least recently used blocks to stay within the budget.
    * At most the blocks the budget holds are kept, the first ones.
    */
-  store(prompt: readonly number[], row: KvRow): void {
+  store(prompt: readonly number[], row: KvRow, salt = ''): void {
     const source = row.source;
     if (source === undefined) return;
     const capacity = Math.floor(this.#maxBytes / PrefixCache.blockBytes(this.#geometry));
     const whole = Math.min(Math.floor(prompt.length / PREFIX_BLOCK_TOKENS), capacity);
     const chain: Block[] = [];
-    let parent = '';
+    let parent = rootOf(salt);
     for (let index = 0; index < whole; index += 1) {
       const from = index * PREFIX_BLOCK_TOKENS;
       const key = blockKey(parent, prompt, from);
@@ -159,10 +172,10 @@ export class PrefixCache {
   }
 
   /** The cached blocks that `prompt` starts with, up to `prompt.length - 1` tokens. */
-  #chain(prompt: readonly number[]): Block[] {
+  #chain(prompt: readonly number[], salt: string): Block[] {
     const chain: Block[] = [];
     const usable = Math.floor((prompt.length - 1) / PREFIX_BLOCK_TOKENS);
-    let parent = '';
+    let parent = rootOf(salt);
     for (let index = 0; index < usable; index += 1) {
       const from = index * PREFIX_BLOCK_TOKENS;
       const block = this.#blocks.get(blockKey(parent, prompt, from));

@@ -29,6 +29,8 @@ export class Sequence implements KvRow {
     readonly output: GenerationRow,
     readonly sampling: SamplingParams,
     readonly isCancelled: () => boolean,
+    /** The prefix cache's partition: only blocks cached under the same salt are reused (see `PrefixCache`). */
+    readonly cacheSalt = '',
   ) {}
 
   get done(): boolean {

@@ -111,7 +111,10 @@ function textParameter(c: Context): unknown {
  */
 function getTextQuery(app: Hono, path: string, handler: TextQueryHandler): void {
   app.get(path, async (c) => {
-    if (c.req.method === 'HEAD') return c.body(null, 200, { 'Content-Type': 'text/plain; charset=utf-8' });
+    // HEAD through the handler too (it answers at once, without the model), so that it checks an API key as on
+    // the other frameworks.
+    if (c.req.method === 'HEAD')
+      return await headResponse((req, res) => handler(undefined, req, res), node(c).incoming);
     await handler(textParameter(c), node(c).incoming, node(c).outgoing);
     return RESPONSE_ALREADY_SENT;
   });

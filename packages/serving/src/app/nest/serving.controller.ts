@@ -5,7 +5,8 @@ import type { JsonValueRoute, NodeRoute } from '../route-table.js';
 
 /** The handlers of the routes every serving app has (from its table's handlers: `textCompletionHandlers`, ...). */
 export interface ServingRouteHandlers {
-  readonly models: JsonValueRoute;
+  /** A fixed answer, or (with API keys) a Node route that checks the key first. */
+  readonly models: JsonValueRoute | NodeRoute;
   readonly liveness: NodeRoute;
   readonly readiness: NodeRoute;
   readonly metrics: NodeRoute;
@@ -26,8 +27,11 @@ export abstract class ServingController {
 
   /** What `client.models.list()` of the official OpenAI clients reads. */
   @Get('v1/models')
-  models(@Res() res: ServerResponse): void {
-    writeJson(res, 200, this.routes.models.body);
+  models(@Req() req: IncomingMessage, @Res() res: ServerResponse): Promise<void> {
+    const route = this.routes.models;
+    if (route.kind === 'node') return route.handler(req, res);
+    writeJson(res, 200, route.body);
+    return Promise.resolve();
   }
 
   @Get('healthz')

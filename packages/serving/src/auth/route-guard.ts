@@ -1,0 +1,138 @@
+// The API-key check of the serving apps' routes, applied to an app's handlers once (`textCompletionHandlers`,
+// `embeddingsHandlers`), so every framework (Express, Koa, Fastify, Hono, Nest: they all run these handlers) checks
+// the same routes the same way: a request without a known `Authorization: Bearer <key>` is answered 401 (OpenAI's
+// shape on `/v1/*`, `WWW-Authenticate: Bearer`) before its handler runs and before it reaches a batcher.
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { BatchError } from '@microbatch/core';
+import { writeJson } from '@microbatch/core/http';
+import { Counter, type Registry } from 'prom-client';
+import type { ClientKey } from '../endpoints/client-key.js';
+import { writeRouteError } from '../app/route-errors.js';
+import type { JsonValueRoute, NodeRoute, RouteHandler } from '../app/route-table.js';
+import type { ApiKeys } from './api-keys.js';
+import { principalOf, setPrincipal } from './principal.js';
+
+/**
+ * The handlers of an app once guarded: a fixed JSON answer (the model list) becomes a Node route, so that it can
+ * check the request's key.
+ */
+export type GuardedHandlers<H> = {
+  readonly [K in keyof H]: H[K] extends JsonValueRoute ? JsonValueRoute | NodeRoute : H[K];
+};
+
+/**
+ * The {@link ClientKey} of an app with API keys: `key:<name>` of the key the request was admitted with (each key one
+ * fair share, whatever address it comes from); requests of an app without keys fall back to their address.
+ *
+ * @example
+ * ```ts
+ * createTextCompletionApp(model, { apiKeys: ['sk-1'], clientKey: apiKeyClientKey }); // the default with keys
+ * ```
+ */
+export const apiKeyClientKey: ClientKey = (req) => {
+  const principal = principalOf(req);
+  return principal === undefined ? undefined : `key:${principal.keyName}`;
+};
+
+/** Counts per key name: its cardinality is the operator's key list, never a client's input. */
+function keyMetrics(registry: Registry | undefined) {
+  if (registry === undefined) return undefined;
+  return {
+    accepted: new Counter({
+      name: 'microbatch_api_key_requests_total',
+      help: 'Requests admitted by API key, labelled by the key name (never the key)',
+      labelNames: ['key'] as const,
+      registers: [registry],
+    }),
+    refused: new Counter({
+      name: 'microbatch_api_key_refusals_total',
+      help: 'Requests refused 401: no Authorization header, another scheme, or an unknown key',
+      registers: [registry],
+    }),
+  };
+}
+
+/**
+ * A check of `req`'s key against `apiKeys`: `true` (its principal recorded) when it carries one, else `false` once
+ * it has been answered 401. The refusal never quotes what the client sent.
+ *
+ * @example
+ * ```ts
+ * const check = keyCheck(keys);
+ * if (!check(req, res)) return;
+ * ```
+ */
+export function keyCheck(
+  apiKeys: ApiKeys,
+  registry?: Registry,
+): (req: IncomingMessage, res: ServerResponse) => boolean {
+  const metrics = keyMetrics(registry);
+  return (req, res) => {
+    if (principalOf(req) !== undefined) return true;
+    const header = req.headers.authorization;
+    const name = apiKeys.authenticateHeader(header);
+    if (name !== undefined) {
+      setPrincipal(req, name);
+      metrics?.accepted.inc({ key: name });
+      return true;
+    }
+    metrics?.refused.inc();
+    const message =
+      header === undefined || header.trim() === ''
+        ? 'Missing API key: send it as `Authorization: Bearer <key>`'
+        : 'Incorrect API key provided';
+    const path = (req.url ?? '/').split('?', 1)[0] ?? '/';
+    writeRouteError(res, path, new BatchError('UNAUTHORIZED', message));
+    return false;
+  };
+}
+
+/**
+ * `handlers` with every one not named in `open` answering only requests with a known key (see {@link keyCheck});
+ * without `apiKeys`, `handlers` as they are.
+ *
+ * @example
+ * ```ts
+ * guardHandlers(textCompletionHandlers, keys, ['liveness', 'readiness', 'metrics', 'dashboard'], registry);
+ * ```
+ */
+export function guardHandlers<H extends Readonly<Record<string, RouteHandler>>>(
+  handlers: H,
+  apiKeys: ApiKeys | undefined,
+  open: readonly (keyof H & string)[],
+  registry?: Registry,
+): GuardedHandlers<H> {
+  if (apiKeys === undefined) return handlers as GuardedHandlers<H>;
+  const check = keyCheck(apiKeys, registry);
+  const guarded: Record<string, RouteHandler> = {};
+  for (const [name, route] of Object.entries(handlers)) {
+    guarded[name] = open.includes(name) ? route : guard(route, check);
+  }
+  return guarded as GuardedHandlers<H>;
+}
+
+/** `route` answering only what passes `check`. */
+function guard(route: RouteHandler, check: (req: IncomingMessage, res: ServerResponse) => boolean): RouteHandler {
+  switch (route.kind) {
+    case 'node':
+      return { kind: 'node', handler: async (req, res) => (check(req, res) ? route.handler(req, res) : undefined) };
+    case 'json':
+      return {
+        kind: 'json',
+        handler: async (body, res) => (check(res.req, res) ? route.handler(body, res) : undefined),
+      };
+    case 'text-query':
+      return {
+        kind: 'text-query',
+        handler: async (text, req, res) => (check(req, res) ? route.handler(text, req, res) : undefined),
+      };
+    case 'value':
+      return {
+        kind: 'node',
+        handler: (req, res) => {
+          if (check(req, res)) writeJson(res, 200, route.body);
+          return Promise.resolve();
+        },
+      };
+  }
+}
