@@ -5,3 +5,4 @@ export * from './openai/index.js';
 export * from './service/index.js';
 export * from './endpoints/index.js';
 export * from './app/index.js';
+export * from './registry/index.js';

@@ -10,3 +10,5 @@ export type { ListenOptions, RunningServer, ServerLifecycle } from './serve.js';
 export { bundledModelDir, startTextCompletionServer } from './text-completion-server.js';
 export type { TextCompletionServerOptions } from './text-completion-server.js';
 export { EMBEDDINGS_ROUTES, noEmbeddingsRoute } from './embeddings-routes.js';
+export { MULTI_MODEL_TABLE, noMultiModelRoute } from './multi-model-routes.js';
+export type { MultiModelAppOptions } from './multi-model-routes.js';

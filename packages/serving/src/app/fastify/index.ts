@@ -1,3 +1,4 @@
 export { createTextCompletionApp, startTextCompletionApp } from './text-completion-app.js';
 export type { EmbeddingsAppOptions, TextCompletionAppOptions } from '../app-options.js';
 export { createEmbeddingsApp, startEmbeddingsApp } from './embeddings-app.js';
+export { createMultiModelApp, startMultiModelApp } from './multi-model-app.js';
