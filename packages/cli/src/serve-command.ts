@@ -15,6 +15,9 @@ import { brokerOf, loadTransport, openQueue } from './queue-transport.js';
 import { serveUntilSignal } from './lifecycle.js';
 import { loadFramework } from './load-framework.js';
 import { serveEmbeddings } from './serve-embeddings.js';
+import { flagsModelConfig } from './config/flags-config.js';
+import { textModelOptions } from './config/model-options.js';
+import { serveConfig } from './config/serve-config.js';
 import { createLogger } from './logger.js';
 import { queueName, resolveModelDir } from './model-dir.js';
 import type { ServeFlags } from './program.js';
@@ -46,6 +49,8 @@ const APPS: Record<ServeFlags['framework'], () => Promise<{ startTextCompletionA
  * ```
  */
 export async function serveCommand(flags: ServeFlags, fail: (message: string) => never): Promise<void> {
+  const { config } = flags;
+  if (config !== undefined) return serveConfig({ ...flags, config }, fail);
   if (flags.task === 'feature-extraction') return serveEmbeddings(flags, fail);
   if (flags.queue !== undefined) return serveFromQueue(flags, flags.queue, fail);
   let model: string;
@@ -59,22 +64,8 @@ export async function serveCommand(flags: ServeFlags, fail: (message: string) =>
   // The app releases the model itself if it cannot listen (the workers would keep the process alive).
   await serveUntilSignal(
     (where) => {
-      const service = createTextCompletionModel({
-        model,
-        scheduling: flags.scheduling,
-        dtype: flags.dtype,
-        maxBatchSize: flags.maxBatchSize,
-        maxSequences: flags.maxSequences,
-        maxStepTokens: flags.maxStepTokens,
-        prefixCacheMb: flags.prefixCacheMb,
-        batchWaitTimeoutMs: flags.batchWaitMs,
-        maxLatencyMs: flags.maxLatencyMs,
-        maxQueueSize: flags.maxQueueSize,
-        workers: flags.workers,
-        threads: flags.threads,
-        executionProvider: flags.executionProvider,
-        logger,
-      });
+      // The flags are a one-model config: its settings become the model's options where a config file's do.
+      const service = createTextCompletionModel(textModelOptions(flagsModelConfig(flags, model), model, logger));
       // What runs, read back from the batcher and the pool rather than from the flags.
       const { generate, pool } = service;
       logger.info(

@@ -5,6 +5,8 @@ import { serveUntilSignal } from './lifecycle.js';
 import { loadFramework } from './load-framework.js';
 import { createLogger } from './logger.js';
 import { resolveModelDir } from './model-dir.js';
+import { flagsModelConfig } from './config/flags-config.js';
+import { embeddingModelOptions } from './config/model-options.js';
 import type { ServeFlags } from './program.js';
 
 type StartApp = (service: EmbeddingService, where: ListenOptions) => Promise<RunningServer>;
@@ -36,25 +38,10 @@ export async function serveEmbeddings(flags: ServeFlags, fail: (message: string)
   }
   const { startEmbeddingsApp } = await loadFramework(flags.framework, APPS[flags.framework], fail);
   const logger = createLogger(flags.logFormat);
-  const { maxBatchSize, maxBatchCost, batchWaitMs, maxLatencyMs, maxQueueSize, workers, threads } = flags;
+  const { maxBatchSize, maxBatchCost, workers, threads } = flags;
   let service: EmbeddingService;
   try {
-    service = createEmbeddingModel({
-      model,
-      dtype: flags.dtype,
-      maxBatchSize,
-      maxBatchCost,
-      batchWaitTimeoutMs: batchWaitMs,
-      maxLatencyMs,
-      maxQueueSize,
-      workers,
-      threads,
-      executionProvider: flags.executionProvider,
-      pooling: flags.pooling,
-      normalize: flags.normalize === undefined ? undefined : flags.normalize === 'on',
-      truncatableDimensions: flags.truncatableDimensions,
-      logger,
-    });
+    service = createEmbeddingModel(embeddingModelOptions(flagsModelConfig(flags, model), model, logger));
   } catch (error) {
     fail(error instanceof Error ? error.message : String(error));
   }
