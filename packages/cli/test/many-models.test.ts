@@ -137,13 +137,20 @@ describe.each(['express', 'fastify'])('one server, three models (%s)', (framewor
       .catch((e) => e);
     expect(asGenerator).toBeInstanceOf(OpenAI.BadRequestError);
     expect((asGenerator as Error).message).toContain('"embedder" is a feature-extraction model');
-    const response = await fetch(`${server.url}/v1/completions`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ prompt: 'x' }),
-    });
-    expect(response.status).toBe(400);
-    expect(((await response.json()) as { error: { param: string } }).error.param).toBe('model');
+    const post = (body: unknown) =>
+      fetch(`${server.url}/v1/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
+    const notString = await post({ model: 5, prompt: 'x' });
+    expect(notString.status).toBe(400);
+    expect(((await notString.json()) as { error: { param: string } }).error.param).toBe('model');
+    // Without `model`, the first model of the endpoint's task answers, as a one-model server would.
+    const absent = await post({ prompt: 'x', max_tokens: 1 });
+    expect(absent.status).toBe(200);
+    expect(((await absent.json()) as { model: string }).model).toBe('story-a');
+    expect((await fetch(`${server.url}/readyz`)).status).toBe(200);
   });
 });
 

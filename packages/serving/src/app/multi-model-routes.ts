@@ -22,6 +22,7 @@ import {
   MODEL_ENDPOINTS,
   MODEL_TASKS,
   type ModelEndpointName,
+  type ModelTask,
   type ModelTaskRow,
   tasksServing,
 } from '../registry/model-tasks.js';
@@ -86,15 +87,23 @@ function writeModelNotFound(res: ServerResponse, name: string): void {
   });
 }
 
-/** The body's `model`: a string, or the only model when absent; `undefined` after answering the 400. */
-function modelOf(body: unknown, registry: ModelRegistry, res: ServerResponse): string | undefined {
+/**
+ * The body's `model`: a string, or, when absent, the first model (in the registry's order) of a task the endpoint
+ * serves, as a one-model server answers whatever `model` says; `undefined` after answering the 400.
+ */
+function modelOf(
+  body: unknown,
+  registry: ModelRegistry,
+  serving: readonly ModelTask[],
+  res: ServerResponse,
+): string | undefined {
   const model = typeof body === 'object' && body !== null ? (body as { model?: unknown }).model : undefined;
   if (typeof model === 'string') return model;
-  const models = registry.models();
-  if (model === undefined && models.length === 1) return (models[0] as { name: string }).name;
+  const fallback = registry.models().find((entry) => serving.includes(entry.task));
+  if (model === undefined && fallback !== undefined) return fallback.name;
   const message =
     model === undefined
-      ? `\`model\` is required: this server serves ${models.length} models (GET /v1/models lists them)`
+      ? `\`model\` is required: no model of this server serves ${serving.join(' or ')} (GET /v1/models lists them)`
       : '`model` must be a string';
   writeOpenAiError(res, new BatchError('INVALID_INPUT', message, { details: { field: 'model' } }));
   return undefined;
@@ -131,7 +140,7 @@ export function multiModelHandlers(registry: ModelRegistry, options: MultiModelA
   const routed = (endpoint: ModelEndpointName): NodeJsonEndpoint => {
     const serving = tasksServing(endpoint);
     return async (body, res) => {
-      const name = modelOf(body, registry, res);
+      const name = modelOf(body, registry, serving, res);
       if (name === undefined) return;
       const model = registry.find(name);
       if (model === undefined) {
