@@ -18,6 +18,9 @@ import { serveUntilSignal } from './lifecycle.js';
 import { loadFramework } from './load-framework.js';
 import { serveEmbeddings } from './serve-embeddings.js';
 import { serveEncoder } from './serve-encoder.js';
+import { flagsModelConfig } from './config/flags-config.js';
+import { textModelOptions } from './config/model-options.js';
+import { serveConfig } from './config/serve-config.js';
 import { createLogger } from './logger.js';
 import { queueName, resolveModelDir } from './model-dir.js';
 import { flagScheduling } from './flag-rules.js';
@@ -50,6 +53,8 @@ const APPS: Record<ServeFlags['framework'], () => Promise<{ startTextCompletionA
  * ```
  */
 export async function serveCommand(flags: ServeFlags, fail: (message: string) => never): Promise<void> {
+  const { config } = flags;
+  if (config !== undefined) return serveConfig({ ...flags, config }, fail);
   if (flags.task === 'feature-extraction') return serveEmbeddings(flags, fail);
   if (flags.task === 'text-classification' || flags.task === 'rerank') return serveEncoder(flags, flags.task, fail);
   if (flags.queue !== undefined) return serveFromQueue(flags, flags.queue, fail);
@@ -72,21 +77,11 @@ export async function serveCommand(flags: ServeFlags, fail: (message: string) =>
   // The app releases the model itself if it cannot listen (the workers would keep the process alive).
   await serveUntilSignal(
     (where) => {
+      // The flags are a one-model config: its settings become the model's options where a config file's do; the
+      // scheduling is the one the graph allows (a graph without a KV cache falls back to request scheduling).
       const service = createTextCompletionModel({
-        model,
+        ...textModelOptions(flagsModelConfig(flags, model), model, logger),
         scheduling: choice.scheduling,
-        dtype: flags.dtype,
-        maxBatchSize: flags.maxBatchSize,
-        maxSequences: flags.maxSequences,
-        maxStepTokens: flags.maxStepTokens,
-        prefixCacheMb: flags.prefixCacheMb,
-        batchWaitTimeoutMs: flags.batchWaitMs,
-        maxLatencyMs: flags.maxLatencyMs,
-        maxQueueSize: flags.maxQueueSize,
-        workers: flags.workers,
-        threads: flags.threads,
-        executionProvider: flags.executionProvider,
-        logger,
       });
       // What runs, read back from the batcher and the pool rather than from the flags.
       const { generate, pool } = service;

@@ -6,6 +6,8 @@ import { loadAccess } from './access-flags.js';
 import { loadFramework } from './load-framework.js';
 import { createLogger } from './logger.js';
 import { resolveModelDir } from './model-dir.js';
+import { flagsModelConfig } from './config/flags-config.js';
+import { embeddingModelOptions } from './config/model-options.js';
 import type { ServeFlags } from './program.js';
 
 type StartApp = (
@@ -45,22 +47,7 @@ export async function serveEmbeddings(flags: ServeFlags, fail: (message: string)
   const { maxBatchSize, maxBatchCost, batchWaitMs, maxLatencyMs, maxQueueSize, workers, threads } = flags;
   let service: EmbeddingService;
   try {
-    service = createEmbeddingModel({
-      model,
-      dtype: flags.dtype,
-      maxBatchSize,
-      maxBatchCost,
-      batchWaitTimeoutMs: batchWaitMs,
-      maxLatencyMs,
-      maxQueueSize,
-      workers,
-      threads,
-      executionProvider: flags.executionProvider,
-      pooling: flags.pooling,
-      normalize: flags.normalize === undefined ? undefined : flags.normalize === 'on',
-      truncatableDimensions: flags.truncatableDimensions,
-      logger,
-    });
+    service = createEmbeddingModel(embeddingModelOptions(flagsModelConfig(flags, model), model, logger));
   } catch (error) {
     fail(error instanceof Error ? error.message : String(error));
   }

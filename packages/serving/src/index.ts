@@ -7,3 +7,4 @@ export * from './endpoints/index.js';
 export * from './app/index.js';
 export * from './batch-api/index.js';
 export * from './auth/index.js';
+export * from './registry/index.js';

@@ -1,8 +1,9 @@
-import { basename, dirname, resolve, sep } from 'node:path';
+import { resolve } from 'node:path';
 import { BatchError, ErrorCode } from '@microbatch/core';
 import { checkInteger, checkString, definedEntries } from '@microbatch/core/util';
 import { checkGenerationFields, contextLimitError } from './text-generation-fields.js';
 import { checkGrammarSpec } from '../grammar/grammar-spec.js';
+import { loadLocalTokenizer } from './local-tokenizer.js';
 import type { TextGenerationInput } from '../contract/text-generation-types.js';
 
 /**
@@ -189,14 +190,9 @@ export async function createTextGenerationValidator(
   const { model, ...limits } = definedEntries('options', options);
   const modelDir = resolve(checkString('model', model));
   const resolved = resolveLimits(limits);
-  // Imported here, not at the top: loading transformers.js pulls in onnxruntime, which pool-only users never need
-  // on the main thread.
-  const { AutoTokenizer, env } = await import('@huggingface/transformers');
-  env.allowRemoteModels = false;
-  env.localModelPath = dirname(modelDir) + sep;
-  let tokenizer: Awaited<ReturnType<typeof AutoTokenizer.from_pretrained>>;
+  let tokenizer: Awaited<ReturnType<typeof loadLocalTokenizer>>;
   try {
-    tokenizer = await AutoTokenizer.from_pretrained(basename(modelDir));
+    tokenizer = await loadLocalTokenizer(modelDir);
   } catch (error) {
     throw new Error(
       `Failed to load the tokenizer from "${modelDir}": ${error instanceof Error ? error.message : String(error)}`,

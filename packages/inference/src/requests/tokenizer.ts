@@ -1,5 +1,6 @@
-import { basename, dirname, resolve, sep } from 'node:path';
+import { resolve } from 'node:path';
 import { checkString } from '@microbatch/core/util';
+import { loadLocalTokenizer } from './local-tokenizer.js';
 
 /**
  * A model's tokenizer on the calling thread: what the HTTP side needs to count and check tokens before queueing.
@@ -31,12 +32,9 @@ export interface Tokenizer {
  */
 export async function loadTokenizer(model: string): Promise<Tokenizer> {
   const dir = resolve(checkString('model', model));
-  const { AutoTokenizer, env } = await import('@huggingface/transformers');
-  env.allowRemoteModels = false;
-  env.localModelPath = dirname(dir) + sep;
-  let tokenizer: Awaited<ReturnType<typeof AutoTokenizer.from_pretrained>>;
+  let tokenizer: Awaited<ReturnType<typeof loadLocalTokenizer>>;
   try {
-    tokenizer = await AutoTokenizer.from_pretrained(basename(dir));
+    tokenizer = await loadLocalTokenizer(dir);
   } catch (error) {
     throw new Error(
       `Failed to load the tokenizer from "${dir}": ${error instanceof Error ? error.message : String(error)}`,

@@ -12,3 +12,5 @@ export type { TextCompletionServerOptions } from './text-completion-server.js';
 export { EMBEDDINGS_ROUTES, noEmbeddingsRoute } from './embeddings-routes.js';
 export { ENCODER_ROUTES, ENCODER_TABLES, noEncoderRoute } from './encoder-routes.js';
 export type { EncoderAppOptions } from './encoder-routes.js';
+export { MULTI_MODEL_TABLE, noMultiModelRoute } from './multi-model-routes.js';
+export type { MultiModelAppOptions } from './multi-model-routes.js';

@@ -3,3 +3,4 @@ export type { EmbeddingsAppOptions, TextCompletionAppOptions } from '../app-opti
 export { createEmbeddingsApp, startEmbeddingsApp } from './embeddings-app.js';
 export { createEncoderApp, startEncoderApp } from './encoder-app.js';
 export type { EncoderAppOptions } from '../encoder-routes.js';
+export { createMultiModelApp, startMultiModelApp } from './multi-model-app.js';

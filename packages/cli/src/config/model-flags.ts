@@ -1,0 +1,33 @@
+// The `microbatch serve` flags a `--config` file replaces (read by `program.ts` without reading the config code).
+/**
+ * The flags that configure the model itself: with `--config` they are the file's, per model, and given on the
+ * command line they are refused, naming them (commander's attribute names).
+ *
+ * @example
+ * ```ts
+ * MODEL_FLAGS.includes('workers'); // true
+ * ```
+ */
+export const MODEL_FLAGS = [
+  'model',
+  'task',
+  'scheduling',
+  'dtype',
+  'maxBatchSize',
+  'maxSequences',
+  'maxStepTokens',
+  'prefixCacheMb',
+  'batchWaitMs',
+  'maxLatencyMs',
+  'maxQueueSize',
+  'workers',
+  'threads',
+  'executionProvider',
+  'maxBatchCost',
+  'pooling',
+  'normalize',
+  'truncatableDimensions',
+  'queue',
+  'workerGraceMs',
+  'readiness',
+] as const;

@@ -1,0 +1,144 @@
+// `microbatch serve --config FILE`: several models in one process behind one app, each request routed by its
+// `model`. The file is checked whole before anything starts (keys, values, names, paths, the thread budget); the
+// start-up log shows the thread plan; then the eager models load while the server listens.
+import { existsSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
+import { dirname, isAbsolute, resolve } from 'node:path';
+import type {
+  ListenOptions,
+  Logger,
+  ModelDefinition,
+  ModelRegistry,
+  MultiModelAppOptions,
+  RunningServer,
+} from '@microbatch/serving';
+import { createEmbeddingModel, createModelRegistry, createTextCompletionModel, planThreads } from '@microbatch/serving';
+import { serveUntilSignal } from '../lifecycle.js';
+import { loadFramework } from '../load-framework.js';
+import { createLogger } from '../logger.js';
+import { resolveModelDir } from '../model-dir.js';
+import type { ServeFlags } from '../program.js';
+import { defaultLoad, readServeConfig } from './config-file.js';
+import { embeddingModelOptions, textModelOptions } from './model-options.js';
+
+type StartApp = (
+  registry: ModelRegistry,
+  where: ListenOptions,
+  options?: MultiModelAppOptions,
+) => Promise<RunningServer>;
+
+// Loaded on demand, as for one model. Nest has no multi-model app yet: refused before anything starts.
+const APPS: Partial<Record<ServeFlags['framework'], () => Promise<{ startMultiModelApp: StartApp }>>> = {
+  express: () => import('@microbatch/serving/express'),
+  koa: () => import('@microbatch/serving/koa'),
+  fastify: () => import('@microbatch/serving/fastify'),
+  hono: () => import('@microbatch/serving/hono'),
+};
+
+/** `logger` with every line naming `model`, so each model's batch and refusal logs say whose they are. */
+function withModel(logger: Logger, model: string): Logger {
+  return {
+    info: (fields, message) => logger.info({ model, ...fields }, message),
+    warn: (fields, message) => logger.warn({ model, ...fields }, message),
+    error: (fields, message) => logger.error({ model, ...fields }, message),
+  };
+}
+
+/**
+ * Runs `microbatch serve --config FILE` until SIGTERM / SIGINT. A bad file, a missing model folder or a thread plan
+ * over `--max-threads` prints the problem and exits 1 before anything loads.
+ *
+ * @example
+ * ```ts
+ * await serveConfig({ ...flags, config: 'models.yaml' }, fail);
+ * ```
+ */
+export async function serveConfig(
+  flags: ServeFlags & { readonly config: string },
+  fail: (message: string) => never,
+): Promise<void> {
+  const file = flags.config;
+  const loadApp = APPS[flags.framework];
+  if (loadApp === undefined)
+    fail(`--config: the ${flags.framework} app serves one model; use express, koa, fastify or hono`);
+  let config;
+  try {
+    config = await readServeConfig(file);
+  } catch (error) {
+    fail(error instanceof Error ? error.message : String(error));
+  }
+  const maxThreads = flags.maxThreads ?? config.maxThreads ?? availableParallelism();
+  const maxLoadedModels = flags.maxLoadedModels ?? config.maxLoadedModels;
+  if (maxLoadedModels !== undefined && flags.maxLoadedModels !== undefined) {
+    const eager = config.models.filter((model) => model.load === 'eager');
+    if (eager.length > maxLoadedModels) {
+      fail(
+        `--max-loaded-models ${maxLoadedModels}: ${file} loads ${eager.length} models eagerly (${eager.map((model) => model.name).join(', ')})`,
+      );
+    }
+  }
+  const dirs: string[] = [];
+  for (const [index, model] of config.models.entries()) {
+    // Relative to the file when there; else as given (a hub id under --models-dir, or relative to the cwd).
+    const near = isAbsolute(model.path) ? model.path : resolve(dirname(file), model.path);
+    try {
+      dirs.push(await resolveModelDir(existsSync(near) ? near : model.path, { modelsDir: flags.modelsDir }));
+    } catch (error) {
+      fail(`${file}: models[${index}].path (${model.name}): ${error instanceof Error ? error.message : String(error)}`);
+    }
+  }
+  const plan = planThreads(
+    config.models.map((model) => ({ name: model.name, workers: model.workers ?? 1, threads: model.threads ?? 1 })),
+    maxThreads,
+    maxLoadedModels,
+  );
+  if (!plan.fits) {
+    fail(
+      `thread over-commit: the models need ${plan.summary}. Lower a model's workers or threads, load fewer at ` +
+        'once (--max-loaded-models), or raise --max-threads',
+    );
+  }
+  const { startMultiModelApp } = await loadFramework(flags.framework, loadApp, fail);
+  const logger = createLogger(flags.logFormat);
+  const load = defaultLoad({ maxLoadedModels });
+  const definitions = config.models.map((model, index): ModelDefinition => {
+    const dir = dirs[index] as string;
+    const child = withModel(logger, model.name);
+    return model.task === 'feature-extraction'
+      ? {
+          name: model.name,
+          task: model.task,
+          load: model.load ?? load,
+          create: () => createEmbeddingModel(embeddingModelOptions(model, dir, child)),
+        }
+      : {
+          name: model.name,
+          task: model.task,
+          load: model.load ?? load,
+          create: () => createTextCompletionModel(textModelOptions(model, dir, child)),
+        };
+  });
+  logger.info(
+    {
+      config: file,
+      framework: flags.framework,
+      models: config.models.map((model, index) => ({
+        name: model.name,
+        task: model.task,
+        path: dirs[index],
+        load: definitions[index]?.load,
+        workers: model.workers ?? 1,
+        threads: model.threads ?? 1,
+      })),
+      maxLoadedModels: maxLoadedModels ?? config.models.length,
+      maxThreads,
+      threadsAtPeak: plan.peak,
+    },
+    `microbatch serve: ${config.models.length} models; threads: ${plan.summary}`,
+  );
+  await serveUntilSignal(
+    (where) => startMultiModelApp(createModelRegistry(definitions, { maxLoadedModels, logger }), where),
+    { port: flags.port, host: flags.host },
+    logger,
+  );
+}

@@ -1,0 +1,133 @@
+// What each model task serves: the OpenAI endpoints it answers, how they are made over a loaded service, and how
+// the service's metrics are recorded. One row per task; a task added here (an encoder's `text-classification`,
+// `rerank`) is routed, listed and refused on the other endpoints without a change elsewhere.
+import type { AnyRegistry } from '@microbatch/prometheus';
+import { createGenerationMetrics, instrumentBatcher } from '@microbatch/prometheus';
+import type { ClientKey } from '../endpoints/client-key.js';
+import { createChatCompletionsEndpoint } from '../endpoints/chat-endpoint.js';
+import { createCompletionsEndpoint } from '../endpoints/completions-endpoint.js';
+import { createEmbeddingsEndpoint } from '../endpoints/embeddings-endpoint.js';
+import type { NodeJsonEndpoint } from '../endpoints/openai-endpoint.js';
+import type { ChatRequestLimits } from '../openai/chat-request.js';
+import type { CompletionRequestLimits } from '../openai/completion-request.js';
+import type { EmbeddingsRequestLimits } from '../openai/embeddings-request.js';
+import type { EmbeddingService } from '../service/embedding-service.js';
+import { instrumentTextCompletionService } from '../service/service-metrics.js';
+import type { TextCompletionService } from '../service/text-completion-service.js';
+
+/**
+ * The OpenAI endpoints a multi-model app routes by the body's `model`, each with its path.
+ *
+ * @example
+ * ```ts
+ * MODEL_ENDPOINTS.embeddings; // '/v1/embeddings'
+ * ```
+ */
+export const MODEL_ENDPOINTS = {
+  completions: '/v1/completions',
+  chatCompletions: '/v1/chat/completions',
+  embeddings: '/v1/embeddings',
+} as const;
+
+/** The name of one of {@link MODEL_ENDPOINTS}. */
+export type ModelEndpointName = keyof typeof MODEL_ENDPOINTS;
+
+/** What the endpoints of one loaded model share: the app's options. */
+export interface ModelEndpointOptions {
+  readonly clientKey?: ClientKey | undefined;
+  readonly exposeDetails: boolean;
+  readonly limits?: CompletionRequestLimits | undefined;
+  readonly chatLimits?: ChatRequestLimits | undefined;
+  readonly embeddingsLimits?: EmbeddingsRequestLimits | undefined;
+}
+
+/**
+ * One task's row: the endpoints it answers, made over a loaded service of that task, and its metrics recorded in
+ * the model's own registry (labelled by `model` there).
+ */
+export interface ModelTaskRow<Service> {
+  readonly endpoints: readonly ModelEndpointName[];
+  readonly makeEndpoints: (
+    service: Service,
+    registry: AnyRegistry,
+    options: ModelEndpointOptions,
+  ) => Partial<Record<ModelEndpointName, NodeJsonEndpoint>>;
+}
+
+/** What each task's service is. */
+export interface ModelServices {
+  readonly 'text-generation': TextCompletionService;
+  readonly 'feature-extraction': EmbeddingService;
+}
+
+/**
+ * The tasks a multi-model app serves.
+ *
+ * @example
+ * ```ts
+ * MODEL_TASK_NAMES; // ['text-generation', 'feature-extraction']
+ * ```
+ */
+export type ModelTask = keyof ModelServices;
+
+const textGeneration: ModelTaskRow<TextCompletionService> = {
+  endpoints: ['completions', 'chatCompletions'],
+  makeEndpoints: (service, registry, options) => {
+    instrumentTextCompletionService(service, registry);
+    const generation = createGenerationMetrics({ model: service.id, registry });
+    const endpoint = { clientKey: options.clientKey, generation, exposeDetails: options.exposeDetails };
+    return {
+      completions: createCompletionsEndpoint(service, { ...endpoint, limits: options.limits ?? {} }),
+      chatCompletions: createChatCompletionsEndpoint(service, { ...endpoint, limits: options.chatLimits ?? {} }),
+    };
+  },
+};
+
+const featureExtraction: ModelTaskRow<EmbeddingService> = {
+  endpoints: ['embeddings'],
+  makeEndpoints: (service, registry, options) => {
+    for (const batcher of service.batchers) instrumentBatcher(batcher, { registry });
+    return {
+      embeddings: createEmbeddingsEndpoint(service, {
+        exposeDetails: options.exposeDetails,
+        limits: options.embeddingsLimits ?? {},
+        clientKey: options.clientKey,
+      }),
+    };
+  },
+};
+
+/**
+ * The task table: task → its row.
+ *
+ * @example
+ * ```ts
+ * MODEL_TASKS['feature-extraction'].endpoints; // ['embeddings']
+ * ```
+ */
+export const MODEL_TASKS: { readonly [Task in ModelTask]: ModelTaskRow<ModelServices[Task]> } = {
+  'text-generation': textGeneration,
+  'feature-extraction': featureExtraction,
+};
+
+/**
+ * The task names, in the table's order.
+ *
+ * @example
+ * ```ts
+ * MODEL_TASK_NAMES.includes('text-generation'); // true
+ * ```
+ */
+export const MODEL_TASK_NAMES = Object.keys(MODEL_TASKS) as readonly ModelTask[];
+
+/**
+ * The tasks whose models answer `endpoint` (for the 400 that names both).
+ *
+ * @example
+ * ```ts
+ * tasksServing('embeddings'); // ['feature-extraction']
+ * ```
+ */
+export function tasksServing(endpoint: ModelEndpointName): ModelTask[] {
+  return MODEL_TASK_NAMES.filter((task) => MODEL_TASKS[task].endpoints.includes(endpoint));
+}
