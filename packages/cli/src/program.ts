@@ -552,7 +552,6 @@ export function createProgram(
           'error: --data-dir is not supported with --queue yet (the Batch API keeps batches on local disk)',
         );
       }
-      const refused = uselessFlag(command, mode) ?? stepBudgetError(flags);
       const refused = uselessFlag(command, mode) ?? stepBudgetError(flags) ?? sharedCacheError(flags);
       if (refused !== undefined) command.error(`error: ${refused}`);
       return serve({ ...flags, schedulingGiven: command.getOptionValueSource('scheduling') === 'cli' });

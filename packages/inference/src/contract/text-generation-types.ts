@@ -41,6 +41,7 @@ export interface TextGenerationInput {
    * by a token mask at every step (continuous scheduling only). Absent: free text.
    */
   readonly grammar?: GrammarSpec;
+  /**
    * The prefix cache's partition of this request (continuous scheduling): a prompt reuses only blocks cached under
    * the same salt, so requests under different salts never learn anything of each other's prompts (not from
    * `cached_tokens`, not from the time to the first token). The serving apps set it from the tenant (the API key's

@@ -121,6 +121,8 @@ function guard(route: RouteHandler, check: (req: IncomingMessage, res: ServerRes
         kind: 'json',
         handler: async (body, res) => (check(res.req, res) ? route.handler(body, res) : undefined),
       };
+    case 'raw':
+      return { kind: 'raw', handler: async (req, res) => (check(req, res) ? route.handler(req, res) : undefined) };
     case 'text-query':
       return {
         kind: 'text-query',
