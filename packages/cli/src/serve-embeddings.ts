@@ -44,7 +44,7 @@ export async function serveEmbeddings(flags: ServeFlags, fail: (message: string)
   const { startEmbeddingsApp } = await loadFramework(flags.framework, APPS[flags.framework], fail);
   const logger = createLogger(flags.logFormat);
   const access = loadAccess(flags, process.env, logger, fail);
-  const { maxBatchSize, maxBatchCost, batchWaitMs, maxLatencyMs, maxQueueSize, workers, threads } = flags;
+  const { maxBatchSize, maxBatchCost, workers, threads } = flags;
   let service: EmbeddingService;
   try {
     service = createEmbeddingModel(embeddingModelOptions(flagsModelConfig(flags, model), model, logger));
