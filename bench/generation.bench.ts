@@ -311,6 +311,7 @@ async function writeReport(output: Record<string, unknown>): Promise<void> {
   if (output.model_sizes !== undefined) {
     await writeModelSizesSection(BENCHMARKS, output as unknown as Parameters<typeof writeModelSizesSection>[1]);
   }
+  if (output.dtypes !== undefined) await writeDtypesSection(BENCHMARKS, output.dtypes as DtypesOutput);
 }
 
 if (args.report) await writeReport(JSON.parse(await readFile(RESULTS, 'utf8')) as Record<string, unknown>);

@@ -1,25 +1,34 @@
 // `pnpm bench:models`: writes the Llama-shaped benchmark decoders (bench/lib/bench-models.ts) into models/bench/
 // unless they are there, then checks that each one loads and generates through @microbatch/inference (greedy, twice:
 // the same tokens) and times its ONNX session alone at 1 intra-op thread: a 128-token prefill, and a decode step
-// at batch 1 and 32 over 128 past tokens. `--size 30m` (or `--size 10m,30m`) limits it to some sizes. It also writes
-// the MiniLM-L6-shaped embedder and cross-encoder (bench/lib/minilm-model.ts) that `bench:embeddings` and
-// `bench:rerank` use, and times a batch of 64 short inputs on each.
+// at batch 1 and 32 over 128 past tokens. `--size 30m` (or `--size 10m,30m`) limits it to some sizes; `--dtype
+// fp32,q8,q4` writes and times each size in those weight formats too (default fp32; `pnpm bench:generation --dtype`
+// compares them under load). It also writes the MiniLM-L6-shaped embedder and cross-encoder
+// (bench/lib/minilm-model.ts) that `bench:embeddings` and `bench:rerank` use, and times a batch of 64 short inputs on
+// each.
 import { writeFile } from 'node:fs/promises';
 import { relative } from 'node:path';
 import { parseArgs } from 'node:util';
 import { createWorkerPool } from '@microbatch/inference';
-import { BENCH_MODEL_NAMES, benchModelDir, ensureBenchModel } from './lib/bench-models.js';
-import type { BenchModelName } from './lib/bench-models.js';
+import { BENCH_DTYPES, BENCH_MODEL_NAMES, benchModelDir, ensureBenchModel } from './lib/bench-models.js';
+import type { BenchDtype, BenchModelName } from './lib/bench-models.js';
 import { machineInfo } from './lib/machine.js';
 import { ensureMiniLm } from './lib/minilm-model.js';
 import { REPO_ROOT, RESULTS_DIR } from './lib/paths.js';
 import { stepTimer } from './lib/step-timer.js';
 
-const { values } = parseArgs({ options: { size: { type: 'string' } } });
+const { values } = parseArgs({ options: { size: { type: 'string' }, dtype: { type: 'string' } } });
 const sizes = (values.size ?? BENCH_MODEL_NAMES.join(',')).split(',') as BenchModelName[];
 for (const size of sizes) {
   if (!BENCH_MODEL_NAMES.includes(size)) {
     throw new TypeError(`Expected \`--size\` to be among ${BENCH_MODEL_NAMES.join(', ')}, got \`${size}\``);
+  }
+}
+
+const dtypes = (values.dtype ?? 'fp32').split(',') as BenchDtype[];
+for (const dtype of dtypes) {
+  if (!BENCH_DTYPES.includes(dtype)) {
+    throw new TypeError(`Expected \`--dtype\` to be among ${BENCH_DTYPES.join(', ')}, got \`${dtype}\``);
   }
 }
 
@@ -50,12 +59,13 @@ async function generate(dir: string): Promise<{ text: string; tokens: number; lo
 
 const results: Record<string, unknown> = {};
 const table: Record<string, Record<string, number | string>> = {};
-for (const size of sizes) {
+for (const [size, dtype] of sizes.flatMap((size) => dtypes.map((dtype) => [size, dtype] as const))) {
   const started = performance.now();
-  const written = await ensureBenchModel(size);
+  const written = await ensureBenchModel(size, dtype);
   const writeMs = performance.now() - started;
+  const name = dtype === 'fp32' ? size : `${size}-${dtype}`;
   console.log(
-    `${size}: ${written.written ? `written in ${round(writeMs / 1000, 1)} s` : 'already written'} -> ${benchModelDir(size)}`,
+    `${name}: ${written.written ? `written in ${round(writeMs / 1000, 1)} s` : 'already written'} -> ${benchModelDir(size, dtype)}`,
   );
   const sample = await generate(written.dir);
   console.log(`  greedy, twice the same: ${JSON.stringify(sample.text)} (${sample.tokens} tokens)`);
@@ -74,8 +84,8 @@ for (const size of sizes) {
     decode_b32_ms: round(decode32, 1),
     prefill_128_in_decode_steps_b32: round(prefill128 / decode32, 1),
   };
-  results[size] = { dir: relative(REPO_ROOT, written.dir), ...row, sample: sample.text };
-  table[size] = row;
+  results[name] = { dir: relative(REPO_ROOT, written.dir), ...row, sample: sample.text };
+  table[name] = row;
 }
 for (const kind of ['embedder', 'cross-encoder'] as const) {
   const started = performance.now();

@@ -50,7 +50,8 @@ export function dtypesMarkdown(output: DtypesOutput): string {
     '',
     `Run ${output.started} (${output.minutes} min, commit ${output.commit}) on ${output.cpu_model}, nproc ` +
       `${output.nproc}, load average at start ${output.load_average_at_start.join(' / ')}: **the machine was shared ` +
-      "with other engineers' builds and tests**, so absolute figures are noisy; the ratios are what to read.",
+      "with other engineers' builds and tests**. One run, the dtypes one after the other (not interleaved), c=1 " +
+      "over three requests: the ratios carry the load's drift between dtypes too; rerun before relying on one.",
     '',
     '| dtype | concurrency | tokens/s | TTFT p50 ms | TTFT p90 ms | requests | RSS loaded | RSS peak | file MiB |',
     '| --- | --- | --- | --- | --- | --- | --- | --- | --- |',

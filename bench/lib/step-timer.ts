@@ -4,6 +4,7 @@ import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { median } from './stats.js';
+import { GRAPH_NAMES, findModelFile } from '@microbatch/inference';
 
 interface OrtTensor {
   readonly dims: readonly number[];
@@ -35,7 +36,8 @@ export interface StepTimer {
 }
 
 /**
- * Loads `modelDir`'s `onnx/model.onnx` and returns a timer. Each measurement runs once to warm up, then until
+ * Loads `modelDir`'s decoder graph (`onnx/model.onnx`, or the one file of a q8 / q4 bench folder: what
+ * `dtype: 'auto'` picks) and returns a timer. Each measurement runs once to warm up, then until
  * `budgetMs` has passed (at least 3 runs) and reports the median.
  */
 export async function stepTimer(modelDir: string, budgetMs = 1500): Promise<StepTimer> {
@@ -43,7 +45,7 @@ export async function stepTimer(modelDir: string, budgetMs = 1500): Promise<Step
   const heads = config.num_attention_heads as number;
   const kvHeads = config.num_key_value_heads ?? heads;
   const headDim = config.head_dim ?? (config.hidden_size as number) / heads;
-  const session = await ort.InferenceSession.create(join(modelDir, 'onnx', 'model.onnx'), {
+  const session = await ort.InferenceSession.create(findModelFile(modelDir, 'auto', GRAPH_NAMES.decoder).path, {
     intraOpNumThreads: 1,
     interOpNumThreads: 1,
     graphOptimizationLevel: 'all',

@@ -1,6 +1,6 @@
 // `microbatch serve` loads the model file its `--dtype` picks, as transformers.js would: real processes over HTTP
-// on generated models in the compatibility matrix's layouts (a q4-only Llama folder, a merged decoder, a
-// `model_quantized.onnx`-only encoder), answering as transformers.js's own `pipeline(task, dir, { dtype })` does on
+// on generated models in the compatibility matrix's layouts (a q4-only Llama folder, a GPT-2 merged decoder on the
+// real GPT-2 tokenizer, a merged decoder, a `model_quantized.onnx`-only encoder), answering as transformers.js's own `pipeline(task, dir, { dtype })` does on
 // the same folder; and a dtype the folder has no file for fails the start, naming what it has, with exit code 1.
 import { execFile } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
@@ -9,7 +9,13 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { ModelDtype } from '@microbatch/inference';
 import { loadChatTemplate } from '@microbatch/serving';
-import { type LlamaLayout, type ServerProcess, startServerProcess, writeLlamaModel } from '@microbatch/test-kit';
+import {
+  type LlamaLayout,
+  type LlamaShape,
+  type ServerProcess,
+  startServerProcess,
+  writeLlamaModel,
+} from '@microbatch/test-kit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   COMPAT_NEW_TOKENS,
@@ -18,7 +24,7 @@ import {
   COMPAT_TEXTS,
 } from '../../inference/test/helpers/compat-fixture.js';
 import { writeBertEncoder } from '../../inference/test/helpers/bert-encoder.js';
-import { TINYSTORIES_DIR } from '../../inference/test/helpers/paths.js';
+import { GPT2_TOKENIZER_DIR, TINYSTORIES_DIR } from '../../inference/test/helpers/paths.js';
 import {
   seamless,
   transformersEmbeddings,
@@ -69,21 +75,36 @@ async function post(server: ServerProcess, path: string, body: object): Promise<
   return { headers: response.headers, json: JSON.parse(text) };
 }
 
-describe.each<{ row: string; layout: LlamaLayout; dtype: ModelDtype; graph: string }>([
+describe.each<{
+  row: string;
+  layout: LlamaLayout;
+  dtype: ModelDtype;
+  graph: string;
+  shape?: LlamaShape;
+  tokenizer?: string;
+}>([
   { row: 'a q4-only Llama folder (onnx/model_q4.onnx)', layout: { quantize: 'q4' }, dtype: 'q4', graph: 'model' },
+  {
+    row: 'a GPT-2 merged decoder on the real 50,257-token GPT-2 tokenizer (Xenova/gpt2 layout)',
+    layout: { graph: 'decoder_model_merged', useCacheBranch: true, config: 'gpt2' },
+    dtype: 'fp32',
+    graph: 'decoder_model_merged',
+    shape: { ...COMPAT_SHAPE, hidden: 32, heads: 2, kvHeads: 2, intermediate: 64, vocab: 50_257, positions: 1024 },
+    tokenizer: GPT2_TOKENIZER_DIR,
+  },
   {
     row: 'a merged decoder (onnx/decoder_model_merged.onnx, use_cache_branch)',
     layout: { graph: 'decoder_model_merged', useCacheBranch: true, positionIds: false },
     dtype: 'fp32',
     graph: 'decoder_model_merged',
   },
-])('microbatch serve --model <$row>', ({ layout, dtype, graph }) => {
+])('microbatch serve --model <$row>', ({ layout, dtype, graph, shape, tokenizer }) => {
   let dir: string;
   let server: ServerProcess;
   let logged: string;
   beforeAll(async () => {
-    dir = join(root, `llama-${graph}-${dtype}`);
-    await writeLlamaModel(dir, SHAPE, TINYSTORIES_DIR, layout);
+    dir = join(root, `llama-${graph}-${dtype}-${shape?.vocab ?? SHAPE.vocab}`);
+    await writeLlamaModel(dir, shape ?? SHAPE, tokenizer ?? TINYSTORIES_DIR, layout);
     // `--dtype auto` (the default) finds the folder's one file; the explicit dtype is the other test's.
     server = await serve(['--model', dir, '--dtype', 'auto']);
     logged = server.output();
@@ -123,7 +144,7 @@ describe.each<{ row: string; layout: LlamaLayout; dtype: ModelDtype; graph: stri
       conversations.map((messages) => template.render(messages)),
       MAX_TOKENS,
     );
-    expect(template.kind).toBe('plain'); // the bundled tokenizer has no chat template: `User: …\nAssistant:`
+    expect(template.kind).toBe('plain'); // neither tokenizer has a chat template: `User: …\nAssistant:`
     expect(expected.map(({ tokens }) => tokens.length)).toEqual(PROMPTS.map(() => MAX_TOKENS));
     const answers = await Promise.all(
       conversations.map((messages) =>

@@ -1,13 +1,20 @@
-// `microbatch serve` on a decoder exported without a KV cache: with --scheduling left out it serves under request
-// scheduling (logged as a warning, the start line saying so), answering what transformers.js generates from the same
-// weights exported with a cache; `--scheduling continuous` and a loop flag the fallback would drop fail the start,
-// saying why, with exit code 1 and no stack trace.
+// `microbatch serve` and `microbatch worker` on a decoder exported without a KV cache: with --scheduling left out
+// they run it under request scheduling (logged as a warning, the start line saying so), the server answering what
+// transformers.js generates from the same weights exported with a cache; `--scheduling continuous` and a loop flag
+// the fallback would drop fail the start, saying why, with exit code 1 and no stack trace.
 import { execFile } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { type ServerProcess, startServerProcess, writeLlamaModel } from '@microbatch/test-kit';
+import {
+  type ServerProcess,
+  type TestRedis,
+  startProcess,
+  startRedisServer,
+  startServerProcess,
+  writeLlamaModel,
+} from '@microbatch/test-kit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { COMPAT_NEW_TOKENS, COMPAT_PROMPTS, COMPAT_SHAPE } from '../../inference/test/helpers/compat-fixture.js';
 import { TINYSTORIES_DIR } from '../../inference/test/helpers/paths.js';
@@ -103,5 +110,46 @@ describe('microbatch serve refuses to start on a decoder without a KV cache', ()
         'no decode loop; a batch holds up to --max-batch-size requests',
     );
     expect(stderr).not.toMatch(/\n\s+at /);
+  });
+});
+
+describe('microbatch worker --model <a decoder without a KV cache>', () => {
+  let redis: TestRedis;
+  beforeAll(async () => {
+    redis = await startRedisServer();
+  });
+  afterAll(() => redis?.stop());
+
+  it('pulls under request scheduling, logged as a warning, where --scheduling was left out', async () => {
+    const worker = startProcess({
+      args: [BIN, 'worker', '--queue', redis.url, '--model', noKv, '--log-format', 'json'],
+    });
+    try {
+      await worker.waitForOutput(/"msg":"worker ready"/, 90_000);
+      const lines = worker.jsonLines() as readonly { level: number; msg: string; scheduling?: string }[];
+      expect(lines).toContainEqual(
+        expect.objectContaining({
+          level: 40,
+          scheduling: 'request',
+          msg: `${WHY}; serving it with request scheduling`,
+        }),
+      );
+      expect(lines.find((line) => line.msg === 'microbatch worker')?.scheduling).toBe('request');
+    } finally {
+      await worker.stop();
+    }
+  });
+
+  it('refuses --scheduling continuous and a loop flag the fallback would drop, with exit code 1', async () => {
+    const continuous = await run(['worker', '--queue', redis.url, '--model', noKv, '--scheduling', 'continuous']);
+    expect(continuous.code).toBe(1);
+    expect(continuous.stderr).toContain(`continuous scheduling cannot run this model: ${WHY}.`);
+    const loop = await run(['worker', '--queue', redis.url, '--model', noKv, '--prefix-cache-mb', '8']);
+    expect(loop.code).toBe(1);
+    expect(loop.stderr).toContain(
+      `--prefix-cache-mb has no effect for this model: ${WHY}, so it runs under request scheduling, where there is ` +
+        'no decode loop',
+    );
+    expect(loop.stderr).not.toMatch(/\n\s+at /);
   });
 });

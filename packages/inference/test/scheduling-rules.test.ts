@@ -3,9 +3,11 @@
 import { describe, expect, it } from 'vitest';
 import { resolveRunnerSpec } from '../src/spec/runner-spec.js';
 import {
+  NO_KV_CACHE_FALLBACK,
   SCHEDULING_RULES,
   type SchedulingSetting,
   appliesIn,
+  schedulingForGraph,
   schedulingRefusal,
   settingsWhere,
 } from '../src/spec/scheduling-rules.js';
@@ -82,5 +84,43 @@ describe('SCHEDULING_RULES', () => {
         resolveRunnerSpec({ task: 'text-generation', model: 'models/x', scheduling: 'continuous', [setting]: 80 }),
       ).toMatchObject({ [setting]: 80 });
     }
+  });
+});
+
+describe('schedulingForGraph: the fallback for a decoder graph without a KV cache', () => {
+  const noKv = { file: 'onnx/model.onnx', kvCache: false };
+  const why =
+    "onnx/model.onnx has no KV cache (no past_key_values.* inputs): the continuous decode loop feeds each step's " +
+    'keys and values back into the graph';
+
+  it('keeps what was asked (continuous by default) where the graph has a KV cache', () => {
+    const withKv = { file: 'onnx/model.onnx', kvCache: true };
+    expect(schedulingForGraph(undefined, withKv, ['maxSequences'], 'serve', asFlag)).toEqual({
+      scheduling: 'continuous',
+    });
+    expect(schedulingForGraph('request', withKv, [], 'serve', asFlag)).toEqual({ scheduling: 'request' });
+  });
+
+  it('falls back to request where nothing was asked, saying why, and keeps request asked for', () => {
+    expect(schedulingForGraph(undefined, noKv, ['dtype', 'workers'], 'worker', asFlag)).toEqual({
+      scheduling: NO_KV_CACHE_FALLBACK.to,
+      fallback: `${why}; serving it with request scheduling`,
+    });
+    expect(schedulingForGraph('request', noKv, [], 'serve', asFlag)).toEqual({ scheduling: 'request' });
+  });
+
+  it('refuses continuous asked for, and a setting the fallback leaves with no effect, in the caller’s words', () => {
+    expect(() => schedulingForGraph('continuous', noKv, [], 'serve', asFlag)).toThrow(
+      new Error(
+        `continuous scheduling cannot run this model: ${why}. Use request scheduling (--scheduling request, or ` +
+          'leave --scheduling out)',
+      ),
+    );
+    expect(() => schedulingForGraph(undefined, noKv, ['maxStepTokens'], 'serve', asOption)).toThrow(
+      new Error(
+        `\`maxStepTokens\` has no effect for this model: ${why}, so it runs under request scheduling, where there ` +
+          'is no decode loop (each batch is one generate call over whole prompts)',
+      ),
+    );
   });
 });

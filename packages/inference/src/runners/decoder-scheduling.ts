@@ -53,6 +53,8 @@ export interface DecoderSchedulingOptions {
  */
 export function decoderScheduling(options: DecoderSchedulingOptions): SchedulingChoice {
   const { model, dtype, scheduling } = options;
+  // Request scheduling runs any decoder (transformers.js's generate): nothing to read.
+  if (scheduling === 'request') return { scheduling };
   let file: string;
   let inputs: string[];
   try {
