@@ -192,9 +192,11 @@ export function redact(url: string): string {
   }
 }
 
-/** The app's `batchApi` option from `--data-dir` / `--max-upload-mb` (none without `--data-dir`). */
+/** The app's `batchApi` option from `--data-dir`, `--max-upload-mb`, `--batch-max-in-flight` (none without `--data-dir`). */
 function batchApiOf(flags: ServeFlags): Pick<TextCompletionAppOptions, 'batchApi'> {
   if (flags.dataDir === undefined) return {};
   const maxFileBytes = flags.maxUploadMb === undefined ? undefined : Math.floor(flags.maxUploadMb * 1024 * 1024);
-  return { batchApi: { dataDir: flags.dataDir, ...dropUndefined({ maxFileBytes }) } };
+  return {
+    batchApi: { dataDir: flags.dataDir, ...dropUndefined({ maxFileBytes, maxInFlight: flags.batchMaxInFlight }) },
+  };
 }

@@ -29,8 +29,9 @@ export interface BatchApiOptions {
    */
   readonly maxLineBytes?: number;
   /**
-   * Batch lines running at once, across every batch; and never more than the service's batchers have free slots.
-   * @default half the service's `maxConcurrentBatches` (at least 1): the other half stays free for interactive requests
+   * Batch lines running at once, across every batch, while no interactive request runs; beside interactive requests
+   * an eighth of it (at least 1); and never more than the service's batchers have free slots.
+   * @default 4, or half the service's `maxConcurrentBatches` when that is fewer (at least 1)
    */
   readonly maxInFlight?: number;
   /**

@@ -65,6 +65,11 @@ export function captureAnswer(endpoint: NodeJsonEndpoint, body: unknown): Promis
   });
 }
 
+/** A {@link lowPriorityService}: the service, and how many of the batch lines' items it has in flight now. */
+export interface LowPriorityService extends TextCompletionService {
+  readonly itemsInFlight: () => number;
+}
+
 /**
  * `service` with its batchers called at {@link BATCH_PRIORITY} under {@link BATCH_FAIRNESS_KEY}, whatever the
  * endpoint sets: what the Batch API builds its endpoints over.
@@ -74,17 +79,27 @@ export function captureAnswer(endpoint: NodeJsonEndpoint, body: unknown): Promis
  * const completions = createCompletionsEndpoint(lowPriorityService(service), { limits });
  * ```
  */
-export function lowPriorityService(service: TextCompletionService): TextCompletionService {
+export function lowPriorityService(service: TextCompletionService): LowPriorityService {
   const low = (call: CallOptions | undefined): CallOptions => ({
     ...call,
     priority: BATCH_PRIORITY,
     fairnessKey: BATCH_FAIRNESS_KEY,
   });
   const { generate, streamer } = service;
+  let items = 0;
+  const counted = async <T>(count: number, run: () => Promise<T>): Promise<T> => {
+    items += count;
+    try {
+      return await run();
+    } finally {
+      items -= count;
+    }
+  };
   const lowGenerate = {
     ...pickBatcher(generate),
-    call: (input: TextGenerationInput, call?: CallOptions) => generate.call(input, low(call)),
-    callAll: (inputs: readonly TextGenerationInput[], call?: CallOptions) => generate.callAll(inputs, low(call)),
+    call: (input: TextGenerationInput, call?: CallOptions) => counted(1, () => generate.call(input, low(call))),
+    callAll: (inputs: readonly TextGenerationInput[], call?: CallOptions) =>
+      counted(inputs.length, () => generate.callAll(inputs, low(call))),
   } as unknown as Batcher<TextGenerationInput, TextGenerationOutput>;
   const lowStreamer = {
     ...pickBatcher(streamer),
@@ -92,6 +107,7 @@ export function lowPriorityService(service: TextCompletionService): TextCompleti
     streamAll: (inputs: readonly TextGenerationInput[], call?: CallOptions) => streamer.streamAll(inputs, low(call)),
   } as unknown as StreamingBatcher<TextGenerationInput, TextGenerationChunk>;
   return {
+    itemsInFlight: () => items,
     id: service.id,
     generate: lowGenerate,
     streamer: lowStreamer,

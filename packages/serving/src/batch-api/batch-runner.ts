@@ -22,6 +22,11 @@ export interface BatchRunnerParts {
   readonly maxInFlight: number;
   /** The service's batchers: no line is fed while any has items waiting or every slot busy. */
   readonly batchers: readonly BatcherBase[];
+  /**
+   * The batch lines' items in the batchers now: more batches in flight than these means interactive requests are
+   * running, and then at most {@link busyInFlight} lines are.
+   */
+  readonly batchItemsInFlight: () => number;
   /** Where a batch's unexpected failure is reported (never sent to a client). */
   readonly onError: (error: unknown) => void;
 }
@@ -121,6 +126,16 @@ export class BatchRunner {
     await this.#finalize(stored, results);
   }
 
+  /**
+   * Lines that may run now: `maxInFlight` while only batch lines run; an eighth of it (at least 1) while interactive
+   * requests run too, since every row a batch line holds in a decode step slows the step for the interactive rows.
+   */
+  #limit(): number {
+    const { batchers, batchItemsInFlight, maxInFlight } = this.#parts;
+    const running = batchers.reduce((sum, batcher) => sum + batcher.inFlightBatches, 0);
+    return running > batchItemsInFlight() ? busyInFlight(maxInFlight) : maxInFlight;
+  }
+
   async #validate(stored: StoredBatch): Promise<StoredBatch> {
     const { batch } = stored;
     const input = await this.#parts.files.get(batch.input_file_id);
@@ -196,9 +211,7 @@ export class BatchRunner {
     for (;;) {
       const ended = stop();
       if (ended !== undefined) return ended;
-      if (this.#inFlight < this.#parts.maxInFlight && this.#parts.batchers.every(hasRoom)) {
-        return undefined;
-      }
+      if (this.#inFlight < this.#limit() && this.#parts.batchers.every(hasRoom)) return undefined;
       await sleep(ROOM_POLL_MS);
     }
   }
@@ -334,6 +347,11 @@ export class BatchRunner {
     await this.#parts.batches.save(stored);
     return stored;
   }
+}
+
+/** The lines that may run beside interactive requests: an eighth of `maxInFlight`, at least 1. */
+export function busyInFlight(maxInFlight: number): number {
+  return Math.max(1, Math.floor(maxInFlight / 8));
 }
 
 /** Whether `batcher` would dispatch an item now: nothing waiting, a slot free. */
