@@ -244,6 +244,11 @@ export class BatchRunner {
         await results.answer(customId, answer.status, answer.body);
         return;
       }
+      // The service is closing (the server shuts down): nothing more is fed; the batch resumes at the next start.
+      if ((answer.body as { error?: { code?: unknown } } | null)?.error?.code === 'CLOSED') {
+        this.#closed = true;
+        return;
+      }
       if (stop() !== undefined) return;
       await sleep(RETRY_MS);
     }
