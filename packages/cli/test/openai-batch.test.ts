@@ -3,6 +3,7 @@
 // greedily for the same body; hostile files get the documented errors; and a server killed (SIGKILL) mid-batch
 // resumes on restart with every custom_id exactly once across the output and error files.
 import { mkdtempSync, rmSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -77,6 +78,15 @@ function comparable(body: unknown): unknown {
   const { id: _id, created: _created, usage, ...rest } = body as Record<string, unknown>;
   const { prompt_tokens_details: _cached, ...counts } = (usage ?? {}) as Record<string, unknown>;
   return { ...rest, usage: counts };
+}
+
+/** The batch object as its record on disk says (read while no server runs). */
+async function readBatchRecord(
+  dir: string,
+  id: string,
+): Promise<OpenAI.Batch & { request_counts: OpenAI.BatchRequestCounts }> {
+  const text = await readFile(join(dir, 'batches', `${id}.json`), 'utf8');
+  return (JSON.parse(text) as { batch: OpenAI.Batch & { request_counts: OpenAI.BatchRequestCounts } }).batch;
 }
 
 afterAll(() => {
@@ -356,6 +366,10 @@ describe('a batch survives SIGKILL of microbatch serve', () => {
     expect(ok).toBe(true);
     server.child.kill('SIGKILL');
     await server.exited;
+    // Killed mid-batch: what the last record said is short of the whole file.
+    const atKill = await readBatchRecord(dir, batch.id);
+    expect(atKill.status).toBe('in_progress');
+    expect(atKill.request_counts.completed + atKill.request_counts.failed).toBeLessThan(total);
     server = await serve('express', dir);
     try {
       openai = client(server);

@@ -49,6 +49,7 @@ export class BatchRunner {
   readonly #parts: BatchRunnerParts;
   readonly #running = new Map<string, Promise<void>>();
   readonly #cancelled = new Set<string>();
+  readonly #writes = new Map<string, Promise<void>>();
   #inFlight = 0;
   #closed = false;
 
@@ -79,12 +80,16 @@ export class BatchRunner {
   async cancel(stored: StoredBatch): Promise<StoredBatch> {
     const { id } = stored.batch;
     this.#cancelled.add(id);
-    const now = unixSeconds(this.#parts.batches.now());
-    const cancelling = await this.#put({
-      ...stored,
-      batch: { ...stored.batch, status: 'cancelling', cancelling_at: stored.batch.cancelling_at ?? now },
+    // Read again under the batch's write order: a batch that ended meanwhile stays as it ended.
+    const cancelling = await this.#serial(id, async () => {
+      const current = (await this.#parts.batches.get(id)) ?? stored;
+      if (ENDED.has(current.batch.status) || current.batch.status === 'cancelling') return current;
+      const now = unixSeconds(this.#parts.batches.now());
+      const next: StoredBatch = { ...current, batch: { ...current.batch, status: 'cancelling', cancelling_at: now } };
+      await this.#parts.batches.save(next);
+      return next;
     });
-    if (!this.#running.has(id)) this.start(id);
+    if (!ENDED.has(cancelling.batch.status) && !this.#running.has(id)) this.start(id);
     return cancelling;
   }
 
@@ -348,9 +353,26 @@ export class BatchRunner {
     return this.#put({ ...stored, batch });
   }
 
-  async #put(stored: StoredBatch): Promise<StoredBatch> {
-    await this.#parts.batches.save(stored);
-    return stored;
+  #put(stored: StoredBatch): Promise<StoredBatch> {
+    return this.#serial(stored.batch.id, async () => {
+      await this.#parts.batches.save(stored);
+      return stored;
+    });
+  }
+
+  /** Runs `write` after every write of batch `id` asked for before it (one writer at a time per batch). */
+  #serial<T>(id: string, write: () => Promise<T>): Promise<T> {
+    const previous = this.#writes.get(id) ?? Promise.resolve();
+    const next = previous.then(write, write);
+    const settled = next.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.#writes.set(id, settled);
+    void settled.then(() => {
+      if (this.#writes.get(id) === settled) this.#writes.delete(id);
+    });
+    return next;
   }
 }
 
