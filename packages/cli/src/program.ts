@@ -31,15 +31,7 @@ export const TASKS = ['text-generation', 'feature-extraction'] as const;
 /** Flags that mean something for one task only: given for the other, they are refused rather than ignored. */
 const TASK_FLAGS: Readonly<Record<(typeof TASKS)[number], readonly string[]>> = {
   'text-generation': ['maxBatchCost', 'pooling', 'normalize', 'truncatableDimensions'],
-  'feature-extraction': [
-    'scheduling',
-    'queue',
-    'maxSequences',
-    'maxStepTokens',
-    'prefixCacheMb',
-    'dataDir',
-    'maxUploadMb',
-  ],
+  'feature-extraction': ['scheduling', 'queue', 'maxSequences', 'maxStepTokens', 'prefixCacheMb'],
 };
 
 /** The flag a camel-cased option key is spelled as on the command line. */

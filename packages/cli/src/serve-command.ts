@@ -14,6 +14,7 @@ import { createQueuedTextCompletionService, createTextCompletionModel } from '@m
 import { brokerOf, loadTransport, openQueue } from './queue-transport.js';
 import { serveUntilSignal } from './lifecycle.js';
 import { loadFramework } from './load-framework.js';
+import { batchApiOf } from './batch-api-flags.js';
 import { serveEmbeddings } from './serve-embeddings.js';
 import { createLogger } from './logger.js';
 import { queueName, resolveModelDir } from './model-dir.js';
@@ -190,13 +191,4 @@ export function redact(url: string): string {
   } catch {
     return 'redis://(unparsable)';
   }
-}
-
-/** The app's `batchApi` option from `--data-dir`, `--max-upload-mb`, `--batch-max-in-flight` (none without `--data-dir`). */
-function batchApiOf(flags: ServeFlags): Pick<TextCompletionAppOptions, 'batchApi'> {
-  if (flags.dataDir === undefined) return {};
-  const maxFileBytes = flags.maxUploadMb === undefined ? undefined : Math.floor(flags.maxUploadMb * 1024 * 1024);
-  return {
-    batchApi: { dataDir: flags.dataDir, ...dropUndefined({ maxFileBytes, maxInFlight: flags.batchMaxInFlight }) },
-  };
 }

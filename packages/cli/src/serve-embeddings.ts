@@ -1,13 +1,18 @@
 import { basename } from 'node:path';
-import type { EmbeddingService, ListenOptions, RunningServer } from '@microbatch/serving';
+import type { EmbeddingService, EmbeddingsAppOptions, ListenOptions, RunningServer } from '@microbatch/serving';
 import { createEmbeddingModel } from '@microbatch/serving';
+import { batchApiOf } from './batch-api-flags.js';
 import { serveUntilSignal } from './lifecycle.js';
 import { loadFramework } from './load-framework.js';
 import { createLogger } from './logger.js';
 import { resolveModelDir } from './model-dir.js';
 import type { ServeFlags } from './program.js';
 
-type StartApp = (service: EmbeddingService, where: ListenOptions) => Promise<RunningServer>;
+type StartApp = (
+  service: EmbeddingService,
+  where: ListenOptions,
+  options?: EmbeddingsAppOptions,
+) => Promise<RunningServer>;
 
 // Loaded on demand: `--framework express` never loads NestJS.
 const APPS: Record<ServeFlags['framework'], () => Promise<{ startEmbeddingsApp: StartApp }>> = {
@@ -74,5 +79,9 @@ export async function serveEmbeddings(flags: ServeFlags, fail: (message: string)
     },
     'microbatch serve',
   );
-  await serveUntilSignal((where) => startEmbeddingsApp(service, where), { port: flags.port, host: flags.host }, logger);
+  await serveUntilSignal(
+    (where) => startEmbeddingsApp(service, where, batchApiOf(flags)),
+    { port: flags.port, host: flags.host },
+    logger,
+  );
 }
