@@ -332,6 +332,11 @@ describe.each(['koa', 'fastify', 'hono', 'nest'])('openai client: a batch on %s'
       expect((await openai.batches.list()).data.map((b) => b.id)).toEqual([batch.id]);
       const put = await fetch(`${server.url}/v1/batches/${batch.id}`, { method: 'PUT' });
       expect(put.status).toBe(405);
+      // HEAD of a GET route with a parameter: its GET's status and headers, no body.
+      const head = await fetch(`${server.url}/v1/files/${input.id}`, { method: 'HEAD' });
+      expect(head.status).toBe(200);
+      expect(head.headers.get('content-type')).toContain('application/json');
+      expect(await head.text()).toBe('');
     } finally {
       await server.stop();
     }
