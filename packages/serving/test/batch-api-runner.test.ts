@@ -75,7 +75,10 @@ afterEach(async () => {
   for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
 });
 
-async function start(service: TextCompletionService, batchApi: { maxInFlight: number; now?: () => number }) {
+async function start(
+  service: TextCompletionService,
+  batchApi: { maxInFlight: number; now?: () => number; maxFiles?: number; maxActiveBatches?: number },
+) {
   const dataDir = mkdtempSync(join(tmpdir(), 'microbatch-runner-test-'));
   dirs.push(dataDir);
   const server = await startTextCompletionApp(
@@ -105,7 +108,9 @@ async function submit(url: string, count: number): Promise<string> {
     headers: { 'content-type': 'application/json' },
     body: JSON.stringify({ input_file_id: file.id, endpoint: '/v1/completions', completion_window: '24h' }),
   });
-  expect(response.status).toBe(200);
+  if (response.status !== 200) {
+    throw new Error(`${response.status} Retry-After ${response.headers.get('retry-after')}: ${await response.text()}`);
+  }
   return ((await response.json()) as { id: string }).id;
 }
 
@@ -211,5 +216,27 @@ describe('batch API runner', () => {
       ['b3', 'batch_expired'],
     ]);
     expect(held).toEqual([]);
+  }, 30_000);
+
+  it('bounds what clients can pile up: files kept (400 past maxFiles), batches not done (503 + Retry-After)', async () => {
+    const { service, held } = heldService(1);
+    const url = await start(service, { maxInFlight: 1, maxFiles: 2, maxActiveBatches: 1 });
+    await submit(url, 3);
+    await waitFor('a line running', () => held.length === 1);
+    // One batch not done yet: a second is refused, fast, with a retry hint.
+    const second = await submit(url, 1).then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    expect(String(second)).toMatch(/^Error: 503 Retry-After 60: .*"code":"QUEUE_FULL"/);
+    // submit() uploaded a second file before the refusal: two files kept, a third upload is refused.
+    const form = new FormData();
+    form.append('file', new Blob(['{}']), 'x.jsonl');
+    form.append('purpose', 'batch');
+    const third = await fetch(`${url}/v1/files`, { method: 'POST', body: form });
+    expect(third.status).toBe(400);
+    expect(((await third.json()) as { error: { param: string } }).error.param).toBe('file');
+    const files = (await (await fetch(`${url}/v1/files`)).json()) as { data: unknown[] };
+    expect(files.data).toHaveLength(2);
   }, 30_000);
 });
