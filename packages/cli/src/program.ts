@@ -42,22 +42,14 @@ const ENCODER_REFUSED = [
   'truncatableDimensions',
   'dataDir',
   'maxUploadMb',
+  'batchMaxInFlight',
   'sharedPrefixCache',
 ];
 
 /** Flags that mean something for one task only: given for the other, they are refused rather than ignored. */
 const TASK_FLAGS: Readonly<Record<(typeof TASKS)[number], readonly string[]>> = {
   'text-generation': ['maxBatchCost', 'pooling', 'normalize', 'truncatableDimensions'],
-  'feature-extraction': [
-    'scheduling',
-    'queue',
-    'maxSequences',
-    'maxStepTokens',
-    'prefixCacheMb',
-    'dataDir',
-    'maxUploadMb',
-    'sharedPrefixCache',
-  ],
+  'feature-extraction': ['scheduling', 'queue', 'maxSequences', 'maxStepTokens', 'prefixCacheMb', 'sharedPrefixCache'],
   'text-classification': ENCODER_REFUSED,
   rerank: ENCODER_REFUSED,
 };
@@ -120,6 +112,8 @@ export interface ServeFlags {
   readonly dataDir?: string;
   /** With `dataDir`: the largest upload, in MiB (413 past it). */
   readonly maxUploadMb?: number;
+  /** With `dataDir`: batch lines running at once (default: 4, or half the batchers' slots when fewer). */
+  readonly batchMaxInFlight?: number;
   /** feature-extraction: how token vectors are pooled (default: the folder's `1_Pooling/config.json`, else mean). */
   readonly pooling?: 'mean' | 'cls' | 'last_token';
   /** feature-extraction: L2-normalise embeddings (default: the folder's `modules.json`, else on). */
@@ -265,6 +259,7 @@ const CONFIG_NOT_YET = [
   'sharedPrefixCache',
   'dataDir',
   'maxUploadMb',
+  'batchMaxInFlight',
 ] as const;
 
 function configFlagError(flags: ServeFlags, command: Command): string | undefined {
@@ -512,6 +507,13 @@ export function createProgram(
       'with --data-dir: the largest file upload, in MiB (default: 100); 413 past it',
       uploadMegabytes,
     )
+    .option(
+      '--batch-max-in-flight <n>',
+      'with --data-dir: batch lines running at once, across every batch, while no interactive request runs (an ' +
+        "eighth of it beside them; default: 4, or half the batchers' slots when fewer); more: faster batches, " +
+        'slower interactive requests beside them',
+      integer(1),
+    )
     .option('--api-key <key>', API_KEY_HELP, collect)
     .option('--api-key-file <file>', API_KEY_FILE_HELP)
     .option('--protect-metrics', 'with API keys: /metrics and /dashboard need a key too (the probes never do)')
@@ -542,8 +544,12 @@ export function createProgram(
           : flags.task !== 'text-generation'
             ? 'serve request'
             : (`serve ${flags.scheduling}` as const);
-      if (flags.maxUploadMb !== undefined && flags.dataDir === undefined) {
-        command.error('error: --max-upload-mb has no effect without --data-dir');
+      for (const [value, flag] of [
+        [flags.maxUploadMb, '--max-upload-mb'],
+        [flags.batchMaxInFlight, '--batch-max-in-flight'],
+      ] as const) {
+        if (value !== undefined && flags.dataDir === undefined)
+          command.error(`error: ${flag} has no effect without --data-dir`);
       }
       // Batches kept by one replica would be answered by that replica only, and resumed by every replica sharing
       // the folder: the broker's storage is what a fleet needs, and it is not there yet.

@@ -16,6 +16,7 @@ import { loadAccess } from './access-flags.js';
 import { brokerOf, loadTransport, openQueue } from './queue-transport.js';
 import { serveUntilSignal } from './lifecycle.js';
 import { loadFramework } from './load-framework.js';
+import { batchApiOf } from './batch-api-flags.js';
 import { serveEmbeddings } from './serve-embeddings.js';
 import { serveEncoder } from './serve-encoder.js';
 import { flagsModelConfig } from './config/flags-config.js';
@@ -208,11 +209,4 @@ export function redact(url: string): string {
   } catch {
     return 'redis://(unparsable)';
   }
-}
-
-/** The app's `batchApi` option from `--data-dir` / `--max-upload-mb` (none without `--data-dir`). */
-function batchApiOf(flags: ServeFlags): Pick<TextCompletionAppOptions, 'batchApi'> {
-  if (flags.dataDir === undefined) return {};
-  const maxFileBytes = flags.maxUploadMb === undefined ? undefined : Math.floor(flags.maxUploadMb * 1024 * 1024);
-  return { batchApi: { dataDir: flags.dataDir, ...dropUndefined({ maxFileBytes }) } };
 }

@@ -1,6 +1,7 @@
 import { basename } from 'node:path';
 import type { EmbeddingService, EmbeddingsAppOptions, ListenOptions, RunningServer } from '@microbatch/serving';
 import { createEmbeddingModel } from '@microbatch/serving';
+import { batchApiOf } from './batch-api-flags.js';
 import { serveUntilSignal } from './lifecycle.js';
 import { loadAccess } from './access-flags.js';
 import { loadFramework } from './load-framework.js';
@@ -70,7 +71,7 @@ export async function serveEmbeddings(flags: ServeFlags, fail: (message: string)
     'microbatch serve',
   );
   await serveUntilSignal(
-    (where) => startEmbeddingsApp(service, where, access.options),
+    (where) => startEmbeddingsApp(service, where, { ...access.options, ...batchApiOf(flags) }),
     { port: flags.port, host: flags.host },
     logger,
   );

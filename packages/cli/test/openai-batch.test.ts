@@ -3,6 +3,7 @@
 // greedily for the same body; hostile files get the documented errors; and a server killed (SIGKILL) mid-batch
 // resumes on restart with every custom_id exactly once across the output and error files.
 import { mkdtempSync, rmSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -77,6 +78,15 @@ function comparable(body: unknown): unknown {
   const { id: _id, created: _created, usage, ...rest } = body as Record<string, unknown>;
   const { prompt_tokens_details: _cached, ...counts } = (usage ?? {}) as Record<string, unknown>;
   return { ...rest, usage: counts };
+}
+
+/** The batch object as its record on disk says (read while no server runs). */
+async function readBatchRecord(
+  dir: string,
+  id: string,
+): Promise<OpenAI.Batch & { request_counts: OpenAI.BatchRequestCounts }> {
+  const text = await readFile(join(dir, 'batches', `${id}.json`), 'utf8');
+  return (JSON.parse(text) as { batch: OpenAI.Batch & { request_counts: OpenAI.BatchRequestCounts } }).batch;
 }
 
 afterAll(() => {
@@ -322,6 +332,11 @@ describe.each(['koa', 'fastify', 'hono', 'nest'])('openai client: a batch on %s'
       expect((await openai.batches.list()).data.map((b) => b.id)).toEqual([batch.id]);
       const put = await fetch(`${server.url}/v1/batches/${batch.id}`, { method: 'PUT' });
       expect(put.status).toBe(405);
+      // HEAD of a GET route with a parameter: its GET's status and headers, no body.
+      const head = await fetch(`${server.url}/v1/files/${input.id}`, { method: 'HEAD' });
+      expect(head.status).toBe(200);
+      expect(head.headers.get('content-type')).toContain('application/json');
+      expect(await head.text()).toBe('');
     } finally {
       await server.stop();
     }
@@ -356,6 +371,10 @@ describe('a batch survives SIGKILL of microbatch serve', () => {
     expect(ok).toBe(true);
     server.child.kill('SIGKILL');
     await server.exited;
+    // Killed mid-batch: what the last record said is short of the whole file.
+    const atKill = await readBatchRecord(dir, batch.id);
+    expect(atKill.status).toBe('in_progress');
+    expect(atKill.request_counts.completed + atKill.request_counts.failed).toBeLessThan(total);
     server = await serve('express', dir);
     try {
       openai = client(server);

@@ -103,6 +103,11 @@ export interface EmbeddingsAppOptions {
    * @default false
    */
   readonly exposeDetails?: boolean;
+  /**
+   * OpenAI's Files and Batch APIs for `/v1/embeddings` lines, kept under `dataDir` (see
+   * {@link TextCompletionAppOptions}). Absent, those routes answer 404 saying how to turn them on.
+   */
+  readonly batchApi?: BatchApiOptions;
 }
 
 /**

@@ -1,6 +1,5 @@
 // The embeddings app's routes, the same on Express, Koa, Fastify, Hono and Nest: one table (method, path, handler),
 // so a route added here is served by every framework, with the same 405 / 404 for what none answers.
-import { unmatchedRoute } from '@microbatch/core/http';
 import type { BatchError } from '@microbatch/core';
 import { createHealth, instrumentBatcher, metricsHandler, toNodeHandler } from '@microbatch/prometheus';
 import { Registry } from 'prom-client';
@@ -13,8 +12,12 @@ import {
   jsonRoute,
   jsonValueRoute,
   nodeRoute,
+  rawRoutes,
   resolveRoutes,
+  unmatchedTableRoute,
 } from './route-table.js';
+import { BATCH_API_TABLE, batchApiHandlers } from '../batch-api/batch-api-routes.js';
+import { createEmbeddingsBatchApi } from '../batch-api/batch-api.js';
 import type { EmbeddingService } from '../service/embedding-service.js';
 import { createEmbeddingsEndpoint } from '../endpoints/embeddings-endpoint.js';
 import { modelList } from '../openai/model-list.js';
@@ -33,6 +36,8 @@ export const EMBEDDINGS_TABLE = [
   { method: 'GET', path: '/healthz', handler: 'liveness' },
   { method: 'GET', path: '/readyz', handler: 'readiness' },
   { method: 'GET', path: '/metrics', handler: 'metrics' },
+  // OpenAI's Files and Batch APIs (with `batchApi` / `--data-dir`; else each answers 404 saying so).
+  ...BATCH_API_TABLE,
 ] as const satisfies readonly RouteRow[];
 
 /**
@@ -72,6 +77,14 @@ export function embeddingsHandlers(service: EmbeddingService, options: Embedding
     liveness: nodeRoute(toNodeHandler(() => health.liveness())),
     readiness: nodeRoute(toNodeHandler(() => health.readiness())),
     metrics: nodeRoute(metricsHandler(registry)),
+    ...rawRoutes(
+      batchApiHandlers(
+        options.batchApi === undefined
+          ? undefined
+          : createEmbeddingsBatchApi(service, options.batchApi, options.limits ?? {}, errors),
+        errors,
+      ),
+    ),
   };
   // With keys, every route but the probes (and the metrics unless `protectMetrics`) requires one.
   return guardHandlers(
@@ -103,5 +116,5 @@ export function embeddingsRoutes(service: EmbeddingService, options: EmbeddingsA
  * ```
  */
 export function noEmbeddingsRoute(method: string, path: string): BatchError<'NOT_FOUND' | 'METHOD_NOT_ALLOWED'> {
-  return unmatchedRoute(method, path, EMBEDDINGS_ROUTES);
+  return unmatchedTableRoute(method, path, EMBEDDINGS_ROUTES);
 }

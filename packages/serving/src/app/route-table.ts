@@ -102,6 +102,20 @@ export const jsonValueRoute = (body: unknown): JsonValueRoute => ({ kind: 'value
 /** Tags a raw handler (the Files and Batch APIs). */
 export const rawRoute = (handler: RawHandler): RawRoute => ({ kind: 'raw', handler });
 
+/**
+ * Tags every raw handler of a record (the Batch API's handlers).
+ *
+ * @example
+ * ```ts
+ * const routes = rawRoutes({ getFile: (req, res) => answer(req, res) }); // { getFile: { kind: 'raw', handler } }
+ * ```
+ */
+export function rawRoutes<Name extends string>(handlers: Readonly<Record<Name, RawHandler>>): Record<Name, RawRoute> {
+  const routes = {} as Record<Name, RawRoute>;
+  for (const name of Object.keys(handlers) as Name[]) routes[name] = rawRoute(handlers[name]);
+  return routes;
+}
+
 const METHOD_OF_KIND = { node: 'GET', json: 'POST', value: 'GET', 'text-query': 'GET', raw: undefined } as const;
 
 /**

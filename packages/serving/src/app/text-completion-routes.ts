@@ -21,7 +21,7 @@ import {
   jsonValueRoute,
   nodeRoute,
   resolveRoutes,
-  rawRoute,
+  rawRoutes,
   textQueryRoute,
   unmatchedTableRoute,
 } from './route-table.js';
@@ -169,8 +169,5 @@ function batchApiRoutes(service: TextCompletionService, options: TextCompletionA
           { limits: options.limits, chatLimits: options.chatLimits },
           errors,
         );
-  const handlers = batchApiHandlers(api, errors);
-  return Object.fromEntries(Object.entries(handlers).map(([name, handler]) => [name, rawRoute(handler)])) as {
-    readonly [Name in keyof typeof handlers]: ReturnType<typeof rawRoute>;
-  };
+  return rawRoutes(batchApiHandlers(api, errors));
 }

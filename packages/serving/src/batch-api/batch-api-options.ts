@@ -29,8 +29,19 @@ export interface BatchApiOptions {
    */
   readonly maxLineBytes?: number;
   /**
-   * Batch lines running at once, across every batch; and never more than the service's batchers have free slots.
-   * @default half the service's `maxConcurrentBatches` (at least 1): the other half stays free for interactive requests
+   * Files kept at once (uploads and batch results); an upload past it is refused (400) until some are deleted.
+   * @default 10000
+   */
+  readonly maxFiles?: number;
+  /**
+   * Batches not yet ended at once; a new batch past it is refused with 503 `QUEUE_FULL` and `Retry-After`.
+   * @default 100
+   */
+  readonly maxActiveBatches?: number;
+  /**
+   * Batch lines running at once, across every batch, while no interactive request runs; beside interactive requests
+   * an eighth of it (at least 1); and never more than the service's batchers have free slots.
+   * @default 4, or half the service's `maxConcurrentBatches` when that is fewer (at least 1)
    */
   readonly maxInFlight?: number;
   /**
@@ -49,6 +60,8 @@ export interface ResolvedBatchApiOptions {
   readonly maxLines: number;
   readonly maxLineBytes: number;
   readonly maxInFlight: number | undefined;
+  readonly maxFiles: number;
+  readonly maxActiveBatches: number;
   readonly principal: ((req: IncomingMessage) => string | undefined) | undefined;
   readonly now: () => number;
 }
@@ -69,7 +82,17 @@ function positiveInteger(name: string, value: unknown, fallback: number): number
  */
 export function resolveBatchApiOptions(options: BatchApiOptions): ResolvedBatchApiOptions {
   if (typeof options !== 'object' || options === null) fail('batchApi', 'an object', options);
-  const known = new Set(['dataDir', 'maxFileBytes', 'maxLines', 'maxLineBytes', 'maxInFlight', 'principal', 'now']);
+  const known = new Set([
+    'dataDir',
+    'maxFileBytes',
+    'maxLines',
+    'maxLineBytes',
+    'maxInFlight',
+    'maxFiles',
+    'maxActiveBatches',
+    'principal',
+    'now',
+  ]);
   for (const key of Object.keys(options)) if (!known.has(key)) fail(`batchApi.${key}`, 'a known option', key);
   if (typeof options.dataDir !== 'string' || options.dataDir === '') {
     fail('batchApi.dataDir', 'a non-empty path', options.dataDir);
@@ -83,6 +106,8 @@ export function resolveBatchApiOptions(options: BatchApiOptions): ResolvedBatchA
     maxLineBytes: positiveInteger('batchApi.maxLineBytes', options.maxLineBytes, 1024 * 1024),
     maxInFlight:
       options.maxInFlight === undefined ? undefined : positiveInteger('batchApi.maxInFlight', options.maxInFlight, 1),
+    maxFiles: positiveInteger('batchApi.maxFiles', options.maxFiles, 10_000),
+    maxActiveBatches: positiveInteger('batchApi.maxActiveBatches', options.maxActiveBatches, 100),
     principal: options.principal,
     now: options.now ?? Date.now,
   };

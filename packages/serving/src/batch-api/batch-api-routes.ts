@@ -76,7 +76,11 @@ export function batchApiHandlers(
         await api.ready;
         await answer(api, req, res, pathParams(pattern, req.url));
       } catch (error) {
-        if (error instanceof BatchError && error.code === 'ITEM_TOO_LARGE') lingerAfterRefusal(res, error);
+        // A refusal before the body was read whole: let Node discard the rest, so the client still gets its answer.
+        if (req.method === 'POST' && !req.complete) {
+          lingerAfterRefusal(res, error);
+          req.resume();
+        }
         writeOpenAiError(res, error, errors);
       }
     };
@@ -126,6 +130,10 @@ export function batchApiHandlers(
 }
 
 async function uploadFile(api: BatchApi, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const { maxFiles } = api.options;
+  if ((await api.files.count()) >= maxFiles) {
+    throw invalid(`The server keeps at most ${maxFiles} files: delete some before uploading`, 'file');
+  }
   const { pending, filename, fields } = await receiveUpload(req, api.files, api.options.maxFileBytes);
   if (pending === undefined) throw invalid('The form has no `file`', 'file');
   const { purpose } = fields;
@@ -174,6 +182,10 @@ async function createBatch(api: BatchApi, req: IncomingMessage, res: ServerRespo
   if (input === undefined) throw invalid(`No such File object: ${quote(inputFileId)}`, 'input_file_id');
   if (input.file.purpose !== 'batch') {
     throw invalid(`File ${input.file.id} has purpose "${input.file.purpose}", not "batch"`, 'input_file_id');
+  }
+  const active = (await api.batches.list()).filter((batch) => !ENDED.has(batch.batch.status)).length;
+  if (active >= api.options.maxActiveBatches) {
+    throw new BatchError('QUEUE_FULL', `${active} batches are not done yet; retry later`, { retryAfterSeconds: 60 });
   }
   const stored = await api.batches.create({
     endpoint: endpoint as BatchEndpoint,

@@ -6,6 +6,7 @@ import { Socket } from 'node:net';
 import type { Batcher, CallOptions, StreamingBatcher } from '@microbatch/core';
 import type { TextGenerationChunk, TextGenerationInput, TextGenerationOutput } from '@microbatch/inference';
 import type { NodeJsonEndpoint } from '../endpoints/openai-endpoint.js';
+import type { EmbeddingService } from '../service/embedding-service.js';
 import type { TextCompletionService } from '../service/text-completion-service.js';
 
 /**
@@ -65,6 +66,11 @@ export function captureAnswer(endpoint: NodeJsonEndpoint, body: unknown): Promis
   });
 }
 
+/** A {@link lowPriorityService}: the service, and how many of the batch lines' items it has in flight now. */
+export interface LowPriorityService extends TextCompletionService {
+  readonly itemsInFlight: () => number;
+}
+
 /**
  * `service` with its batchers called at {@link BATCH_PRIORITY} under {@link BATCH_FAIRNESS_KEY}, whatever the
  * endpoint sets: what the Batch API builds its endpoints over.
@@ -74,17 +80,27 @@ export function captureAnswer(endpoint: NodeJsonEndpoint, body: unknown): Promis
  * const completions = createCompletionsEndpoint(lowPriorityService(service), { limits });
  * ```
  */
-export function lowPriorityService(service: TextCompletionService): TextCompletionService {
+export function lowPriorityService(service: TextCompletionService): LowPriorityService {
   const low = (call: CallOptions | undefined): CallOptions => ({
     ...call,
     priority: BATCH_PRIORITY,
     fairnessKey: BATCH_FAIRNESS_KEY,
   });
   const { generate, streamer } = service;
+  let items = 0;
+  const counted = async <T>(count: number, run: () => Promise<T>): Promise<T> => {
+    items += count;
+    try {
+      return await run();
+    } finally {
+      items -= count;
+    }
+  };
   const lowGenerate = {
     ...pickBatcher(generate),
-    call: (input: TextGenerationInput, call?: CallOptions) => generate.call(input, low(call)),
-    callAll: (inputs: readonly TextGenerationInput[], call?: CallOptions) => generate.callAll(inputs, low(call)),
+    call: (input: TextGenerationInput, call?: CallOptions) => counted(1, () => generate.call(input, low(call))),
+    callAll: (inputs: readonly TextGenerationInput[], call?: CallOptions) =>
+      counted(inputs.length, () => generate.callAll(inputs, low(call))),
   } as unknown as Batcher<TextGenerationInput, TextGenerationOutput>;
   const lowStreamer = {
     ...pickBatcher(streamer),
@@ -92,6 +108,7 @@ export function lowPriorityService(service: TextCompletionService): TextCompleti
     streamAll: (inputs: readonly TextGenerationInput[], call?: CallOptions) => streamer.streamAll(inputs, low(call)),
   } as unknown as StreamingBatcher<TextGenerationInput, TextGenerationChunk>;
   return {
+    itemsInFlight: () => items,
     id: service.id,
     generate: lowGenerate,
     streamer: lowStreamer,
@@ -108,4 +125,69 @@ export function lowPriorityService(service: TextCompletionService): TextCompleti
 /** The batcher's read-only facts (what the endpoints may read beside the calls). */
 function pickBatcher(batcher: Batcher<never, unknown> | StreamingBatcher<never, unknown>): object {
   return { streaming: batcher.streaming, name: batcher.name };
+}
+
+/** A {@link lowPriorityEmbeddings}: the service, and how many of the batch lines' inputs it has in flight now. */
+export interface LowPriorityEmbeddings extends EmbeddingService {
+  readonly itemsInFlight: () => number;
+}
+
+/**
+ * `service` with `embed` / `embedAll` called at {@link BATCH_PRIORITY} under {@link BATCH_FAIRNESS_KEY}: what the
+ * Batch API builds its embeddings endpoint over.
+ *
+ * @example
+ * ```ts
+ * const embeddings = createEmbeddingsEndpoint(lowPriorityEmbeddings(model), { limits });
+ * ```
+ */
+export function lowPriorityEmbeddings(service: EmbeddingService): LowPriorityEmbeddings {
+  let items = 0;
+  const low = (call: CallOptions | undefined): CallOptions => ({
+    ...call,
+    priority: BATCH_PRIORITY,
+    fairnessKey: BATCH_FAIRNESS_KEY,
+  });
+  const counted = async <T>(count: number, run: () => Promise<T>): Promise<T> => {
+    items += count;
+    try {
+      return await run();
+    } finally {
+      items -= count;
+    }
+  };
+  return {
+    itemsInFlight: () => items,
+    // Read through: a model's facts are known once it has loaded.
+    get id() {
+      return service.id;
+    },
+    get dimensions() {
+      return service.dimensions;
+    },
+    get maxTokens() {
+      return service.maxTokens;
+    },
+    get vocabSize() {
+      return service.vocabSize;
+    },
+    get pooling() {
+      return service.pooling;
+    },
+    get normalize() {
+      return service.normalize;
+    },
+    get truncatableDimensions() {
+      return service.truncatableDimensions;
+    },
+    batcher: service.batcher,
+    batchers: service.batchers,
+    ready: service.ready,
+    isReady: () => service.isReady(),
+    tokenize: (text) => service.tokenize(text),
+    embed: (ids, call) => counted(1, () => service.embed(ids, low(call))),
+    embedAll: (ids, call) => counted(ids.length, () => service.embedAll(ids, low(call))),
+    drain: () => service.drain(),
+    close: () => service.close(),
+  };
 }

@@ -22,6 +22,11 @@ export interface BatchRunnerParts {
   readonly maxInFlight: number;
   /** The service's batchers: no line is fed while any has items waiting or every slot busy. */
   readonly batchers: readonly BatcherBase[];
+  /**
+   * The batch lines' items in the batchers now: more batches in flight than these means interactive requests are
+   * running, and then at most {@link busyInFlight} lines are.
+   */
+  readonly batchItemsInFlight: () => number;
   /** Where a batch's unexpected failure is reported (never sent to a client). */
   readonly onError: (error: unknown) => void;
 }
@@ -44,6 +49,7 @@ export class BatchRunner {
   readonly #parts: BatchRunnerParts;
   readonly #running = new Map<string, Promise<void>>();
   readonly #cancelled = new Set<string>();
+  readonly #writes = new Map<string, Promise<void>>();
   #inFlight = 0;
   #closed = false;
 
@@ -74,12 +80,16 @@ export class BatchRunner {
   async cancel(stored: StoredBatch): Promise<StoredBatch> {
     const { id } = stored.batch;
     this.#cancelled.add(id);
-    const now = unixSeconds(this.#parts.batches.now());
-    const cancelling = await this.#put({
-      ...stored,
-      batch: { ...stored.batch, status: 'cancelling', cancelling_at: stored.batch.cancelling_at ?? now },
+    // Read again under the batch's write order: a batch that ended meanwhile stays as it ended.
+    const cancelling = await this.#serial(id, async () => {
+      const current = (await this.#parts.batches.get(id)) ?? stored;
+      if (ENDED.has(current.batch.status) || current.batch.status === 'cancelling') return current;
+      const now = unixSeconds(this.#parts.batches.now());
+      const next: StoredBatch = { ...current, batch: { ...current.batch, status: 'cancelling', cancelling_at: now } };
+      await this.#parts.batches.save(next);
+      return next;
     });
-    if (!this.#running.has(id)) this.start(id);
+    if (!ENDED.has(cancelling.batch.status) && !this.#running.has(id)) this.start(id);
     return cancelling;
   }
 
@@ -119,6 +129,16 @@ export class BatchRunner {
       );
     }
     await this.#finalize(stored, results);
+  }
+
+  /**
+   * Lines that may run now: `maxInFlight` while only batch lines run; an eighth of it (at least 1) while interactive
+   * requests run too, since every row a batch line holds in a decode step slows the step for the interactive rows.
+   */
+  #limit(): number {
+    const { batchers, batchItemsInFlight, maxInFlight } = this.#parts;
+    const running = batchers.reduce((sum, batcher) => sum + batcher.inFlightBatches, 0);
+    return running > batchItemsInFlight() ? busyInFlight(maxInFlight) : maxInFlight;
   }
 
   async #validate(stored: StoredBatch): Promise<StoredBatch> {
@@ -196,9 +216,7 @@ export class BatchRunner {
     for (;;) {
       const ended = stop();
       if (ended !== undefined) return ended;
-      if (this.#inFlight < this.#parts.maxInFlight && this.#parts.batchers.every(hasRoom)) {
-        return undefined;
-      }
+      if (this.#inFlight < this.#limit() && this.#parts.batchers.every(hasRoom)) return undefined;
       await sleep(ROOM_POLL_MS);
     }
   }
@@ -229,6 +247,11 @@ export class BatchRunner {
       const answer = await endpoint(body);
       if (answer.status !== 503) {
         await results.answer(customId, answer.status, answer.body);
+        return;
+      }
+      // The service is closing (the server shuts down): nothing more is fed; the batch resumes at the next start.
+      if ((answer.body as { error?: { code?: unknown } } | null)?.error?.code === 'CLOSED') {
+        this.#closed = true;
         return;
       }
       if (stop() !== undefined) return;
@@ -330,10 +353,32 @@ export class BatchRunner {
     return this.#put({ ...stored, batch });
   }
 
-  async #put(stored: StoredBatch): Promise<StoredBatch> {
-    await this.#parts.batches.save(stored);
-    return stored;
+  #put(stored: StoredBatch): Promise<StoredBatch> {
+    return this.#serial(stored.batch.id, async () => {
+      await this.#parts.batches.save(stored);
+      return stored;
+    });
   }
+
+  /** Runs `write` after every write of batch `id` asked for before it (one writer at a time per batch). */
+  #serial<T>(id: string, write: () => Promise<T>): Promise<T> {
+    const previous = this.#writes.get(id) ?? Promise.resolve();
+    const next = previous.then(write, write);
+    const settled = next.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.#writes.set(id, settled);
+    void settled.then(() => {
+      if (this.#writes.get(id) === settled) this.#writes.delete(id);
+    });
+    return next;
+  }
+}
+
+/** The lines that may run beside interactive requests: an eighth of `maxInFlight`, at least 1. */
+export function busyInFlight(maxInFlight: number): number {
+  return Math.max(1, Math.floor(maxInFlight / 8));
 }
 
 /** Whether `batcher` would dispatch an item now: nothing waiting, a slot free. */

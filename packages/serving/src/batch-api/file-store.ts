@@ -180,6 +180,11 @@ export class FileStore {
     return files.sort((a, b) => b.file.created_at - a.file.created_at || (a.file.id < b.file.id ? -1 : 1));
   }
 
+  /** How many files are stored. */
+  async count(): Promise<number> {
+    return (await readdir(this.#dir)).filter((name) => name.endsWith('.json')).length;
+  }
+
   /** The bytes of stored file `id`, streamed. */
   openContent(id: string): Readable {
     return createReadStream(this.#dataPath(id));

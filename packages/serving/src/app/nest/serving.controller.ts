@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { writeJson } from '@microbatch/core/http';
-import { Get, Req, Res } from '@nestjs/common';
-import type { JsonValueRoute, NodeRoute } from '../route-table.js';
+import { Delete, Get, Post, Req, Res } from '@nestjs/common';
+import type { JsonValueRoute, NodeRoute, RawRoute } from '../route-table.js';
 
 /** The handlers of the routes every serving app has (from its table's handlers: `textCompletionHandlers`, ...). */
 export interface ServingRouteHandlers {
@@ -10,10 +10,20 @@ export interface ServingRouteHandlers {
   readonly liveness: NodeRoute;
   readonly readiness: NodeRoute;
   readonly metrics: NodeRoute;
+  readonly uploadFile: RawRoute;
+  readonly listFiles: RawRoute;
+  readonly getFile: RawRoute;
+  readonly deleteFile: RawRoute;
+  readonly fileContent: RawRoute;
+  readonly createBatch: RawRoute;
+  readonly listBatches: RawRoute;
+  readonly getBatch: RawRoute;
+  readonly cancelBatch: RawRoute;
 }
 
 /**
- * The routes every serving app's Nest controller has: `GET /v1/models`, `/healthz`, `/readyz`, `/metrics`, each
+ * The routes every serving app's Nest controller has: `GET /v1/models`, `/healthz`, `/readyz`, `/metrics`, the
+ * Files and Batch APIs (`/v1/files…`, `/v1/batches…`), each
  * answered by its table's handler (the same bytes and headers as on the other frameworks). A controller extends it
  * and sets `routes`; Nest serves the routes a controller inherits.
  *
@@ -47,5 +57,51 @@ export abstract class ServingController {
   @Get('metrics')
   metrics(@Req() req: IncomingMessage, @Res() res: ServerResponse): Promise<void> {
     return this.routes.metrics.handler(req, res);
+  }
+
+  // OpenAI's Files and Batch APIs: raw handlers reading the request themselves (the app has no body parser).
+  @Post('v1/files')
+  uploadFile(@Req() req: IncomingMessage, @Res() res: ServerResponse): Promise<void> {
+    return this.routes.uploadFile.handler(req, res);
+  }
+
+  @Get('v1/files')
+  listFiles(@Req() req: IncomingMessage, @Res() res: ServerResponse): Promise<void> {
+    return this.routes.listFiles.handler(req, res);
+  }
+
+  @Get('v1/files/:file_id')
+  getFile(@Req() req: IncomingMessage, @Res() res: ServerResponse): Promise<void> {
+    return this.routes.getFile.handler(req, res);
+  }
+
+  @Delete('v1/files/:file_id')
+  deleteFile(@Req() req: IncomingMessage, @Res() res: ServerResponse): Promise<void> {
+    return this.routes.deleteFile.handler(req, res);
+  }
+
+  @Get('v1/files/:file_id/content')
+  fileContent(@Req() req: IncomingMessage, @Res() res: ServerResponse): Promise<void> {
+    return this.routes.fileContent.handler(req, res);
+  }
+
+  @Post('v1/batches')
+  createBatch(@Req() req: IncomingMessage, @Res() res: ServerResponse): Promise<void> {
+    return this.routes.createBatch.handler(req, res);
+  }
+
+  @Get('v1/batches')
+  listBatches(@Req() req: IncomingMessage, @Res() res: ServerResponse): Promise<void> {
+    return this.routes.listBatches.handler(req, res);
+  }
+
+  @Get('v1/batches/:batch_id')
+  getBatch(@Req() req: IncomingMessage, @Res() res: ServerResponse): Promise<void> {
+    return this.routes.getBatch.handler(req, res);
+  }
+
+  @Post('v1/batches/:batch_id/cancel')
+  cancelBatch(@Req() req: IncomingMessage, @Res() res: ServerResponse): Promise<void> {
+    return this.routes.cancelBatch.handler(req, res);
   }
 }

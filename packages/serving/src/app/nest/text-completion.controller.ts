@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { Body, Controller, Delete, Get, Inject, Optional, Post, Query, Req, Res } from '@nestjs/common';
+import { Body, Controller, Get, Inject, Optional, Post, Query, Req, Res } from '@nestjs/common';
 import type { TextCompletionAppOptions } from '../app-options.js';
 import { textCompletionHandlers } from '../text-completion-routes.js';
 import type { TextCompletionService } from '../../service/text-completion-service.js';
@@ -55,51 +55,5 @@ export class TextCompletionController extends ServingController {
   @Get('dashboard')
   dashboard(@Req() req: IncomingMessage, @Res() res: ServerResponse): Promise<void> {
     return this.routes.dashboard.handler(req, res);
-  }
-
-  // OpenAI's Files and Batch APIs: raw handlers reading the request themselves (the app has no body parser).
-  @Post('v1/files')
-  uploadFile(@Req() req: IncomingMessage, @Res() res: ServerResponse): Promise<void> {
-    return this.routes.uploadFile.handler(req, res);
-  }
-
-  @Get('v1/files')
-  listFiles(@Req() req: IncomingMessage, @Res() res: ServerResponse): Promise<void> {
-    return this.routes.listFiles.handler(req, res);
-  }
-
-  @Get('v1/files/:file_id')
-  getFile(@Req() req: IncomingMessage, @Res() res: ServerResponse): Promise<void> {
-    return this.routes.getFile.handler(req, res);
-  }
-
-  @Delete('v1/files/:file_id')
-  deleteFile(@Req() req: IncomingMessage, @Res() res: ServerResponse): Promise<void> {
-    return this.routes.deleteFile.handler(req, res);
-  }
-
-  @Get('v1/files/:file_id/content')
-  fileContent(@Req() req: IncomingMessage, @Res() res: ServerResponse): Promise<void> {
-    return this.routes.fileContent.handler(req, res);
-  }
-
-  @Post('v1/batches')
-  createBatch(@Req() req: IncomingMessage, @Res() res: ServerResponse): Promise<void> {
-    return this.routes.createBatch.handler(req, res);
-  }
-
-  @Get('v1/batches')
-  listBatches(@Req() req: IncomingMessage, @Res() res: ServerResponse): Promise<void> {
-    return this.routes.listBatches.handler(req, res);
-  }
-
-  @Get('v1/batches/:batch_id')
-  getBatch(@Req() req: IncomingMessage, @Res() res: ServerResponse): Promise<void> {
-    return this.routes.getBatch.handler(req, res);
-  }
-
-  @Post('v1/batches/:batch_id/cancel')
-  cancelBatch(@Req() req: IncomingMessage, @Res() res: ServerResponse): Promise<void> {
-    return this.routes.cancelBatch.handler(req, res);
   }
 }
