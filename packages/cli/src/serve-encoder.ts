@@ -1,13 +1,24 @@
 import { basename } from 'node:path';
-import type { ClassifierService, ClassifierTask, ListenOptions, RunningServer } from '@microbatch/serving';
+import type {
+  ClassifierService,
+  ClassifierTask,
+  EncoderAppOptions,
+  ListenOptions,
+  RunningServer,
+} from '@microbatch/serving';
 import { createSequenceClassifier } from '@microbatch/serving';
+import { loadAccess } from './access-flags.js';
 import { serveUntilSignal } from './lifecycle.js';
 import { loadFramework } from './load-framework.js';
 import { createLogger } from './logger.js';
 import { resolveModelDir } from './model-dir.js';
 import type { ServeFlags } from './program.js';
 
-type StartApp = (service: ClassifierService, where: ListenOptions) => Promise<RunningServer>;
+type StartApp = (
+  service: ClassifierService,
+  where: ListenOptions,
+  options?: EncoderAppOptions,
+) => Promise<RunningServer>;
 
 // Loaded on demand: `--framework express` never loads NestJS.
 const APPS: Record<ServeFlags['framework'], () => Promise<{ startEncoderApp: StartApp }>> = {
@@ -41,6 +52,7 @@ export async function serveEncoder(
   }
   const { startEncoderApp } = await loadFramework(flags.framework, APPS[flags.framework], fail);
   const logger = createLogger(flags.logFormat);
+  const access = loadAccess(flags, process.env, logger, fail);
   const { maxBatchSize, maxBatchCost, batchWaitMs, maxLatencyMs, maxQueueSize, workers, threads } = flags;
   let service: ClassifierService;
   try {
@@ -75,5 +87,9 @@ export async function serveEncoder(
     },
     'microbatch serve',
   );
-  await serveUntilSignal((where) => startEncoderApp(service, where), { port: flags.port, host: flags.host }, logger);
+  await serveUntilSignal(
+    (where) => startEncoderApp(service, where, access.options),
+    { port: flags.port, host: flags.host },
+    logger,
+  );
 }

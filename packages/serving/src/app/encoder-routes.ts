@@ -5,14 +5,17 @@ import type { BatchError } from '@microbatch/core';
 import { unmatchedRoute } from '@microbatch/core/http';
 import { createHealth, instrumentBatcher, metricsHandler, toNodeHandler } from '@microbatch/prometheus';
 import { Registry } from 'prom-client';
+import type { ApiKeyInput, ApiKeys } from '../auth/api-keys.js';
+import { guardHandlers } from '../auth/route-guard.js';
 import type { ClientKey } from '../endpoints/client-key.js';
 import { createClassifyEndpoint, createRerankEndpoint, createScoreEndpoint } from '../endpoints/encoder-endpoints.js';
 import { modelList } from '../openai/model-list.js';
 import type { EncoderRequestLimits } from '../openai/encoder-fields.js';
 import type { ClassifierService, ClassifierTask } from '../service/classifier-service.js';
-import { httpErrorOptions } from './app-options.js';
+import { accessOptions, httpErrorOptions } from './app-options.js';
 import {
   type AppRoute,
+  type JsonRoute,
   type RouteRow,
   allowedMethods,
   jsonRoute,
@@ -33,8 +36,19 @@ export interface EncoderAppOptions {
   /** Bounds of a request beyond the model's own (documents per request, characters per text). */
   readonly limits?: EncoderRequestLimits;
   /**
+   * The API keys every route but the probes (and `/metrics` unless `protectMetrics`) requires, as
+   * `Authorization: Bearer <key>` (401 in OpenAI's shape otherwise), as on the text-completion apps.
+   * @default no keys: every request is served
+   */
+  readonly apiKeys?: ApiKeys | readonly ApiKeyInput[];
+  /**
+   * With `apiKeys`: whether `/metrics` requires a key too. Refused without `apiKeys`.
+   * @default false
+   */
+  readonly protectMetrics?: boolean;
+  /**
    * Who a request comes from, for fair shares of the queue and of each batch.
-   * @default the client's address
+   * @default the API key's name with `apiKeys`, else the client's address
    */
   readonly clientKey?: ClientKey;
   /**
@@ -102,18 +116,31 @@ export function encoderHandlers(service: ClassifierService, options: EncoderAppO
   const health = createHealth({ batchers: service.batchers, ready: () => service.isReady() });
   const registry = new Registry();
   for (const batcher of service.batchers) instrumentBatcher(batcher, { registry });
-  const endpoint = { ...errors, limits: options.limits ?? {}, clientKey: options.clientKey };
+  const { apiKeys, protectMetrics, clientKey } = accessOptions(options);
+  const endpoint = { ...errors, limits: options.limits ?? {}, clientKey };
   const reranking = service.task === 'rerank';
-  return {
-    // Made only for the task that serves them: a classifier has no rerank route, a reranker no classify route.
-    rerank: reranking ? jsonRoute(createRerankEndpoint(service, endpoint)) : undefined,
-    score: reranking ? jsonRoute(createScoreEndpoint(service, endpoint)) : undefined,
-    classify: reranking ? undefined : jsonRoute(createClassifyEndpoint(service, endpoint)),
-    models: jsonValueRoute(modelList(service.id, new Date())),
-    liveness: nodeRoute(toNodeHandler(() => health.liveness())),
-    readiness: nodeRoute(toNodeHandler(() => health.readiness())),
-    metrics: nodeRoute(metricsHandler(registry)),
-  };
+  // With keys, every route but the probes (and the metrics unless `protectMetrics`) requires one, as on every app.
+  const guarded = guardHandlers(
+    {
+      models: jsonValueRoute(modelList(service.id, new Date())),
+      liveness: nodeRoute(toNodeHandler(() => health.liveness())),
+      readiness: nodeRoute(toNodeHandler(() => health.readiness())),
+      metrics: nodeRoute(metricsHandler(registry)),
+      // Made only for the task that serves them: a classifier has no rerank route, a reranker no classify route.
+      ...(reranking
+        ? {
+            rerank: jsonRoute(createRerankEndpoint(service, endpoint)),
+            score: jsonRoute(createScoreEndpoint(service, endpoint)),
+          }
+        : { classify: jsonRoute(createClassifyEndpoint(service, endpoint)) }),
+    },
+    apiKeys,
+    protectMetrics ? ['liveness', 'readiness'] : ['liveness', 'readiness', 'metrics'],
+    registry,
+  );
+  const { models, liveness, readiness, metrics } = guarded;
+  const task = guarded as Partial<Record<'rerank' | 'score' | 'classify', JsonRoute>>;
+  return { rerank: task.rerank, score: task.score, classify: task.classify, models, liveness, readiness, metrics };
 }
 
 /**

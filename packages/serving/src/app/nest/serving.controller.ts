@@ -1,7 +1,21 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { BatchError } from '@microbatch/core';
 import { writeJson } from '@microbatch/core/http';
 import { Delete, Get, Post, Req, Res } from '@nestjs/common';
-import type { JsonValueRoute, NodeRoute, RawRoute } from '../route-table.js';
+import { writeOpenAiError } from '../../openai/openai-error.js';
+import type { JsonValueRoute, NodeRoute, RawHandler, RawRoute } from '../route-table.js';
+
+/** A raw route's handler, or a 404 for an app without the Files and Batch APIs (the encoder apps). */
+function raw(route: RawRoute | undefined): RawHandler {
+  return (
+    route?.handler ??
+    ((req, res) => {
+      req.resume();
+      writeOpenAiError(res, new BatchError('NOT_FOUND', 'This server has no Files and Batch APIs'));
+      return Promise.resolve();
+    })
+  );
+}
 
 /** The handlers of the routes every serving app has (from its table's handlers: `textCompletionHandlers`, ...). */
 export interface ServingRouteHandlers {
@@ -10,15 +24,15 @@ export interface ServingRouteHandlers {
   readonly liveness: NodeRoute;
   readonly readiness: NodeRoute;
   readonly metrics: NodeRoute;
-  readonly uploadFile: RawRoute;
-  readonly listFiles: RawRoute;
-  readonly getFile: RawRoute;
-  readonly deleteFile: RawRoute;
-  readonly fileContent: RawRoute;
-  readonly createBatch: RawRoute;
-  readonly listBatches: RawRoute;
-  readonly getBatch: RawRoute;
-  readonly cancelBatch: RawRoute;
+  readonly uploadFile?: RawRoute;
+  readonly listFiles?: RawRoute;
+  readonly getFile?: RawRoute;
+  readonly deleteFile?: RawRoute;
+  readonly fileContent?: RawRoute;
+  readonly createBatch?: RawRoute;
+  readonly listBatches?: RawRoute;
+  readonly getBatch?: RawRoute;
+  readonly cancelBatch?: RawRoute;
 }
 
 /**
@@ -62,46 +76,46 @@ export abstract class ServingController {
   // OpenAI's Files and Batch APIs: raw handlers reading the request themselves (the app has no body parser).
   @Post('v1/files')
   uploadFile(@Req() req: IncomingMessage, @Res() res: ServerResponse): Promise<void> {
-    return this.routes.uploadFile.handler(req, res);
+    return raw(this.routes.uploadFile)(req, res);
   }
 
   @Get('v1/files')
   listFiles(@Req() req: IncomingMessage, @Res() res: ServerResponse): Promise<void> {
-    return this.routes.listFiles.handler(req, res);
+    return raw(this.routes.listFiles)(req, res);
   }
 
   @Get('v1/files/:file_id')
   getFile(@Req() req: IncomingMessage, @Res() res: ServerResponse): Promise<void> {
-    return this.routes.getFile.handler(req, res);
+    return raw(this.routes.getFile)(req, res);
   }
 
   @Delete('v1/files/:file_id')
   deleteFile(@Req() req: IncomingMessage, @Res() res: ServerResponse): Promise<void> {
-    return this.routes.deleteFile.handler(req, res);
+    return raw(this.routes.deleteFile)(req, res);
   }
 
   @Get('v1/files/:file_id/content')
   fileContent(@Req() req: IncomingMessage, @Res() res: ServerResponse): Promise<void> {
-    return this.routes.fileContent.handler(req, res);
+    return raw(this.routes.fileContent)(req, res);
   }
 
   @Post('v1/batches')
   createBatch(@Req() req: IncomingMessage, @Res() res: ServerResponse): Promise<void> {
-    return this.routes.createBatch.handler(req, res);
+    return raw(this.routes.createBatch)(req, res);
   }
 
   @Get('v1/batches')
   listBatches(@Req() req: IncomingMessage, @Res() res: ServerResponse): Promise<void> {
-    return this.routes.listBatches.handler(req, res);
+    return raw(this.routes.listBatches)(req, res);
   }
 
   @Get('v1/batches/:batch_id')
   getBatch(@Req() req: IncomingMessage, @Res() res: ServerResponse): Promise<void> {
-    return this.routes.getBatch.handler(req, res);
+    return raw(this.routes.getBatch)(req, res);
   }
 
   @Post('v1/batches/:batch_id/cancel')
   cancelBatch(@Req() req: IncomingMessage, @Res() res: ServerResponse): Promise<void> {
-    return this.routes.cancelBatch.handler(req, res);
+    return raw(this.routes.cancelBatch)(req, res);
   }
 }
