@@ -5,6 +5,7 @@ import { createHealth, instrumentBatcher, metricsHandler, toNodeHandler } from '
 import { Registry } from 'prom-client';
 import { type EmbeddingsAppOptions, accessOptions, httpErrorOptions } from './app-options.js';
 import { guardHandlers } from '../auth/route-guard.js';
+import { batchOwner } from '../auth/principal.js';
 import {
   type AppRoute,
   type RouteRow,
@@ -81,7 +82,12 @@ export function embeddingsHandlers(service: EmbeddingService, options: Embedding
       batchApiHandlers(
         options.batchApi === undefined
           ? undefined
-          : createEmbeddingsBatchApi(service, options.batchApi, options.limits ?? {}, errors),
+          : createEmbeddingsBatchApi(
+              service,
+              { principal: batchOwner, ...options.batchApi },
+              options.limits ?? {},
+              errors,
+            ),
         errors,
       ),
     ),

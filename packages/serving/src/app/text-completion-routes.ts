@@ -13,6 +13,7 @@ import {
 import { Registry } from 'prom-client';
 import { type TextCompletionAppOptions, accessOptions, httpErrorOptions } from './app-options.js';
 import { guardHandlers } from '../auth/route-guard.js';
+import { batchOwner } from '../auth/principal.js';
 import {
   type AppRoute,
   type RouteRow,
@@ -165,7 +166,7 @@ function batchApiRoutes(service: TextCompletionService, options: TextCompletionA
       ? undefined
       : createTextCompletionBatchApi(
           service,
-          options.batchApi,
+          { principal: batchOwner, ...options.batchApi },
           { limits: options.limits, chatLimits: options.chatLimits },
           errors,
         );

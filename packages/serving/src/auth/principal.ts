@@ -30,6 +30,19 @@ export function principalOf(req: IncomingMessage | undefined): Principal | undef
   return req === undefined ? undefined : PRINCIPALS.get(req);
 }
 
+/**
+ * The owner of what `req` creates in the Files and Batch APIs: its API key's name, `undefined` without keys (one
+ * space for all). Passed as the Batch API's `principal` by the apps.
+ *
+ * @example
+ * ```ts
+ * createTextCompletionBatchApi(service, { dataDir, principal: batchOwner }, limits, errors);
+ * ```
+ */
+export function batchOwner(req: IncomingMessage): string | undefined {
+  return PRINCIPALS.get(req)?.keyName;
+}
+
 /** Records that `req` was admitted with the key named `keyName` (the key check's, once per request). */
 export function setPrincipal(req: IncomingMessage, keyName: string): void {
   PRINCIPALS.set(req, { keyName });

@@ -45,8 +45,10 @@ export interface BatchApiOptions {
    */
   readonly maxInFlight?: number;
   /**
-   * Who a request is from (an API key's id), kept as the `owner` of the files and batches it creates, for scoping
-   * them per principal. Absent, `owner` is `null`; no scoping is applied yet.
+   * Who a request is from (an API key's name), kept as the `owner` of the files and batches it creates: a request
+   * sees (gets, lists, cancels, deletes, reads, uses as input) only what its own principal created; another's ids
+   * answer 404 as if they did not exist. The apps set it from the request's API key (`principalOf`).
+   * @default none: `owner` is `null`, one space shared by every caller (an app without API keys)
    */
   readonly principal?: (req: IncomingMessage) => string | undefined;
   /** The clock (ms since the epoch): tests move it past a batch's window. @default Date.now */

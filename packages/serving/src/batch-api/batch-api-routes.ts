@@ -87,16 +87,16 @@ export function batchApiHandlers(
   return {
     uploadFile: guard('/v1/files', uploadFile),
     listFiles: guard('/v1/files', listFiles),
-    getFile: guard('/v1/files/{file_id}', async (a, _req, res, { file_id: id = '' }) => {
-      writeJson(res, 200, (await fileOf(a, id)).file);
+    getFile: guard('/v1/files/{file_id}', async (a, req, res, { file_id: id = '' }) => {
+      writeJson(res, 200, (await fileOf(a, id, req)).file);
     }),
-    deleteFile: guard('/v1/files/{file_id}', async (a, _req, res, { file_id: id = '' }) => {
-      await fileOf(a, id);
+    deleteFile: guard('/v1/files/{file_id}', async (a, req, res, { file_id: id = '' }) => {
+      await fileOf(a, id, req);
       await a.files.delete(id);
       writeJson(res, 200, { id, object: 'file', deleted: true });
     }),
-    fileContent: guard('/v1/files/{file_id}/content', async (a, _req, res, { file_id: id = '' }) => {
-      const stored = await fileOf(a, id);
+    fileContent: guard('/v1/files/{file_id}/content', async (a, req, res, { file_id: id = '' }) => {
+      const stored = await fileOf(a, id, req);
       res.statusCode = 200;
       res.setHeader('Content-Type', 'application/jsonl');
       res.setHeader('Content-Length', String(stored.file.bytes));
@@ -109,17 +109,17 @@ export function batchApiHandlers(
         res,
         200,
         page(
-          (await a.batches.list()).map((s) => s.batch),
+          (await a.batches.list()).filter((s) => s.owner === a.owner(req)).map((s) => s.batch),
           after,
           limit,
         ),
       );
     }),
-    getBatch: guard('/v1/batches/{batch_id}', async (a, _req, res, { batch_id: id = '' }) => {
-      writeJson(res, 200, (await batchOf(a, id)).batch);
+    getBatch: guard('/v1/batches/{batch_id}', async (a, req, res, { batch_id: id = '' }) => {
+      writeJson(res, 200, (await batchOf(a, id, req)).batch);
     }),
-    cancelBatch: guard('/v1/batches/{batch_id}/cancel', async (a, _req, res, { batch_id: id = '' }) => {
-      const stored = await batchOf(a, id);
+    cancelBatch: guard('/v1/batches/{batch_id}/cancel', async (a, req, res, { batch_id: id = '' }) => {
+      const stored = await batchOf(a, id, req);
       if (ENDED.has(stored.batch.status)) {
         throw new BatchError('INVALID_INPUT', `Cannot cancel a batch with status ${stored.batch.status}`);
       }
@@ -154,7 +154,8 @@ async function listFiles(api: BatchApi, req: IncomingMessage, res: ServerRespons
   const purpose = query.get('purpose');
   const order = query.get('order') ?? 'desc';
   if (order !== 'asc' && order !== 'desc') throw invalid('`order` must be "asc" or "desc"', 'order');
-  let files = (await api.files.list()).map((s) => s.file);
+  const owner = api.owner(req);
+  let files = (await api.files.list()).filter((s) => s.owner === owner).map((s) => s.file);
   if (purpose !== null) files = files.filter((file) => file.purpose === purpose);
   if (order === 'asc') files.reverse();
   writeJson(res, 200, page(files, after, limit));
@@ -179,7 +180,9 @@ async function createBatch(api: BatchApi, req: IncomingMessage, res: ServerRespo
   }
   if (window !== '24h') throw invalid('`completion_window` must be "24h"', 'completion_window');
   const input = await api.files.get(inputFileId);
-  if (input === undefined) throw invalid(`No such File object: ${quote(inputFileId)}`, 'input_file_id');
+  if (input === undefined || input.owner !== api.owner(req)) {
+    throw invalid(`No such File object: ${quote(inputFileId)}`, 'input_file_id');
+  }
   if (input.file.purpose !== 'batch') {
     throw invalid(`File ${input.file.id} has purpose "${input.file.purpose}", not "batch"`, 'input_file_id');
   }
@@ -213,15 +216,18 @@ function checkMetadata(metadata: unknown): Readonly<Record<string, string>> | nu
   return Object.fromEntries(entries) as Record<string, string>;
 }
 
-async function fileOf(api: BatchApi, id: string): Promise<StoredFile> {
+// Another principal's file or batch is answered as one that does not exist: its id tells nothing of it.
+async function fileOf(api: BatchApi, id: string, req: IncomingMessage): Promise<StoredFile> {
   const stored = await api.files.get(id);
-  if (stored === undefined) throw new BatchError('NOT_FOUND', `No such File object: ${quote(id)}`);
+  if (stored === undefined || stored.owner !== api.owner(req))
+    throw new BatchError('NOT_FOUND', `No such File object: ${quote(id)}`);
   return stored;
 }
 
-async function batchOf(api: BatchApi, id: string): Promise<StoredBatch> {
+async function batchOf(api: BatchApi, id: string, req: IncomingMessage): Promise<StoredBatch> {
   const stored = await api.batches.get(id);
-  if (stored === undefined) throw new BatchError('NOT_FOUND', `No such Batch object: ${quote(id)}`);
+  if (stored === undefined || stored.owner !== api.owner(req))
+    throw new BatchError('NOT_FOUND', `No such Batch object: ${quote(id)}`);
   return stored;
 }
 
