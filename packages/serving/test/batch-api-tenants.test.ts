@@ -73,8 +73,15 @@ describe.each(Object.entries(APPS))('the Batch API scoped by API key (%s)', (fra
       },
     );
     const { url } = running;
-    const as = (key: string, path: string, init: RequestInit = {}) =>
-      fetch(`${url}${path}`, { ...init, headers: { ...init.headers, authorization: `Bearer ${key}` } });
+    const as = (key: string, path: string, init: { method?: string; body?: BodyInit; json?: boolean } = {}) =>
+      fetch(`${url}${path}`, {
+        method: init.method ?? 'GET',
+        ...(init.body === undefined ? {} : { body: init.body }),
+        headers: {
+          authorization: `Bearer ${key}`,
+          ...(init.json === true ? { 'content-type': 'application/json' } : {}),
+        },
+      });
     const [a, b] = KEYS.map((entry) => entry.key) as [string, string];
 
     const line = { custom_id: 'one', method: 'POST', url: '/v1/completions', body: { model: 'fake', prompt: 'hi' } };
@@ -95,7 +102,7 @@ describe.each(Object.entries(APPS))('the Batch API scoped by API key (%s)', (fra
     expect(listedA.data.map((f) => f.id)).toContain(file.id);
 
     const batchBody = { input_file_id: file.id, endpoint: '/v1/completions', completion_window: '24h' };
-    const json = { method: 'POST', headers: { 'content-type': 'application/json' } };
+    const json = { method: 'POST', json: true };
     const stolen = await as(b, '/v1/batches', { ...json, body: JSON.stringify(batchBody) });
     expect(stolen.status).toBe(400);
     expect(((await stolen.json()) as { error: { param: string } }).error.param).toBe('input_file_id');
