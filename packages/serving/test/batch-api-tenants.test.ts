@@ -73,7 +73,7 @@ describe.each(Object.entries(APPS))('the Batch API scoped by API key (%s)', (fra
       },
     );
     const { url } = running;
-    const as = (key: string, path: string, init: { method?: string; body?: BodyInit; json?: boolean } = {}) =>
+    const as = (key: string, path: string, init: { method?: string; body?: FormData | string; json?: boolean } = {}) =>
       fetch(`${url}${path}`, {
         method: init.method ?? 'GET',
         ...(init.body === undefined ? {} : { body: init.body }),
