@@ -65,8 +65,15 @@ export interface EmbeddingsEndpointOptions {
   readonly exposeDetails?: boolean;
 }
 
-/** A little-endian float32 vector in base64, as the official clients decode it. */
-function toBase64(vector: Float32Array): string {
+/** Whether this machine stores floats little-endian, as the base64 encoding wants them (all Node targets but s390x). */
+const LITTLE_ENDIAN = new Uint8Array(Float32Array.of(1).buffer)[3] === 0x3f;
+
+/**
+ * A little-endian float32 vector in base64, as the official clients decode it: on a little-endian machine straight
+ * from the vector's own bytes (no copy), elsewhere through a little-endian copy.
+ */
+export function toBase64(vector: Float32Array): string {
+  if (LITTLE_ENDIAN) return Buffer.from(vector.buffer, vector.byteOffset, vector.byteLength).toString('base64');
   const bytes = Buffer.alloc(vector.length * 4);
   vector.forEach((value, index) => bytes.writeFloatLE(value, index * 4));
   return bytes.toString('base64');
