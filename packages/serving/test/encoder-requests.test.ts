@@ -47,6 +47,14 @@ describe('parseRerankRequest', () => {
     expect(fieldOf(() => parseRerankRequest({ query: 'q', documents: ['a'.repeat(13)] }, model))).toBe('documents[0]');
     expect(fieldOf(() => parseRerankRequest({ query: 'q', documents: ['a'.repeat(12)] }, model))).toBe('no error');
     expect(fieldOf(() => parseRerankRequest({ query: 'q', documents: ['a'], top_n: 0 }, model))).toBe('top_n');
+    // 3 documents of 5 tokens each (q + a + 3 specials) pass a budget of 15; a fourth does not.
+    const budget = { maxRequestTokens: 15 };
+    expect(fieldOf(() => parseRerankRequest({ query: 'q', documents: ['a', 'b', 'c'] }, model, budget))).toBe(
+      'no error',
+    );
+    expect(fieldOf(() => parseRerankRequest({ query: 'q', documents: ['a', 'b', 'c', 'd'] }, model, budget))).toBe(
+      'documents',
+    );
     expect(
       fieldOf(() => parseRerankRequest({ query: 'q'.repeat(11), documents: ['a'] }, model, { maxInputChars: 10 })),
     ).toBe('query');

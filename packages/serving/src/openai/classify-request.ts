@@ -9,7 +9,7 @@ import {
   encoderLimits,
   readList,
   readText,
-  withinTokens,
+  tokenBudget,
 } from './encoder-fields.js';
 import { invalidField } from './request-fields.js';
 
@@ -39,12 +39,13 @@ export function parseClassifyRequest<Item>(
   model: EncoderModel<Item>,
   limits: EncoderRequestLimits = {},
 ): ClassifyRequest<Item> {
-  const { maxDocuments, maxInputChars } = encoderLimits(limits);
+  const { maxDocuments, maxInputChars, maxRequestTokens } = encoderLimits(limits);
   const fields = bodyFields(body);
   checkModelField(fields.model);
   const { input } = fields;
+  const counted = tokenBudget(model, maxRequestTokens, 'input');
   if (typeof input === 'string') {
-    return { items: [withinTokens(model, model.tokenize(readText(input, 'input', maxInputChars)), 'input')] };
+    return { items: [counted(model.tokenize(readText(input, 'input', maxInputChars)), 'input')] };
   }
   if (!Array.isArray(input)) {
     throw invalidField('input', `\`input\` must be a non-empty string or an array of them, got ${describe(input)}`);
@@ -52,7 +53,7 @@ export function parseClassifyRequest<Item>(
   const texts = readList(input, 'input', maxDocuments, 'strings');
   return {
     items: texts.map((text, index) =>
-      withinTokens(model, model.tokenize(readText(text, `input[${index}]`, maxInputChars)), `input[${index}]`),
+      counted(model.tokenize(readText(text, `input[${index}]`, maxInputChars)), `input[${index}]`),
     ),
   };
 }

@@ -23,6 +23,12 @@ export interface EncoderRequestLimits {
    * @default 20000
    */
   readonly maxInputChars?: number;
+  /**
+   * The most tokens of one request's texts or pairs together (a rerank query counts once per document): bounds the
+   * model work one body can ask for, and the tokenizing, which stops at the first pair past it.
+   * @default 65536
+   */
+  readonly maxRequestTokens?: number;
 }
 
 /** What the encoder parsers read of a model: its token bound and how it tokenizes. */
@@ -36,7 +42,35 @@ export interface EncoderModel<Item> {
 
 /** The limits with their defaults. */
 export function encoderLimits(limits: EncoderRequestLimits): Required<EncoderRequestLimits> {
-  return { maxDocuments: limits.maxDocuments ?? 1000, maxInputChars: limits.maxInputChars ?? 20_000 };
+  return {
+    maxDocuments: limits.maxDocuments ?? 1000,
+    maxInputChars: limits.maxInputChars ?? 20_000,
+    maxRequestTokens: limits.maxRequestTokens ?? 65_536,
+  };
+}
+
+/**
+ * Counts a request's tokens as its items are tokenized, and refuses (400 naming `field` and the bound) the first
+ * item that takes the total past `max`, so no more of the request is tokenized.
+ */
+export function tokenBudget<Item>(
+  model: EncoderModel<Item>,
+  max: number,
+  field: string,
+): (item: Item, itemField: string) => Item {
+  let total = 0;
+  return (item, itemField) => {
+    withinTokens(model, item, itemField);
+    total += model.tokens(item);
+    if (total > max) {
+      throw invalidField(
+        field,
+        `\`${field}\` comes to more than ${max} tokens in all (past it at \`${itemField}\`); send fewer or shorter texts`,
+        { limit: max },
+      );
+    }
+    return item;
+  };
 }
 
 /** The body as a record, or a 400: it must be a JSON object. */

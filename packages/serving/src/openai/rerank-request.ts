@@ -9,7 +9,7 @@ import {
   encoderLimits,
   readList,
   readText,
-  withinTokens,
+  tokenBudget,
 } from './encoder-fields.js';
 import { invalidField, isAbsent } from './request-fields.js';
 
@@ -48,7 +48,7 @@ export function parseRerankRequest<Item>(
   model: EncoderModel<Item>,
   limits: EncoderRequestLimits = {},
 ): RerankRequest<Item> {
-  const { maxDocuments, maxInputChars } = encoderLimits(limits);
+  const { maxDocuments, maxInputChars, maxRequestTokens } = encoderLimits(limits);
   const fields = bodyFields(body);
   checkModelField(fields.model);
   const query = readText(fields.query, 'query', maxInputChars);
@@ -70,9 +70,8 @@ export function parseRerankRequest<Item>(
   if (!isAbsent(returnDocuments) && typeof returnDocuments !== 'boolean') {
     throw invalidField('return_documents', `\`return_documents\` must be a boolean, got ${describe(returnDocuments)}`);
   }
-  const items = documents.map((document, index) =>
-    withinTokens(model, model.tokenizePair(query, document), `documents[${index}]`),
-  );
+  const counted = tokenBudget(model, maxRequestTokens, 'documents');
+  const items = documents.map((document, index) => counted(model.tokenizePair(query, document), `documents[${index}]`));
   return {
     query,
     documents,

@@ -8,7 +8,7 @@ import {
   encoderLimits,
   readList,
   readText,
-  withinTokens,
+  tokenBudget,
 } from './encoder-fields.js';
 import { invalidField } from './request-fields.js';
 
@@ -45,7 +45,7 @@ export function parseScoreRequest<Item>(
   model: EncoderModel<Item>,
   limits: EncoderRequestLimits = {},
 ): ScoreRequest<Item> {
-  const { maxDocuments, maxInputChars } = encoderLimits(limits);
+  const { maxDocuments, maxInputChars, maxRequestTokens } = encoderLimits(limits);
   const fields = bodyFields(body);
   checkModelField(fields.model);
   const first = readTexts(fields.text_1, 'text_1', maxDocuments, maxInputChars);
@@ -56,10 +56,10 @@ export function parseScoreRequest<Item>(
       `\`text_1\` has ${first.length} texts and \`text_2\` ${second.length}: one \`text_1\` is scored against every \`text_2\`, or both lists have the same length`,
     );
   }
+  const counted = tokenBudget(model, maxRequestTokens, 'text_2');
   const items = second.map((text, index) => {
     const field = typeof fields.text_2 === 'string' ? 'text_2' : `text_2[${index}]`;
-    return withinTokens(
-      model,
+    return counted(
       model.tokenizePair(first.length === 1 ? (first[0] as string) : (first[index] as string), text),
       field,
     );
