@@ -35,6 +35,8 @@ export interface ClassifierService {
   readonly labels: readonly string[];
   /** The most tokens one text (or pair) may have (`max_position_embeddings`). */
   readonly maxTokens: number;
+  /** The most items waiting in the batcher: one request's items are admitted together, so at most this many. */
+  readonly maxQueueSize: number;
   /** The batcher of model calls: one item per text or pair, costing its token count. */
   readonly batcher: Batcher<ClassifierItem, OnnxOutput>;
   readonly batchers: readonly BatcherBase[];

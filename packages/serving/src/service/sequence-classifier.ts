@@ -184,6 +184,7 @@ export function createSequenceClassifier(options: SequenceClassifierOptions): Cl
     task,
     labels,
     maxTokens,
+    maxQueueSize: settings.maxQueueSize,
     batcher,
     batchers: [batcher],
     ready,
