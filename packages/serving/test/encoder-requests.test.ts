@@ -1,22 +1,12 @@
-// The encoder endpoints' pure parts: the rerank / score / classify parsers over a stand-in tokenizer (one token per
-// character, plus 2 or 3 special tokens), the label activations, and base64 embeddings straight from the buffer.
+// The encoder endpoints' pure parts: the rerank / score / classify parsers and the token-count check, the label
+// activations, and base64 embeddings straight from the buffer.
 import { describe, expect, it } from 'vitest';
 import { toBase64 } from '../src/endpoints/embeddings-endpoint.js';
 import { parseClassifyRequest } from '../src/openai/classify-request.js';
+import { checkTokenCounts } from '../src/openai/encoder-fields.js';
 import { parseRerankRequest } from '../src/openai/rerank-request.js';
 import { parseScoreRequest } from '../src/openai/score-request.js';
 import { labelActivation, labelProbabilities, sigmoid } from '../src/service/label-scores.js';
-
-interface Item {
-  readonly text: string;
-  readonly pair?: string;
-}
-const model = {
-  maxTokens: 16,
-  tokenize: (text: string): Item => ({ text }),
-  tokenizePair: (text: string, pair: string): Item => ({ text, pair }),
-  tokens: (item: Item) => item.text.length + (item.pair === undefined ? 2 : item.pair.length + 3),
-};
 
 const fieldOf = (run: () => unknown): unknown => {
   try {
@@ -29,57 +19,67 @@ const fieldOf = (run: () => unknown): unknown => {
 
 describe('parseRerankRequest', () => {
   it('pairs the query with each document, strings or {text}, top_n clamped to the documents', () => {
-    const request = parseRerankRequest({ query: 'q', documents: ['ab', { text: 'cd' }], top_n: 9 }, model);
-    expect(request.items).toEqual([
-      { text: 'q', pair: 'ab' },
-      { text: 'q', pair: 'cd' },
-    ]);
+    const request = parseRerankRequest({ query: 'q', documents: ['ab', { text: 'cd' }], top_n: 9 });
+    expect(request.wanted).toEqual({
+      texts: ['q', 'q'],
+      pairs: ['ab', 'cd'],
+      fields: ['documents[0]', 'documents[1]'],
+      listField: 'documents',
+    });
     expect([request.topN, request.returnDocuments, request.documents]).toEqual([2, true, ['ab', 'cd']]);
-    expect(parseRerankRequest({ query: 'q', documents: ['a'], return_documents: false }, model).returnDocuments).toBe(
-      false,
-    );
+    expect(parseRerankRequest({ query: 'q', documents: ['a'], return_documents: false }).returnDocuments).toBe(false);
   });
 
   it('names the field at fault and the bound', () => {
-    expect(
-      fieldOf(() => parseRerankRequest({ query: 'q', documents: ['a', 'b', 'c'] }, model, { maxDocuments: 2 })),
-    ).toBe('documents');
-    expect(fieldOf(() => parseRerankRequest({ query: 'q', documents: ['a'.repeat(13)] }, model))).toBe('documents[0]');
-    expect(fieldOf(() => parseRerankRequest({ query: 'q', documents: ['a'.repeat(12)] }, model))).toBe('no error');
-    expect(fieldOf(() => parseRerankRequest({ query: 'q', documents: ['a'], top_n: 0 }, model))).toBe('top_n');
-    // 3 documents of 5 tokens each (q + a + 3 specials) pass a budget of 15; a fourth does not.
-    const budget = { maxRequestTokens: 15 };
-    expect(fieldOf(() => parseRerankRequest({ query: 'q', documents: ['a', 'b', 'c'] }, model, budget))).toBe(
-      'no error',
-    );
-    expect(fieldOf(() => parseRerankRequest({ query: 'q', documents: ['a', 'b', 'c', 'd'] }, model, budget))).toBe(
+    expect(fieldOf(() => parseRerankRequest({ query: 'q', documents: ['a', 'b', 'c'] }, { maxDocuments: 2 }))).toBe(
       'documents',
     );
-    expect(
-      fieldOf(() => parseRerankRequest({ query: 'q'.repeat(11), documents: ['a'] }, model, { maxInputChars: 10 })),
-    ).toBe('query');
+    expect(fieldOf(() => parseRerankRequest({ query: 'q', documents: ['a'], top_n: 0 }))).toBe('top_n');
+    expect(fieldOf(() => parseRerankRequest({ query: 'q'.repeat(11), documents: ['a'] }, { maxInputChars: 10 }))).toBe(
+      'query',
+    );
+  });
+});
+
+describe('checkTokenCounts', () => {
+  const wanted = parseRerankRequest({ query: 'q', documents: ['a', 'b', 'c', 'd'] }).wanted;
+  it('names a pair past the model, then a request past its total, with the bound', () => {
+    expect(fieldOf(() => checkTokenCounts([5, 5, 5, 5], undefined, wanted, 16, 100))).toBe('no error');
+    expect(fieldOf(() => checkTokenCounts([5, 17, 5, 5], undefined, wanted, 16, 100))).toBe('documents[1]');
+    // The tokenizer stopped at the fourth pair, the first past a total of 15.
+    expect(fieldOf(() => checkTokenCounts([5, 5, 5, 5], 3, wanted, 16, 15))).toBe('documents');
+    // A pair past the model is named before the total.
+    expect(fieldOf(() => checkTokenCounts([5, 5, 5, 17], 3, wanted, 16, 15))).toBe('documents[3]');
   });
 });
 
 describe('parseScoreRequest', () => {
   it('scores one text_1 against every text_2, and two lists pairwise', () => {
-    expect(parseScoreRequest({ text_1: 'q', text_2: ['a', 'b'] }, model).items).toEqual([
-      { text: 'q', pair: 'a' },
-      { text: 'q', pair: 'b' },
+    const many = parseScoreRequest({ text_1: 'q', text_2: ['a', 'b'] }).wanted;
+    expect([many.texts, many.pairs, many.fields]).toEqual([
+      ['q', 'q'],
+      ['a', 'b'],
+      ['text_2[0]', 'text_2[1]'],
     ]);
-    expect(parseScoreRequest({ text_1: ['x', 'y'], text_2: ['a', 'b'] }, model).items).toEqual([
-      { text: 'x', pair: 'a' },
-      { text: 'y', pair: 'b' },
+    const pairwise = parseScoreRequest({ text_1: ['x', 'y'], text_2: ['a', 'b'] }).wanted;
+    expect([pairwise.texts, pairwise.pairs]).toEqual([
+      ['x', 'y'],
+      ['a', 'b'],
     ]);
-    expect(fieldOf(() => parseScoreRequest({ text_1: ['x', 'y'], text_2: ['a', 'b', 'c'] }, model))).toBe('text_2');
+    expect(parseScoreRequest({ text_1: 'x', text_2: 'a' }).wanted.fields).toEqual(['text_2']);
+    expect(fieldOf(() => parseScoreRequest({ text_1: ['x', 'y'], text_2: ['a', 'b', 'c'] }))).toBe('text_2');
   });
 });
 
 describe('parseClassifyRequest', () => {
   it('reads a string or a list of strings, naming a bad entry', () => {
-    expect(parseClassifyRequest({ input: 'hi' }, model).items).toEqual([{ text: 'hi' }]);
-    expect(parseClassifyRequest({ input: ['a', 'b'] }, model).items).toHaveLength(2);
-    expect(fieldOf(() => parseClassifyRequest({ input: ['a', 3] }, model))).toBe('input[1]');
+    expect(parseClassifyRequest({ input: 'hi' }).wanted).toEqual({
+      texts: ['hi'],
+      fields: ['input'],
+      listField: 'input',
+    });
+    expect(parseClassifyRequest({ input: ['a', 'b'] }).wanted.fields).toEqual(['input[0]', 'input[1]']);
+    expect(fieldOf(() => parseClassifyRequest({ input: ['a', 3] }))).toBe('input[1]');
   });
 });
 

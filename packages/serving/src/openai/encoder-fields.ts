@@ -31,13 +31,20 @@ export interface EncoderRequestLimits {
   readonly maxRequestTokens?: number;
 }
 
-/** What the encoder parsers read of a model: its token bound and how it tokenizes. */
-export interface EncoderModel<Item> {
-  /** The most tokens one text or pair may have. */
-  readonly maxTokens: number;
-  tokenize(text: string): Item;
-  tokenizePair(text: string, pair: string): Item;
-  tokens(item: Item): number;
+/**
+ * What a checked encoder request asks to tokenize: `texts` (with `pairs`, each text with its pair), the field naming
+ * each, and the list field the request's token bound names.
+ *
+ * @example
+ * ```ts
+ * const wanted: EncoderTexts = { texts: ['q', 'q'], pairs: ['a', 'b'], fields: ['documents[0]', 'documents[1]'], listField: 'documents' };
+ * ```
+ */
+export interface EncoderTexts {
+  readonly texts: readonly string[];
+  readonly pairs?: readonly string[];
+  readonly fields: readonly string[];
+  readonly listField: string;
 }
 
 /** The limits with their defaults. */
@@ -46,30 +53,6 @@ export function encoderLimits(limits: EncoderRequestLimits): Required<EncoderReq
     maxDocuments: limits.maxDocuments ?? 1000,
     maxInputChars: limits.maxInputChars ?? 20_000,
     maxRequestTokens: limits.maxRequestTokens ?? 65_536,
-  };
-}
-
-/**
- * Counts a request's tokens as its items are tokenized, and refuses (400 naming `field` and the bound) the first
- * item that takes the total past `max`, so no more of the request is tokenized.
- */
-export function tokenBudget<Item>(
-  model: EncoderModel<Item>,
-  max: number,
-  field: string,
-): (item: Item, itemField: string) => Item {
-  let total = 0;
-  return (item, itemField) => {
-    withinTokens(model, item, itemField);
-    total += model.tokens(item);
-    if (total > max) {
-      throw invalidField(
-        field,
-        `\`${field}\` comes to more than ${max} tokens in all (past it at \`${itemField}\`); send fewer or shorter texts`,
-        { limit: max },
-      );
-    }
-    return item;
   };
 }
 
@@ -109,13 +92,37 @@ export function readList(value: unknown, field: string, max: number, of: string)
   return value;
 }
 
-/** A tokenized text or pair within the model's bound, or a 400 naming the field, its token count and the bound. */
-export function withinTokens<Item>(model: EncoderModel<Item>, item: Item, field: string): Item {
-  const count = model.tokens(item);
-  if (count > model.maxTokens) {
-    throw invalidField(field, `\`${field}\` is ${count} tokens; this model reads at most ${model.maxTokens}`, {
-      limit: model.maxTokens,
-    });
+/**
+ * Checks a request's token counts, as its tokenizer answered them in order (`stoppedAt`: the index of the first that
+ * took the total past `maxRequestTokens`, where it stopped): a text or pair past the model's `maxTokens` is a 400
+ * naming it, its count and the bound; a request past `maxRequestTokens` a 400 naming the list and the bound.
+ *
+ * @example
+ * ```ts
+ * checkTokenCounts([12, 600], undefined, wanted, 512, 65_536); // throws: `documents[1]` is 600 tokens ...
+ * ```
+ */
+export function checkTokenCounts(
+  counts: readonly number[],
+  stoppedAt: number | undefined,
+  wanted: EncoderTexts,
+  maxTokens: number,
+  maxRequestTokens: number,
+): void {
+  counts.forEach((count, index) => {
+    if (count > maxTokens) {
+      const field = wanted.fields[index] as string;
+      throw invalidField(field, `\`${field}\` is ${count} tokens; this model reads at most ${maxTokens}`, {
+        limit: maxTokens,
+      });
+    }
+  });
+  if (stoppedAt !== undefined) {
+    const field = wanted.listField;
+    throw invalidField(
+      field,
+      `\`${field}\` comes to more than ${maxRequestTokens} tokens in all (past it at \`${wanted.fields[stoppedAt] ?? field}\`); send fewer or shorter texts`,
+      { limit: maxRequestTokens },
+    );
   }
-  return item;
 }

@@ -42,10 +42,15 @@ export interface ClassifierService {
   readonly batchers: readonly BatcherBase[];
   readonly ready: Promise<void>;
   isReady(): boolean;
-  /** A text as the model reads it (special tokens added); only once `ready`. */
-  tokenize(text: string): ClassifierItem;
-  /** A text pair as a cross-encoder reads it (`[CLS] a [SEP] b [SEP]`); only once `ready`. */
-  tokenizePair(text: string, pair: string): ClassifierItem;
+  /**
+   * Tokenizes texts (with `pairs`, each text with its pair, as a cross-encoder reads them: `[CLS] a [SEP] b [SEP]`)
+   * on the service's tokenizer thread, never the caller's, stopping at the first text that takes the total past
+   * `maxTotal` tokens (`stoppedAt`: its index).
+   */
+  encodeAll(
+    texts: readonly string[],
+    options?: { readonly pairs?: readonly string[]; readonly maxTotal?: number },
+  ): Promise<{ readonly items: ClassifierItem[]; readonly stoppedAt: number | undefined }>;
   /** The token count of a tokenized item. */
   tokens(item: ClassifierItem): number;
   /**
