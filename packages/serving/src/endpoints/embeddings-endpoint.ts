@@ -5,6 +5,7 @@ import { fail } from '@microbatch/core/util';
 import {
   type EmbeddingsRequest,
   type EmbeddingsRequestLimits,
+  checkEmbeddingTokens,
   parseEmbeddingsRequest,
 } from '../openai/embeddings-request.js';
 import { normalized } from '../service/embedding-pooling.js';
@@ -103,7 +104,6 @@ export function createEmbeddingsEndpoint(
   if (typeof options !== 'object' || options === null) fail('options', 'an object', options);
   const { limits = {}, clientKey, exposeDetails } = options;
   return createOpenAiEndpoint<EmbeddingsRequest, EmbeddingList>({
-    // Texts are tokenized here: until the tokenizer is loaded, `tokenize` refuses them (503 UNAVAILABLE).
     parse: (body) => parseEmbeddingsRequest(body, model, limits),
     complete: ({ request, call }) => embedAll(model, request, call),
     clientKey,
@@ -116,9 +116,18 @@ async function embedAll(
   request: EmbeddingsRequest,
   call: CallOptions,
 ): Promise<EmbeddingList> {
-  const vectors = await model.embedAll(request.ids, call);
+  // Texts are tokenized on the model's tokenizer thread, never this one; until it is loaded, 503 UNAVAILABLE.
+  const texts = request.inputs.filter((input): input is string => typeof input === 'string');
+  const encoded = texts.length === 0 ? [] : await model.encodeAll(texts);
+  let next = 0;
+  const ids = request.inputs.map((input, index) =>
+    typeof input === 'string'
+      ? checkEmbeddingTokens(encoded[next++] as number[], request.fields[index] as string, model.maxTokens)
+      : input,
+  );
+  const vectors = await model.embedAll(ids, call);
   let tokens = 0;
-  for (const ids of request.ids) tokens += ids.length;
+  for (const one of ids) tokens += one.length;
   return {
     object: 'list',
     data: vectors.map((full, index) => {

@@ -24,7 +24,8 @@ export type ClassifierTask = 'text-classification' | 'rerank';
  *
  * @example
  * ```ts
- * const [probabilities] = await service.classifyAll([service.tokenize('hello')]);
+ * const { items } = await service.encodeAll(['hello']);
+ * const [probabilities] = await service.classifyAll(items);
  * ```
  */
 export interface ClassifierService {
