@@ -51,6 +51,9 @@ describe('createTokenizerThreads', () => {
   it('rejects ready, naming the folder, when the tokenizer cannot load', async () => {
     const broken = createTokenizerThreads('/nonexistent/model');
     await expect(broken.ready).rejects.toThrow(/nonexistent\/model/);
+    // Later requests are refused at once, not posted to a thread that is gone.
+    expect(broken.isReady()).toBe(false);
+    await expect(broken.encodeAll(['hi'])).rejects.toThrow(/nonexistent\/model/);
     await broken.close();
   });
 });

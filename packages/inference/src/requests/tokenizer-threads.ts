@@ -116,8 +116,9 @@ function tokenizersPath(): string {
 
 /**
  * Starts `threads` worker threads that each load the tokenizer of the model folder `model` (`tokenizer.json`,
- * `tokenizer_config.json`); requests go to them in turn. A thread that fails or exits fails its pending requests
- * with an `Error` (the caller answers 500), and `ready` rejects if one cannot load.
+ * `tokenizer_config.json`); requests go to them in turn. A thread that fails or exits fails the pending requests and
+ * every later one with an `Error` (the caller answers 500; the service is no longer ready), and `ready` rejects if
+ * one cannot load.
  *
  * @example
  * ```ts
@@ -133,6 +134,8 @@ export function createTokenizerThreads(model: string, options: { readonly thread
   let turn = 0;
   let loaded = 0;
   let closed = false;
+  // Set when a thread fails or exits: from then on every request is refused at once rather than posted to it.
+  let failure: Error | undefined;
   const workers = Array.from({ length: count }, () => {
     const worker = new Worker(THREAD_SOURCE, { eval: true, workerData: { dir, tokenizers } });
     worker.unref();
@@ -155,7 +158,8 @@ export function createTokenizerThreads(model: string, options: { readonly thread
             else waiter.resolve(reply);
           });
           const fail = (error: Error) => {
-            rejectReady(new Error(`The tokenizer thread of "${dir}" failed: ${error.message}`, { cause: error }));
+            failure ??= new Error(`The tokenizer thread of "${dir}" failed: ${error.message}`, { cause: error });
+            rejectReady(failure);
             for (const [id, waiter] of pending) {
               pending.delete(id);
               waiter.reject(new Error('The tokenizer thread stopped'));
@@ -171,9 +175,10 @@ export function createTokenizerThreads(model: string, options: { readonly thread
   ready.catch(() => undefined);
   return {
     ready,
-    isReady: () => loaded === count && !closed,
+    isReady: () => loaded === count && !closed && failure === undefined,
     encodeAll(texts, { pairs, maxTotal = Number.MAX_SAFE_INTEGER } = {}) {
       if (closed) return Promise.reject(new Error('The tokenizer threads are closed'));
+      if (failure !== undefined) return Promise.reject(failure);
       const id = nextId++;
       const worker = workers[turn++ % count] as Worker;
       return new Promise<Reply>((resolveReply, rejectReply) => {
