@@ -56,6 +56,13 @@ const RERANK: Row[] = [
     'return_documents',
   ],
   ['model a number', value({ query: 'q', documents: DOCS, model: 1 }), 400, INVALID, 'model'],
+  [
+    'a 400-token query against 1,000 documents (over 65,536 tokens in all)',
+    value({ query: 'word '.repeat(400), documents: Array.from({ length: 1000 }, () => 'a') }),
+    400,
+    INVALID,
+    'documents',
+  ],
   ['__proto__ carrying query', '{"__proto__": {"query": "q", "documents": ["a"]}}', 400, INVALID, 'query'],
 ];
 

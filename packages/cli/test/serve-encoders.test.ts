@@ -148,6 +148,14 @@ describe('microbatch serve --task rerank', () => {
     });
   });
 
+  it("answers another method on its paths with 405 and Allow, in OpenAI's shape", async () => {
+    for (const path of ['/v1/rerank', '/rerank', '/v1/score']) {
+      const res = await fetch(`${server.url}${path}`);
+      expect([res.status, res.headers.get('allow')]).toEqual([405, 'POST']);
+      expect(((await res.json()) as { error: { type: string } }).error.type).toBe('invalid_request_error');
+    }
+  });
+
   it('has no /classify route', async () => {
     const { status } = await post(server, '/classify', { input: 'hi' });
     expect(status).toBe(404);
@@ -188,6 +196,24 @@ describe('microbatch serve --task text-classification', () => {
     const { status } = await post(server, '/v1/rerank', { query: 'q', documents: ['d'] });
     expect(status).toBe(404);
   });
+});
+
+describe('microbatch serve --task rerank --max-queue-size 4', () => {
+  it('bounds the documents of one request by the queue (they are admitted together), naming the bound', async () => {
+    const server = await startServerProcess({
+      args: [BIN, 'serve', '--task', 'rerank', '--model', reranker, '--port', '0', '--max-queue-size', '4'],
+      env: { ...process.env },
+      ready: READY,
+    });
+    try {
+      const five = await post(server, '/v1/rerank', { query: QUERY, documents: DOCUMENTS });
+      expect([five.status, five.json.error.param, five.json.error.details.limit]).toEqual([400, 'documents', 4]);
+      const four = await post(server, '/v1/rerank', { query: QUERY, documents: DOCUMENTS.slice(0, 4) });
+      expect(four.status).toBe(200);
+    } finally {
+      await server.stop();
+    }
+  }, 120_000);
 });
 
 describe('microbatch serve encoder tasks refuse what does not apply', () => {

@@ -59,3 +59,5 @@ export type {
 export { createWorkerPool } from './pool/worker-pool.js';
 export { loadTokenizer } from './requests/tokenizer.js';
 export type { Tokenizer } from './requests/tokenizer.js';
+export { createTokenizerThreads } from './requests/tokenizer-threads.js';
+export type { ThreadEncoding, ThreadEncodings, TokenizerThreads } from './requests/tokenizer-threads.js';

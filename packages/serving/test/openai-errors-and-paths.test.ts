@@ -37,6 +37,7 @@ function embeddingService(): EmbeddingService {
     ready: Promise.resolve(),
     isReady: () => true,
     tokenize: (text) => Array.from(text, (char) => char.charCodeAt(0) % 100),
+    encodeAll: (texts) => Promise.resolve(texts.map((text) => Array.from(text, (char) => char.charCodeAt(0) % 100))),
     embed: () => Promise.reject(new Error('the model must not be reached')),
     embedAll: () => Promise.reject(new Error('the model must not be reached')),
     drain: () => batcher.close(),

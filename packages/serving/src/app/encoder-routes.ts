@@ -103,6 +103,22 @@ export const ENCODER_POST_PATHS: Readonly<Record<ClassifierTask, readonly string
 };
 
 /**
+ * The limits with `maxDocuments` within the service's queue: one request's items are admitted together, so a request
+ * larger than the queue could never be admitted (a 503 it would retry forever). Unset, it is lowered to the queue's
+ * size; set past it, a `TypeError` naming both.
+ */
+function documentLimits(service: ClassifierService, limits: EncoderRequestLimits): EncoderRequestLimits {
+  const queue = service.maxQueueSize;
+  if (limits.maxDocuments === undefined) return { ...limits, maxDocuments: Math.min(1000, queue) };
+  if (limits.maxDocuments > queue) {
+    throw new TypeError(
+      `Expected \`limits.maxDocuments\` (${limits.maxDocuments}) to be at most the model's \`maxQueueSize\` (${queue}): a request's documents are admitted together`,
+    );
+  }
+  return limits;
+}
+
+/**
  * The handlers of the service's task table: each request's texts or pairs one all-or-none group of batched items
  * costing their tokens; errors mapped with the options' `exposeDetails`.
  *
@@ -117,7 +133,7 @@ export function encoderHandlers(service: ClassifierService, options: EncoderAppO
   const registry = new Registry();
   for (const batcher of service.batchers) instrumentBatcher(batcher, { registry });
   const { apiKeys, protectMetrics, clientKey } = accessOptions(options);
-  const endpoint = { ...errors, limits: options.limits ?? {}, clientKey };
+  const endpoint = { ...errors, limits: documentLimits(service, options.limits ?? {}), clientKey };
   const reranking = service.task === 'rerank';
   // With keys, every route but the probes (and the metrics unless `protectMetrics`) requires one, as on every app.
   const guarded = guardHandlers(

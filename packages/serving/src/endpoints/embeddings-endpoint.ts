@@ -5,6 +5,7 @@ import { fail } from '@microbatch/core/util';
 import {
   type EmbeddingsRequest,
   type EmbeddingsRequestLimits,
+  checkEmbeddingTokens,
   parseEmbeddingsRequest,
 } from '../openai/embeddings-request.js';
 import { normalized } from '../service/embedding-pooling.js';
@@ -65,8 +66,15 @@ export interface EmbeddingsEndpointOptions {
   readonly exposeDetails?: boolean;
 }
 
-/** A little-endian float32 vector in base64, as the official clients decode it. */
-function toBase64(vector: Float32Array): string {
+/** Whether this machine stores floats little-endian, as the base64 encoding wants them (all Node targets but s390x). */
+const LITTLE_ENDIAN = new Uint8Array(Float32Array.of(1).buffer)[3] === 0x3f;
+
+/**
+ * A little-endian float32 vector in base64, as the official clients decode it: on a little-endian machine straight
+ * from the vector's own bytes (no copy), elsewhere through a little-endian copy.
+ */
+export function toBase64(vector: Float32Array): string {
+  if (LITTLE_ENDIAN) return Buffer.from(vector.buffer, vector.byteOffset, vector.byteLength).toString('base64');
   const bytes = Buffer.alloc(vector.length * 4);
   vector.forEach((value, index) => bytes.writeFloatLE(value, index * 4));
   return bytes.toString('base64');
@@ -96,7 +104,6 @@ export function createEmbeddingsEndpoint(
   if (typeof options !== 'object' || options === null) fail('options', 'an object', options);
   const { limits = {}, clientKey, exposeDetails } = options;
   return createOpenAiEndpoint<EmbeddingsRequest, EmbeddingList>({
-    // Texts are tokenized here: until the tokenizer is loaded, `tokenize` refuses them (503 UNAVAILABLE).
     parse: (body) => parseEmbeddingsRequest(body, model, limits),
     complete: ({ request, call }) => embedAll(model, request, call),
     clientKey,
@@ -109,9 +116,18 @@ async function embedAll(
   request: EmbeddingsRequest,
   call: CallOptions,
 ): Promise<EmbeddingList> {
-  const vectors = await model.embedAll(request.ids, call);
+  // Texts are tokenized on the model's tokenizer thread, never this one; until it is loaded, 503 UNAVAILABLE.
+  const texts = request.inputs.filter((input): input is string => typeof input === 'string');
+  const encoded = texts.length === 0 ? [] : await model.encodeAll(texts);
+  let next = 0;
+  const ids = request.inputs.map((input, index) =>
+    typeof input === 'string'
+      ? checkEmbeddingTokens(encoded[next++] as number[], request.fields[index] as string, model.maxTokens)
+      : input,
+  );
+  const vectors = await model.embedAll(ids, call);
   let tokens = 0;
-  for (const ids of request.ids) tokens += ids.length;
+  for (const one of ids) tokens += one.length;
   return {
     object: 'list',
     data: vectors.map((full, index) => {

@@ -1,10 +1,15 @@
 // The encoder endpoints on the OpenAI endpoint skeleton, over one `ClassifierService`: rerank (Jina / Cohere shape,
 // `POST /v1/rerank` and `/rerank`), score (vLLM's `POST /v1/score`) and classify (vLLM's `POST /classify`). A
-// request's texts or pairs are one all-or-none group of batched items costing their tokens, so the documents of one
-// query and those of concurrent requests share padded model calls.
+// request's texts or pairs are tokenized on the service's tokenizer thread, then are one all-or-none group of batched
+// items costing their tokens, so the documents of one query and those of concurrent requests share padded calls.
 import { randomBytes } from 'node:crypto';
 import { fail } from '@microbatch/core/util';
-import type { EncoderRequestLimits } from '../openai/encoder-fields.js';
+import {
+  type EncoderRequestLimits,
+  type EncoderTexts,
+  checkTokenCounts,
+  encoderLimits,
+} from '../openai/encoder-fields.js';
 import { parseClassifyRequest } from '../openai/classify-request.js';
 import { parseRerankRequest } from '../openai/rerank-request.js';
 import { parseScoreRequest } from '../openai/score-request.js';
@@ -104,6 +109,30 @@ function checkService(service: ClassifierService, options: EncoderEndpointOption
   if (typeof options !== 'object' || options === null) fail('options', 'an object', options);
 }
 
+/**
+ * A request's texts or pairs tokenized on the service's tokenizer thread (the main thread never tokenizes), their
+ * counts checked against the model's and the request's bounds (a 400 naming the field), before anything is queued.
+ */
+async function encode(
+  service: ClassifierService,
+  wanted: EncoderTexts,
+  limits: EncoderRequestLimits,
+): Promise<ClassifierItem[]> {
+  const { maxRequestTokens } = encoderLimits(limits);
+  const { items, stoppedAt } = await service.encodeAll(wanted.texts, {
+    ...(wanted.pairs === undefined ? {} : { pairs: wanted.pairs }),
+    maxTotal: maxRequestTokens,
+  });
+  checkTokenCounts(
+    items.map((item) => service.tokens(item)),
+    stoppedAt,
+    wanted,
+    service.maxTokens,
+    maxRequestTokens,
+  );
+  return items;
+}
+
 const tokensOf = (service: ClassifierService, items: readonly ClassifierItem[]): number =>
   items.reduce((sum, item) => sum + service.tokens(item), 0);
 const newId = (kind: string) => `${kind}-${randomBytes(12).toString('hex')}`;
@@ -128,14 +157,15 @@ export function createRerankEndpoint(
   checkService(service, options);
   const { limits = {}, clientKey, exposeDetails } = options;
   return createOpenAiEndpoint({
-    parse: (body) => parseRerankRequest(body, service, limits),
+    parse: (body) => parseRerankRequest(body, limits),
     complete: async ({ request, call }): Promise<RerankAnswer> => {
-      const scores = await service.scoreAll(request.items, call);
+      const items = await encode(service, request.wanted, limits);
+      const scores = await service.scoreAll(items, call);
       const order = scores.map((_, index) => index).sort((a, b) => (scores[b] as number) - (scores[a] as number));
       return {
         id: newId('rerank'),
         model: service.id,
-        usage: { total_tokens: tokensOf(service, request.items) },
+        usage: { total_tokens: tokensOf(service, items) },
         results: order.slice(0, request.topN).map((index) => ({
           index,
           relevance_score: scores[index] as number,
@@ -164,10 +194,11 @@ export function createScoreEndpoint(
   checkService(service, options);
   const { limits = {}, clientKey, exposeDetails } = options;
   return createOpenAiEndpoint({
-    parse: (body) => parseScoreRequest(body, service, limits),
+    parse: (body) => parseScoreRequest(body, limits),
     complete: async ({ request, call }): Promise<ScoreAnswer> => {
-      const scores = await service.scoreAll(request.items, call);
-      const tokens = tokensOf(service, request.items);
+      const items = await encode(service, request.wanted, limits);
+      const scores = await service.scoreAll(items, call);
+      const tokens = tokensOf(service, items);
       return {
         id: newId('score'),
         object: 'list',
@@ -198,10 +229,11 @@ export function createClassifyEndpoint(
   checkService(service, options);
   const { limits = {}, clientKey, exposeDetails } = options;
   return createOpenAiEndpoint({
-    parse: (body) => parseClassifyRequest(body, service, limits),
+    parse: (body) => parseClassifyRequest(body, limits),
     complete: async ({ request, call }): Promise<ClassifyAnswer> => {
-      const all = await service.classifyAll(request.items, call);
-      const tokens = tokensOf(service, request.items);
+      const items = await encode(service, request.wanted, limits);
+      const all = await service.classifyAll(items, call);
+      const tokens = tokensOf(service, items);
       return {
         id: newId('classify'),
         object: 'list',

@@ -1,5 +1,5 @@
 // OpenAI's `POST /v1/embeddings` body: checked field by field (a bad one is a 400 naming it, OpenAI's `param`)
-// into the token ids of each input.
+// into each input: a text to tokenize (on the model's tokenizer thread) or token ids.
 import { BatchError, ErrorCode, describeValue as describe } from '@microbatch/core';
 
 /**
@@ -24,15 +24,17 @@ export interface EmbeddingsRequestLimits {
 }
 
 /**
- * A checked `POST /v1/embeddings` request: the token ids of every input, in order.
+ * A checked `POST /v1/embeddings` request: every input in order, a text still to tokenize or checked token ids, and
+ * the field naming each (`input`, `input[2]`).
  *
  * @example
  * ```ts
- * const { ids, encoding, dimensions } = parseEmbeddingsRequest(req.body, model);
+ * const { inputs, encoding, dimensions } = parseEmbeddingsRequest(req.body, model);
  * ```
  */
 export interface EmbeddingsRequest {
-  readonly ids: readonly (readonly number[])[];
+  readonly inputs: readonly (string | readonly number[])[];
+  readonly fields: readonly string[];
   readonly encoding: 'float' | 'base64';
   /** How many leading dimensions each embedding keeps. */
   readonly dimensions: number;
@@ -50,8 +52,6 @@ interface Model {
   readonly vocabSize: number;
   /** Whether `dimensions` below the model's may be asked for. */
   readonly truncatableDimensions: boolean;
-  /** A text's token ids as the model reads them. */
-  tokenize(text: string): number[];
 }
 
 function invalid(field: string, message: string): BatchError {
@@ -68,12 +68,13 @@ const isTokenArray = (value: unknown): value is unknown[] =>
 /**
  * Checks an untrusted OpenAI `POST /v1/embeddings` body: `input` (a string, an array of strings, an array of token
  * ids, or an array of such arrays), `model`, `encoding_format` (`float` | `base64`), `dimensions` and `user`.
- * Texts are tokenized here, so an input longer than the model reads is a 400 with its token count, before anything
- * is queued. Every problem throws `BatchError('INVALID_INPUT')` naming the field (`input[2]`, `dimensions` ...).
+ * Token ids are checked here; texts once tokenized (`checkEmbeddingTokens`), so an input longer than the model reads
+ * is a 400 with its token count before anything is queued. Every problem throws `BatchError('INVALID_INPUT')`
+ * naming the field (`input[2]`, `dimensions` ...).
  *
  * @example
  * ```ts
- * parseEmbeddingsRequest({ input: ['a', 'b'], encoding_format: 'base64' }, model).ids.length; // 2
+ * parseEmbeddingsRequest({ input: ['a', 'b'], encoding_format: 'base64' }, model).inputs.length; // 2
  * ```
  */
 export function parseEmbeddingsRequest(
@@ -118,38 +119,46 @@ export function parseEmbeddingsRequest(
   else
     throw invalid('input', `${shape}, got ${Array.isArray(input) ? `an array of ${input.length}` : describe(input)}`);
   const one = items.length === 1 && (typeof input === 'string' || isTokenArray(input));
-  const ids = items.map((item, index) => readInput(item, one ? 'input' : `input[${index}]`, model, maxChars, shape));
+  const fields = items.map((_, index) => (one ? 'input' : `input[${index}]`));
+  const inputs = items.map((item, index) => readInput(item, fields[index] as string, model, maxChars, shape));
   return {
-    ids,
+    inputs,
+    fields,
     encoding: format === 'base64' ? 'base64' : 'float',
     dimensions: kept,
     user: typeof user === 'string' && user !== '' ? user : undefined,
   };
 }
 
-function readInput(item: unknown, at: string, model: Model, maxChars: number, shape: string): number[] {
-  let ids: number[];
+function readInput(item: unknown, at: string, model: Model, maxChars: number, shape: string): string | number[] {
   if (typeof item === 'string') {
     if (item.length === 0) throw invalid(at, `\`${at}\` must not be empty`);
     if (item.length > maxChars)
       throw invalid(at, `\`${at}\` must be at most ${maxChars} characters, got ${item.length}`);
-    ids = model.tokenize(item);
-  } else if (isTokenArray(item)) {
-    const bad = item.findIndex(
-      (id) => !Number.isInteger(id) || (id as number) < 0 || (id as number) >= model.vocabSize,
-    );
-    if (bad !== -1) {
-      throw invalid(
-        at,
-        `\`${at}\` token ids must be integers from 0 to ${model.vocabSize - 1}, got ${describe(item[bad])} at ${bad}`,
-      );
-    }
-    ids = item as number[];
-  } else {
-    throw invalid(at, `${shape}, got ${describe(item)} at \`${at}\``);
+    return item;
   }
-  if (ids.length > model.maxTokens) {
-    throw invalid(at, `\`${at}\` is ${ids.length} tokens; this model reads at most ${model.maxTokens}`);
+  if (!isTokenArray(item)) throw invalid(at, `${shape}, got ${describe(item)} at \`${at}\``);
+  const bad = item.findIndex((id) => !Number.isInteger(id) || (id as number) < 0 || (id as number) >= model.vocabSize);
+  if (bad !== -1) {
+    throw invalid(
+      at,
+      `\`${at}\` token ids must be integers from 0 to ${model.vocabSize - 1}, got ${describe(item[bad])} at ${bad}`,
+    );
+  }
+  return checkEmbeddingTokens(item as number[], at, model.maxTokens);
+}
+
+/**
+ * An input's token ids within the model's bound, or a 400 naming its field and its token count.
+ *
+ * @example
+ * ```ts
+ * checkEmbeddingTokens(ids, 'input[2]', 512);
+ * ```
+ */
+export function checkEmbeddingTokens(ids: number[], at: string, maxTokens: number): number[] {
+  if (ids.length > maxTokens) {
+    throw invalid(at, `\`${at}\` is ${ids.length} tokens; this model reads at most ${maxTokens}`);
   }
   return ids;
 }

@@ -23,20 +23,37 @@ export interface EncoderRequestLimits {
    * @default 20000
    */
   readonly maxInputChars?: number;
+  /**
+   * The most tokens of one request's texts or pairs together (a rerank query counts once per document): bounds the
+   * model work one body can ask for, and the tokenizing, which stops at the first pair past it.
+   * @default 65536
+   */
+  readonly maxRequestTokens?: number;
 }
 
-/** What the encoder parsers read of a model: its token bound and how it tokenizes. */
-export interface EncoderModel<Item> {
-  /** The most tokens one text or pair may have. */
-  readonly maxTokens: number;
-  tokenize(text: string): Item;
-  tokenizePair(text: string, pair: string): Item;
-  tokens(item: Item): number;
+/**
+ * What a checked encoder request asks to tokenize: `texts` (with `pairs`, each text with its pair), the field naming
+ * each, and the list field the request's token bound names.
+ *
+ * @example
+ * ```ts
+ * const wanted: EncoderTexts = { texts: ['q', 'q'], pairs: ['a', 'b'], fields: ['documents[0]', 'documents[1]'], listField: 'documents' };
+ * ```
+ */
+export interface EncoderTexts {
+  readonly texts: readonly string[];
+  readonly pairs?: readonly string[];
+  readonly fields: readonly string[];
+  readonly listField: string;
 }
 
 /** The limits with their defaults. */
 export function encoderLimits(limits: EncoderRequestLimits): Required<EncoderRequestLimits> {
-  return { maxDocuments: limits.maxDocuments ?? 1000, maxInputChars: limits.maxInputChars ?? 20_000 };
+  return {
+    maxDocuments: limits.maxDocuments ?? 1000,
+    maxInputChars: limits.maxInputChars ?? 20_000,
+    maxRequestTokens: limits.maxRequestTokens ?? 65_536,
+  };
 }
 
 /** The body as a record, or a 400: it must be a JSON object. */
@@ -75,13 +92,37 @@ export function readList(value: unknown, field: string, max: number, of: string)
   return value;
 }
 
-/** A tokenized text or pair within the model's bound, or a 400 naming the field, its token count and the bound. */
-export function withinTokens<Item>(model: EncoderModel<Item>, item: Item, field: string): Item {
-  const count = model.tokens(item);
-  if (count > model.maxTokens) {
-    throw invalidField(field, `\`${field}\` is ${count} tokens; this model reads at most ${model.maxTokens}`, {
-      limit: model.maxTokens,
-    });
+/**
+ * Checks a request's token counts, as its tokenizer answered them in order (`stoppedAt`: the index of the first that
+ * took the total past `maxRequestTokens`, where it stopped): a text or pair past the model's `maxTokens` is a 400
+ * naming it, its count and the bound; a request past `maxRequestTokens` a 400 naming the list and the bound.
+ *
+ * @example
+ * ```ts
+ * checkTokenCounts([12, 600], undefined, wanted, 512, 65_536); // throws: `documents[1]` is 600 tokens ...
+ * ```
+ */
+export function checkTokenCounts(
+  counts: readonly number[],
+  stoppedAt: number | undefined,
+  wanted: EncoderTexts,
+  maxTokens: number,
+  maxRequestTokens: number,
+): void {
+  counts.forEach((count, index) => {
+    if (count > maxTokens) {
+      const field = wanted.fields[index] as string;
+      throw invalidField(field, `\`${field}\` is ${count} tokens; this model reads at most ${maxTokens}`, {
+        limit: maxTokens,
+      });
+    }
+  });
+  if (stoppedAt !== undefined) {
+    const field = wanted.listField;
+    throw invalidField(
+      field,
+      `\`${field}\` comes to more than ${maxRequestTokens} tokens in all (past it at \`${wanted.fields[stoppedAt] ?? field}\`); send fewer or shorter texts`,
+      { limit: maxRequestTokens },
+    );
   }
-  return item;
 }

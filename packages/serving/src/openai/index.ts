@@ -38,4 +38,5 @@ export { parseScoreRequest } from './score-request.js';
 export type { ScoreRequest } from './score-request.js';
 export { parseClassifyRequest } from './classify-request.js';
 export type { ClassifyRequest } from './classify-request.js';
-export type { EncoderModel, EncoderRequestLimits } from './encoder-fields.js';
+export { checkTokenCounts } from './encoder-fields.js';
+export type { EncoderRequestLimits, EncoderTexts } from './encoder-fields.js';

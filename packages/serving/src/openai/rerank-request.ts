@@ -1,31 +1,30 @@
 // The rerank body (`POST /v1/rerank`, `/rerank`) in the Jina / Cohere shape, as vLLM and TEI read it: checked field
-// by field (a bad one is a 400 naming it) into one tokenized (query, document) pair per document.
+// by field (a bad one is a 400 naming it) into the (query, document) pairs to tokenize.
 import { describeValue as describe } from '@microbatch/core';
 import {
-  type EncoderModel,
   type EncoderRequestLimits,
+  type EncoderTexts,
   bodyFields,
   checkModelField,
   encoderLimits,
   readList,
   readText,
-  withinTokens,
 } from './encoder-fields.js';
 import { invalidField, isAbsent } from './request-fields.js';
 
 /**
- * A checked rerank request: one tokenized pair per document, in order.
+ * A checked rerank request: the query, its documents, and the pairs to tokenize (one per document, in order).
  *
  * @example
  * ```ts
- * const { items, topN, returnDocuments } = parseRerankRequest(req.body, model);
+ * const { wanted, topN, returnDocuments } = parseRerankRequest(req.body);
  * ```
  */
-export interface RerankRequest<Item> {
+export interface RerankRequest {
   readonly query: string;
   readonly documents: readonly string[];
-  /** `(query, document)` as the cross-encoder reads it, per document. */
-  readonly items: readonly Item[];
+  /** `(query, document)` per document, as the cross-encoder reads it. */
+  readonly wanted: EncoderTexts;
   /** How many of the best results are returned (at most the number of documents). */
   readonly topN: number;
   /** Whether each result carries its document (`{ text }`). */
@@ -35,19 +34,15 @@ export interface RerankRequest<Item> {
 /**
  * Checks an untrusted rerank body: `query` (a non-empty string), `documents` (1 to `maxDocuments` strings or
  * `{ text }` objects), `top_n` (an integer from 1; more than the documents returns them all), `return_documents`
- * (a boolean; default true, as vLLM and Jina), `model`. Pairs are tokenized here, so one past the model's length is
- * a 400 naming it and the bound before anything is queued.
+ * (a boolean; default true, as vLLM and Jina), `model`. Every problem throws `BatchError('INVALID_INPUT')` naming
+ * the field; the pairs' token counts are checked once tokenized (`checkTokenCounts`).
  *
  * @example
  * ```ts
- * parseRerankRequest({ query: 'capital of France', documents: ['Paris', 'Berlin'], top_n: 1 }, model).topN; // 1
+ * parseRerankRequest({ query: 'capital of France', documents: ['Paris', 'Berlin'], top_n: 1 }).topN; // 1
  * ```
  */
-export function parseRerankRequest<Item>(
-  body: unknown,
-  model: EncoderModel<Item>,
-  limits: EncoderRequestLimits = {},
-): RerankRequest<Item> {
+export function parseRerankRequest(body: unknown, limits: EncoderRequestLimits = {}): RerankRequest {
   const { maxDocuments, maxInputChars } = encoderLimits(limits);
   const fields = bodyFields(body);
   checkModelField(fields.model);
@@ -70,13 +65,15 @@ export function parseRerankRequest<Item>(
   if (!isAbsent(returnDocuments) && typeof returnDocuments !== 'boolean') {
     throw invalidField('return_documents', `\`return_documents\` must be a boolean, got ${describe(returnDocuments)}`);
   }
-  const items = documents.map((document, index) =>
-    withinTokens(model, model.tokenizePair(query, document), `documents[${index}]`),
-  );
   return {
     query,
     documents,
-    items,
+    wanted: {
+      texts: documents.map(() => query),
+      pairs: documents,
+      fields: documents.map((_, index) => `documents[${index}]`),
+      listField: 'documents',
+    },
     topN: Math.min(isAbsent(topN) ? documents.length : (topN as number), documents.length),
     returnDocuments: returnDocuments !== false,
   };

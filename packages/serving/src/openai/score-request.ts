@@ -1,27 +1,26 @@
 // vLLM's `POST /v1/score` body: `text_1` against one or many `text_2`, checked field by field (a bad one is a 400
-// naming it) into one tokenized pair per score.
+// naming it) into the pairs to tokenize, one per score.
 import {
-  type EncoderModel,
   type EncoderRequestLimits,
+  type EncoderTexts,
   bodyFields,
   checkModelField,
   encoderLimits,
   readList,
   readText,
-  withinTokens,
 } from './encoder-fields.js';
 import { invalidField } from './request-fields.js';
 
 /**
- * A checked score request: one tokenized `(text_1, text_2)` pair per score, in order.
+ * A checked score request: the `(text_1, text_2)` pairs to tokenize, one per score, in order.
  *
  * @example
  * ```ts
- * const { items } = parseScoreRequest({ text_1: 'a', text_2: ['b', 'c'] }, model); // 2 pairs
+ * const { wanted } = parseScoreRequest({ text_1: 'a', text_2: ['b', 'c'] }); // 2 pairs
  * ```
  */
-export interface ScoreRequest<Item> {
-  readonly items: readonly Item[];
+export interface ScoreRequest {
+  readonly wanted: EncoderTexts;
 }
 
 /** One text, or a list of 1 to `max` texts, at `field`. */
@@ -32,19 +31,15 @@ function readTexts(value: unknown, field: string, max: number, maxChars: number)
 
 /**
  * Checks an untrusted score body as vLLM reads it: `text_1` and `text_2` each a string or a list of strings; one
- * `text_1` is scored against every `text_2`, two lists of the same length pair by position. At most
- * `maxDocuments` pairs; each pair within the model's length (a 400 naming the field and the bound).
+ * `text_1` is scored against every `text_2`, two lists of the same length pair by position. At most `maxDocuments`
+ * pairs; the pairs' token counts are checked once tokenized (`checkTokenCounts`).
  *
  * @example
  * ```ts
- * parseScoreRequest({ text_1: 'capital of France', text_2: ['Paris', 'Berlin'] }, model).items.length; // 2
+ * parseScoreRequest({ text_1: 'capital of France', text_2: ['Paris', 'Berlin'] }).wanted.texts.length; // 2
  * ```
  */
-export function parseScoreRequest<Item>(
-  body: unknown,
-  model: EncoderModel<Item>,
-  limits: EncoderRequestLimits = {},
-): ScoreRequest<Item> {
+export function parseScoreRequest(body: unknown, limits: EncoderRequestLimits = {}): ScoreRequest {
   const { maxDocuments, maxInputChars } = encoderLimits(limits);
   const fields = bodyFields(body);
   checkModelField(fields.model);
@@ -56,13 +51,12 @@ export function parseScoreRequest<Item>(
       `\`text_1\` has ${first.length} texts and \`text_2\` ${second.length}: one \`text_1\` is scored against every \`text_2\`, or both lists have the same length`,
     );
   }
-  const items = second.map((text, index) => {
-    const field = typeof fields.text_2 === 'string' ? 'text_2' : `text_2[${index}]`;
-    return withinTokens(
-      model,
-      model.tokenizePair(first.length === 1 ? (first[0] as string) : (first[index] as string), text),
-      field,
-    );
-  });
-  return { items };
+  return {
+    wanted: {
+      texts: second.map((_, index) => (first.length === 1 ? first[0] : first[index]) as string),
+      pairs: second,
+      fields: second.map((_, index) => (typeof fields.text_2 === 'string' ? 'text_2' : `text_2[${index}]`)),
+      listField: 'text_2',
+    },
+  };
 }

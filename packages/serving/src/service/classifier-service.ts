@@ -24,7 +24,8 @@ export type ClassifierTask = 'text-classification' | 'rerank';
  *
  * @example
  * ```ts
- * const [probabilities] = await service.classifyAll([service.tokenize('hello')]);
+ * const { items } = await service.encodeAll(['hello']);
+ * const [probabilities] = await service.classifyAll(items);
  * ```
  */
 export interface ClassifierService {
@@ -35,15 +36,22 @@ export interface ClassifierService {
   readonly labels: readonly string[];
   /** The most tokens one text (or pair) may have (`max_position_embeddings`). */
   readonly maxTokens: number;
+  /** The most items waiting in the batcher: one request's items are admitted together, so at most this many. */
+  readonly maxQueueSize: number;
   /** The batcher of model calls: one item per text or pair, costing its token count. */
   readonly batcher: Batcher<ClassifierItem, OnnxOutput>;
   readonly batchers: readonly BatcherBase[];
   readonly ready: Promise<void>;
   isReady(): boolean;
-  /** A text as the model reads it (special tokens added); only once `ready`. */
-  tokenize(text: string): ClassifierItem;
-  /** A text pair as a cross-encoder reads it (`[CLS] a [SEP] b [SEP]`); only once `ready`. */
-  tokenizePair(text: string, pair: string): ClassifierItem;
+  /**
+   * Tokenizes texts (with `pairs`, each text with its pair, as a cross-encoder reads them: `[CLS] a [SEP] b [SEP]`)
+   * on the service's tokenizer thread, never the caller's, stopping at the first text that takes the total past
+   * `maxTotal` tokens (`stoppedAt`: its index).
+   */
+  encodeAll(
+    texts: readonly string[],
+    options?: { readonly pairs?: readonly string[]; readonly maxTotal?: number },
+  ): Promise<{ readonly items: ClassifierItem[]; readonly stoppedAt: number | undefined }>;
   /** The token count of a tokenized item. */
   tokens(item: ClassifierItem): number;
   /**

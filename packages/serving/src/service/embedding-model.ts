@@ -4,7 +4,14 @@ import { existsSync, readFileSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 import { BatchError, ErrorCode, createBatcher } from '@microbatch/core';
 import { checkInteger, checkOneOf, dropUndefined } from '@microbatch/core/util';
-import { DTYPE_CHOICES, GRAPH_NAMES, createWorkerPool, findModelFile, loadTokenizer } from '@microbatch/inference';
+import {
+  DTYPE_CHOICES,
+  GRAPH_NAMES,
+  createTokenizerThreads,
+  createWorkerPool,
+  findModelFile,
+  loadTokenizer,
+} from '@microbatch/inference';
 import type { ModelDtype, OnnxInput, OnnxOutput, WorkerPool } from '@microbatch/inference';
 import { type LogLine, type Logger, logBatches, logRefusals } from './batch-log.js';
 import { type Pooling, poolEmbedding } from './embedding-pooling.js';
@@ -124,8 +131,9 @@ export function folderPooling(dir: string): { pooling: Pooling | undefined; norm
 /**
  * Starts an embedding model (a BERT-style encoder in transformers.js layout) on worker threads behind one batcher
  * whose items cost their token count: a model call holds at most `maxBatchSize` inputs and `maxBatchCost` tokens
- * and is padded to its own longest input (the ONNX runner's per-batch padding). Texts are tokenized here (the
- * tokenizer is loaded once), so cost, usage and the length check are exact before anything is queued; pooling and
+ * and is padded to its own longest input (the ONNX runner's per-batch padding). Requests' texts are tokenized on a
+ * tokenizer thread of the model's (`encodeAll`), so cost, usage and the length check are exact before anything is
+ * queued, and the main thread never tokenizes; pooling and
  * normalisation run on the model's `last_hidden_state` as sentence-transformers would.
  *
  * @example
@@ -204,7 +212,9 @@ export function createEmbeddingModel(options: EmbeddingModelOptions): EmbeddingS
   const tokenizer = loadTokenizer(dir).then((loaded) => {
     encode = (text) => loaded.encode(text);
   });
-  const ready = Promise.all([pool.ready, tokenizer]).then(() => undefined);
+  // Requests are tokenized on a thread of their own; `tokenize` (this thread) stays for callers that want it.
+  const threads = createTokenizerThreads(dir);
+  const ready = Promise.all([pool.ready, tokenizer, threads.ready]).then(() => undefined);
   ready.catch(() => undefined);
   const drain = () => batcher.close();
   return {
@@ -218,17 +228,21 @@ export function createEmbeddingModel(options: EmbeddingModelOptions): EmbeddingS
     batcher,
     batchers: [batcher],
     ready,
-    isReady: () => pool.isReady && encode !== undefined && !batcher.closed,
+    isReady: () => pool.isReady && encode !== undefined && threads.isReady() && !batcher.closed,
     tokenize: (text) => {
       if (encode === undefined) throw new BatchError(ErrorCode.UNAVAILABLE, 'The model is still loading');
       return encode(text);
+    },
+    encodeAll: async (texts) => {
+      if (!threads.isReady()) throw new BatchError(ErrorCode.UNAVAILABLE, 'The model is still loading');
+      return (await threads.encodeAll(texts)).encodings.map((encoding) => encoding.ids);
     },
     embed: async (ids, call) => vector(await batcher(item(ids), call)),
     embedAll: async (all, call) => (await batcher.callAll(all.map(item), call)).map(vector),
     drain,
     close: async () => {
       await drain();
-      await pool.close();
+      await Promise.all([pool.close(), threads.close()]);
     },
   };
 }

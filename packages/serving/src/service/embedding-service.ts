@@ -34,6 +34,11 @@ export interface EmbeddingService {
   isReady(): boolean;
   /** A text's token ids as the model reads them (special tokens added); only once `ready`. */
   tokenize(text: string): number[];
+  /**
+   * Texts' token ids as the model reads them, tokenized on the service's tokenizer thread (never the caller's);
+   * rejects with `BatchError('UNAVAILABLE')` until it is loaded.
+   */
+  encodeAll(texts: readonly string[]): Promise<number[][]>;
   /** Embeds token ids (a batched model call shared with concurrent inputs), pooled and normalised. */
   embed(ids: readonly number[], options?: CallOptions): Promise<Float32Array>;
   /** Group form of {@link embed}: admitted all together or refused together. */

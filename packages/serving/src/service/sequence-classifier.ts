@@ -1,13 +1,19 @@
 // A sequence-classification model (or cross-encoder) in worker threads of this process behind one batcher: the
-// `ClassifierService` the classify, rerank and score apps serve. Texts and pairs are tokenized on this thread, so
-// cost, usage and the length check are exact before anything is queued; the workers run the raw ONNX graph
-// (`logits`), and the scores are computed here as transformers.js computes them.
+// `ClassifierService` the classify, rerank and score apps serve. Texts and pairs are tokenized on a tokenizer thread
+// of their own (never the main thread), before anything is queued, so cost, usage and the length checks are exact;
+// the workers run the raw ONNX graph (`logits`), and the scores are computed here as transformers.js computes them.
 import { existsSync, readFileSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
-import { BatchError, ErrorCode, createBatcher } from '@microbatch/core';
+import { createBatcher } from '@microbatch/core';
 import { checkInteger, checkOneOf, dropUndefined } from '@microbatch/core/util';
-import { DTYPE_CHOICES, GRAPH_NAMES, createWorkerPool, findModelFile, loadTokenizer } from '@microbatch/inference';
-import type { ModelDtype, OnnxOutput, Tokenizer, WorkerPool } from '@microbatch/inference';
+import {
+  DTYPE_CHOICES,
+  GRAPH_NAMES,
+  createTokenizerThreads,
+  createWorkerPool,
+  findModelFile,
+} from '@microbatch/inference';
+import type { ModelDtype, OnnxOutput, WorkerPool } from '@microbatch/inference';
 import { type LogLine, type Logger, logBatches, logRefusals } from './batch-log.js';
 import type { ClassifierItem, ClassifierService, ClassifierTask } from './classifier-service.js';
 import { labelActivation, labelProbabilities, sigmoid } from './label-scores.js';
@@ -168,15 +174,8 @@ export function createSequenceClassifier(options: SequenceClassifierOptions): Cl
     }
     return logits.data as Float32Array;
   };
-  let tokenizer: Tokenizer | undefined;
-  const loading = loadTokenizer(dir).then((loaded) => {
-    tokenizer = loaded;
-  });
-  const loaded = (): Tokenizer => {
-    if (tokenizer === undefined) throw new BatchError(ErrorCode.UNAVAILABLE, 'The model is still loading');
-    return tokenizer;
-  };
-  const ready = Promise.all([pool.ready, loading]).then(() => undefined);
+  const tokenizer = createTokenizerThreads(dir);
+  const ready = Promise.all([pool.ready, tokenizer.ready]).then(() => undefined);
   ready.catch(() => undefined);
   const drain = () => batcher.close();
   return {
@@ -184,17 +183,17 @@ export function createSequenceClassifier(options: SequenceClassifierOptions): Cl
     task,
     labels,
     maxTokens,
+    maxQueueSize: settings.maxQueueSize,
     batcher,
     batchers: [batcher],
     ready,
-    isReady: () => pool.isReady && tokenizer !== undefined && !batcher.closed,
-    tokenize: (text): ClassifierItem => {
-      const ids = loaded().encode(text);
-      return withTypes ? { input_ids: ids, token_type_ids: ids.map(() => 0) } : { input_ids: ids };
-    },
-    tokenizePair: (text, pair): ClassifierItem => {
-      const { ids, typeIds } = loaded().encodePair(text, pair);
-      return withTypes ? { input_ids: ids, token_type_ids: typeIds } : { input_ids: ids };
+    isReady: () => pool.isReady && tokenizer.isReady() && !batcher.closed,
+    encodeAll: async (texts, encodeOptions) => {
+      const { encodings, stoppedAt } = await tokenizer.encodeAll(texts, encodeOptions);
+      const items = encodings.map(({ ids, typeIds }): ClassifierItem =>
+        withTypes ? { input_ids: ids, token_type_ids: typeIds } : { input_ids: ids },
+      );
+      return { items, stoppedAt };
     },
     tokens,
     classifyAll: async (items, call) =>
@@ -204,7 +203,7 @@ export function createSequenceClassifier(options: SequenceClassifierOptions): Cl
     drain,
     close: async () => {
       await drain();
-      await pool.close();
+      await Promise.all([pool.close(), tokenizer.close()]);
     },
   };
 }
