@@ -185,6 +185,7 @@ export function lowPriorityEmbeddings(service: EmbeddingService): LowPriorityEmb
     ready: service.ready,
     isReady: () => service.isReady(),
     tokenize: (text) => service.tokenize(text),
+    encodeAll: (texts) => service.encodeAll(texts),
     embed: (ids, call) => counted(1, () => service.embed(ids, low(call))),
     embedAll: (ids, call) => counted(ids.length, () => service.embedAll(ids, low(call))),
     drain: () => service.drain(),
