@@ -13,6 +13,7 @@ import type {
   RunningServer,
 } from '@microbatch/serving';
 import { createEmbeddingModel, createModelRegistry, createTextCompletionModel, planThreads } from '@microbatch/serving';
+import { GRAPH_NAMES, findModelFile } from '@microbatch/inference';
 import { serveUntilSignal } from '../lifecycle.js';
 import { loadFramework } from '../load-framework.js';
 import { createLogger } from '../logger.js';
@@ -82,7 +83,14 @@ export async function serveConfig(
     // Relative to the file when there; else as given (a hub id under --models-dir, or relative to the cwd).
     const near = isAbsolute(model.path) ? model.path : resolve(dirname(file), model.path);
     try {
-      dirs.push(await resolveModelDir(existsSync(near) ? near : model.path, { modelsDir: flags.modelsDir }));
+      const dir = await resolveModelDir(existsSync(near) ? near : model.path, { modelsDir: flags.modelsDir });
+      // The weights a lazy model will load are checked now too, not at its first request.
+      findModelFile(
+        dir,
+        model.dtype ?? 'auto',
+        model.task === 'feature-extraction' ? GRAPH_NAMES.encoder : GRAPH_NAMES.decoder,
+      );
+      dirs.push(dir);
     } catch (error) {
       fail(`${file}: models[${index}].path (${model.name}): ${error instanceof Error ? error.message : String(error)}`);
     }
