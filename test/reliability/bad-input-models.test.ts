@@ -1,5 +1,5 @@
 // The bad-input corpus's OpenAI requests against a multi-model server (`microbatch serve --config`: a text generator
-// and an embedder, each request routed by its `model`) on Express, Koa, Fastify and Hono: every bad input answered
+// and an embedder, each request routed by its `model`) on Express, Koa, Fastify, Hono and Nest: every bad input answered
 // with the exact 4xx a one-model server gives (the first text-generation model answers a body without `model`), no
 // body carrying a stack trace, the same answer on every framework, and each server healthy afterwards.
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -15,7 +15,7 @@ import { errorBody, leaksInternals, postJson, send } from './helpers/http.js';
 const BIN = fileURLToPath(new URL('../../packages/cli/bin/microbatch.js', import.meta.url));
 const STORIES = fileURLToPath(new URL('../../models/tinystories-656k', import.meta.url));
 const READY = /"url":"(http:[^"]+)","msg":"ready"/;
-const FRAMEWORKS = ['express', 'koa', 'fastify', 'hono'] as const;
+const FRAMEWORKS = ['express', 'koa', 'fastify', 'hono', 'nest'] as const;
 // The routes a multi-model app serves: the corpus's `GET /?text=` cases are the one-model app's alone.
 const CASES = BAD_INPUTS.filter((input) => input.request.path.startsWith('/v1/'));
 
@@ -84,7 +84,7 @@ describe.each(FRAMEWORKS)('the bad-input corpus against a multi-model server (%s
 });
 
 describe('across the frameworks', () => {
-  it('every case got the same status, code and param on all four', () => {
+  it('every case got the same status, code and param on all five', () => {
     const disagreements = [...answers].filter(([, seen]) => new Set(seen.values()).size > 1);
     console.log(
       `bad-input corpus on a multi-model server: ${answers.size} cases x ${FRAMEWORKS.length} frameworks, ` +

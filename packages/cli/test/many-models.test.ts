@@ -65,7 +65,7 @@ beforeAll(async () => {
 }, 120_000);
 afterAll(() => rm(scratch, { recursive: true, force: true }));
 
-describe.each(['express', 'fastify'])('one server, three models (%s)', (framework) => {
+describe.each(['express', 'nest'])('one server, three models (%s)', (framework) => {
   let server: ServerProcess;
   let openai: OpenAI;
   beforeAll(async () => {

@@ -28,12 +28,13 @@ type StartApp = (
   options?: MultiModelAppOptions,
 ) => Promise<RunningServer>;
 
-// Loaded on demand, as for one model. Nest has no multi-model app yet: refused before anything starts.
-const APPS: Partial<Record<ServeFlags['framework'], () => Promise<{ startMultiModelApp: StartApp }>>> = {
+// Loaded on demand, as for one model: `--framework express` never loads NestJS.
+const APPS: Record<ServeFlags['framework'], () => Promise<{ startMultiModelApp: StartApp }>> = {
   express: () => import('@microbatch/serving/express'),
   koa: () => import('@microbatch/serving/koa'),
   fastify: () => import('@microbatch/serving/fastify'),
   hono: () => import('@microbatch/serving/hono'),
+  nest: () => import('@microbatch/serving/nest'),
 };
 
 /** `logger` with every line naming `model`, so each model's batch and refusal logs say whose they are. */
@@ -60,8 +61,6 @@ export async function serveConfig(
 ): Promise<void> {
   const file = flags.config;
   const loadApp = APPS[flags.framework];
-  if (loadApp === undefined)
-    fail(`--config: the ${flags.framework} app serves one model; use express, koa, fastify or hono`);
   let config;
   try {
     config = await readServeConfig(file);

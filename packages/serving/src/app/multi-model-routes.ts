@@ -60,7 +60,15 @@ export const MULTI_MODEL_TABLE = [
   { method: 'GET', path: '/dashboard', handler: 'dashboard' },
 ] as const satisfies readonly RouteRow[];
 
-const MULTI_MODEL_ROUTES = allowedMethods(MULTI_MODEL_TABLE);
+/**
+ * Path → the methods the multi-model app answers there (HEAD as GET).
+ *
+ * @example
+ * ```ts
+ * MULTI_MODEL_ROUTES["/v1/embeddings"]; // ["POST"]
+ * ```
+ */
+export const MULTI_MODEL_ROUTES: Readonly<Record<string, readonly string[]>> = allowedMethods(MULTI_MODEL_TABLE);
 
 /**
  * The error for a request no route of the multi-model app matched: 405 with `Allow` on a known path, else 404.

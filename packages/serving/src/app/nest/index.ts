@@ -16,3 +16,10 @@ export {
   EmbeddingsModule,
 } from './embeddings.module.js';
 export { startEmbeddingsApp } from './start-embeddings.js';
+export {
+  MODEL_REGISTRY,
+  MULTI_MODEL_APP_OPTIONS,
+  MultiModelController,
+  MultiModelModule,
+} from './multi-model.module.js';
+export { startMultiModelApp } from './start-multi-model.js';
