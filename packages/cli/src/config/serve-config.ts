@@ -13,6 +13,7 @@ import type {
   RunningServer,
 } from '@microbatch/serving';
 import { createEmbeddingModel, createModelRegistry, createTextCompletionModel, planThreads } from '@microbatch/serving';
+import { checkDeadlineFits } from '@microbatch/core/http';
 import { GRAPH_NAMES, findModelFile } from '@microbatch/inference';
 import { serveUntilSignal } from '../lifecycle.js';
 import { loadFramework } from '../load-framework.js';
@@ -144,7 +145,12 @@ export async function serveConfig(
     `microbatch serve: ${config.models.length} models; threads: ${plan.summary}`,
   );
   await serveUntilSignal(
-    (where) => startMultiModelApp(createModelRegistry(definitions, { maxLoadedModels, logger }), where),
+    (where) => {
+      const registry = createModelRegistry(definitions, { maxLoadedModels, logger });
+      // A request waiting for its model must get its 503 before the server could close its connection.
+      checkDeadlineFits(registry.loadWaitMs);
+      return startMultiModelApp(registry, where);
+    },
     { port: flags.port, host: flags.host },
     logger,
   );

@@ -58,7 +58,8 @@ export interface ModelRegistryOptions {
   readonly maxWaiting?: number;
   /**
    * How long a request waits for its model to load (or for room to load it), then 503 `OVERLOADED` + `Retry-After`.
-   * @default 60000
+   * Keep it under the HTTP server's idle timeout (core's `checkDeadlineFits`), so the 503 reaches the client.
+   * @default 30000
    */
   readonly loadWaitMs?: number;
   /** Loads, unloads and load failures are logged here. */
@@ -114,6 +115,8 @@ class Slot {
 
 /** What {@link createModelRegistry} returns. */
 export interface ModelRegistry {
+  /** How long a request waits for its model (the option, resolved). */
+  readonly loadWaitMs: number;
   /** The models, in the definitions' order. */
   readonly models: () => readonly ModelState[];
   /** The model named `name`, or `undefined`. */
@@ -161,7 +164,7 @@ export function createModelRegistry(
   checkInteger('maxLoadedModels', maxLoaded, 1);
   const maxWaiting = options.maxWaiting ?? DEFAULTS.maxQueueSize;
   checkInteger('maxWaiting', maxWaiting, 1);
-  const loadWaitMs = options.loadWaitMs ?? 60_000;
+  const loadWaitMs = options.loadWaitMs ?? 30_000;
   checkInteger('loadWaitMs', loadWaitMs, 1);
   const eager = [...slots.values()].filter((slot) => slot.load === 'eager');
   if (eager.length > maxLoaded) {
@@ -363,6 +366,7 @@ export function createModelRegistry(
   });
 
   return {
+    loadWaitMs,
     models: () => [...slots.values()].map(stateOf),
     find: (name) => {
       const slot = slots.get(name);
