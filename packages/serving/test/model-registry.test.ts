@@ -121,6 +121,21 @@ describe('createModelRegistry', () => {
     await registry.close();
   });
 
+  it("bounds each model's waiters by its own maxWaiting when it has one", async () => {
+    const fake = fakes();
+    const registry = createModelRegistry([fake.definition('a'), { ...fake.definition('b'), maxWaiting: 2 }], {
+      maxLoadedModels: 1,
+      maxWaiting: 1,
+    });
+    const heldA = await registry.acquire('a');
+    const waiting = [registry.acquire('b'), registry.acquire('b')];
+    await expect(registry.acquire('b')).rejects.toMatchObject({ code: 'QUEUE_FULL' });
+    heldA.release();
+    for (const lease of await Promise.all(waiting)) lease.release();
+    expect(() => createModelRegistry([{ ...fake.definition('c'), maxWaiting: 0 }])).toThrow(TypeError);
+    await registry.close();
+  });
+
   it('answers the waiters of a model that fails to load with 503 UNAVAILABLE, and tries again later', async () => {
     const fake = fakes();
     const registry = createModelRegistry([fake.definition('broken', 'lazy', true)]);

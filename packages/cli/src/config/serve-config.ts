@@ -14,6 +14,7 @@ import type {
 } from '@microbatch/serving';
 import { createEmbeddingModel, createModelRegistry, createTextCompletionModel, planThreads } from '@microbatch/serving';
 import { checkDeadlineFits } from '@microbatch/core/http';
+import { dropUndefined } from '@microbatch/core/util';
 import { GRAPH_NAMES, findModelFile } from '@microbatch/inference';
 import { serveUntilSignal } from '../lifecycle.js';
 import { loadFramework } from '../load-framework.js';
@@ -112,19 +113,11 @@ export async function serveConfig(
   const definitions = config.models.map((model, index): ModelDefinition => {
     const dir = dirs[index] as string;
     const child = withModel(logger, model.name);
+    // Requests waiting for the model to load are bounded like those waiting in its batchers.
+    const shared = { name: model.name, load: model.load ?? load, ...dropUndefined({ maxWaiting: model.maxQueueSize }) };
     return model.task === 'feature-extraction'
-      ? {
-          name: model.name,
-          task: model.task,
-          load: model.load ?? load,
-          create: () => createEmbeddingModel(embeddingModelOptions(model, dir, child)),
-        }
-      : {
-          name: model.name,
-          task: model.task,
-          load: model.load ?? load,
-          create: () => createTextCompletionModel(textModelOptions(model, dir, child)),
-        };
+      ? { ...shared, task: model.task, create: () => createEmbeddingModel(embeddingModelOptions(model, dir, child)) }
+      : { ...shared, task: model.task, create: () => createTextCompletionModel(textModelOptions(model, dir, child)) };
   });
   logger.info(
     {

@@ -32,6 +32,12 @@ export type ModelDefinition = {
      * @default 'eager'
      */
     readonly load?: 'eager' | 'lazy';
+    /**
+     * The most requests waiting for this model to load (then 503 `QUEUE_FULL`); its batchers' `maxQueueSize` is the
+     * natural value.
+     * @default the registry's `maxWaiting`
+     */
+    readonly maxWaiting?: number;
     /** Starts the model's service (its worker threads); called again after an unload. Its `id` should be `name`. */
     readonly create: () => ModelServices[Task];
   };
@@ -107,9 +113,11 @@ class Slot {
   readonly waiters: Waiter[] = [];
   readonly definition: ModelDefinition;
   readonly load: 'eager' | 'lazy';
-  constructor(definition: ModelDefinition) {
+  readonly maxWaiting: number;
+  constructor(definition: ModelDefinition, maxWaiting: number) {
     this.definition = definition;
     this.load = definition.load ?? 'eager';
+    this.maxWaiting = maxWaiting;
   }
 }
 
@@ -152,18 +160,20 @@ export function createModelRegistry(
 ): ModelRegistry {
   if (!Array.isArray(definitions) || definitions.length === 0) fail('models', 'a non-empty array', definitions);
   const slots = new Map<string, Slot>();
+  const maxWaiting = options.maxWaiting ?? DEFAULTS.maxQueueSize;
+  checkInteger('maxWaiting', maxWaiting, 1);
   for (const definition of definitions) {
     if (typeof definition.name !== 'string' || definition.name === '')
       fail('name', 'a non-empty string', definition.name);
     if (!MODEL_TASK_NAMES.includes(definition.task))
       fail(`${definition.name}.task`, MODEL_TASK_NAMES.join(' | '), definition.task);
     if (slots.has(definition.name)) throw new TypeError(`Two models are named ${JSON.stringify(definition.name)}`);
-    slots.set(definition.name, new Slot(definition));
+    const own = definition.maxWaiting ?? maxWaiting;
+    checkInteger(`${definition.name}.maxWaiting`, own, 1);
+    slots.set(definition.name, new Slot(definition, own));
   }
   const maxLoaded = options.maxLoadedModels ?? slots.size;
   checkInteger('maxLoadedModels', maxLoaded, 1);
-  const maxWaiting = options.maxWaiting ?? DEFAULTS.maxQueueSize;
-  checkInteger('maxWaiting', maxWaiting, 1);
   const loadWaitMs = options.loadWaitMs ?? 30_000;
   checkInteger('loadWaitMs', loadWaitMs, 1);
   const eager = [...slots.values()].filter((slot) => slot.load === 'eager');
@@ -298,9 +308,9 @@ export function createModelRegistry(
       return Promise.reject(new BatchError('NOT_FOUND', `No model named ${JSON.stringify(name)}`));
     if (closed) return Promise.reject(new BatchError('CLOSED', 'The server is shutting down'));
     if (slot.state === 'loaded' && !slot.evicting && slot.waiters.length === 0) return Promise.resolve(lease(slot));
-    if (slot.waiters.length >= maxWaiting) {
+    if (slot.waiters.length >= slot.maxWaiting) {
       return Promise.reject(
-        new BatchError('QUEUE_FULL', `${maxWaiting} requests already wait for the model ${JSON.stringify(name)}`, {
+        new BatchError('QUEUE_FULL', `${slot.maxWaiting} requests already wait for the model ${JSON.stringify(name)}`, {
           retryAfterSeconds: 1,
         }),
       );
