@@ -22,6 +22,9 @@ import { createLogger } from '../logger.js';
 import { resolveModelDir } from '../model-dir.js';
 import type { ServeFlags } from '../program.js';
 import { defaultLoad, readServeConfig } from './config-file.js';
+import type { ServeConfig } from './config-schema.js';
+import { queuedRegistry } from './serve-config-queue.js';
+import { brokerOf } from '../queue-transport.js';
 import { embeddingModelOptions, textModelOptions } from './model-options.js';
 
 type StartApp = (
@@ -69,6 +72,7 @@ export async function serveConfig(
   } catch (error) {
     fail(error instanceof Error ? error.message : String(error));
   }
+  if (flags.queue !== undefined) return serveReplica(flags, flags.queue, config, loadApp, fail);
   const maxThreads = flags.maxThreads ?? config.maxThreads ?? availableParallelism();
   const maxLoadedModels = flags.maxLoadedModels ?? config.maxLoadedModels;
   if (maxLoadedModels !== undefined && flags.maxLoadedModels !== undefined) {
@@ -144,6 +148,32 @@ export async function serveConfig(
       checkDeadlineFits(registry.loadWaitMs);
       return startMultiModelApp(registry, where);
     },
+    { port: flags.port, host: flags.host },
+    logger,
+  );
+}
+
+/** `serve --queue URL --config FILE`: a web replica of every model, each from its own queue (`serve-config-queue.ts`). */
+async function serveReplica(
+  flags: ServeFlags & { readonly config: string },
+  url: string,
+  config: ServeConfig,
+  loadApp: () => Promise<{ startMultiModelApp: StartApp }>,
+  fail: (message: string) => never,
+): Promise<void> {
+  const { startMultiModelApp } = await loadFramework(flags.framework, loadApp, fail);
+  const logger = createLogger(flags.logFormat);
+  logger.info(
+    {
+      config: flags.config,
+      framework: flags.framework,
+      broker: brokerOf(url),
+      models: config.models.map((model) => model.name),
+    },
+    'microbatch serve (web replica of several models)',
+  );
+  await serveUntilSignal(
+    async (where) => startMultiModelApp(await queuedRegistry(flags, url, config, logger, fail), where),
     { port: flags.port, host: flags.host },
     logger,
   );
