@@ -13,6 +13,7 @@ import {
   startProcess,
   startRedisServer,
   startServerProcess,
+  waitFor,
 } from '@microbatch/test-kit';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -74,6 +75,18 @@ describe('a fleet of several models over Redis', () => {
   });
 
   it('routes each request to its model through its own queue', async () => {
+    // Ready once both queues are open and each has heard its worker (the first heartbeat may still be on its way).
+    let ready = 0;
+    const poll = setInterval(() => {
+      void fetch(`${replica.url}/readyz`).then((response) => {
+        ready = response.status;
+      });
+    }, 50);
+    try {
+      await waitFor('the replica ready', () => ready === 200);
+    } finally {
+      clearInterval(poll);
+    }
     const openai = new OpenAI({ baseURL: `${replica.url}/v1`, apiKey: 'unused', maxRetries: 0 });
     const [a, b] = await Promise.all([
       openai.completions.create({ model: 'story-a', prompt: 'Once upon a time', max_tokens: 4, temperature: 0 }),

@@ -198,10 +198,12 @@ export function multiModelHandlers(registry: ModelRegistry, options: MultiModelA
       })),
     },
   });
-  const readiness = () =>
-    registry.isReady()
+  const readiness = async () => {
+    const reasons = await registry.unready();
+    return reasons.length === 0
       ? { status: 200, body: { status: 'ok' } }
-      : { status: 503, body: { status: 'unavailable', reasons: ['the eager models are not all loaded'] } };
+      : { status: 503, body: { status: 'unavailable', reasons } };
+  };
   return {
     completions: jsonRoute(routed('completions')),
     chatCompletions: jsonRoute(routed('chatCompletions')),

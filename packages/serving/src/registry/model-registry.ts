@@ -135,6 +135,11 @@ export interface ModelRegistry {
   readonly ready: Promise<void>;
   /** Whether every eager model has loaded and the registry is not closed. */
   readonly isReady: () => boolean;
+  /**
+   * Why the registry cannot serve now, empty when it can: not every eager model loaded, closed, or a loaded model's
+   * own `isReady()` false (a batcher closed; on a web replica, no live worker or broker).
+   */
+  readonly unready: () => Promise<string[]>;
   /** The registry's and every loaded model's metrics (labelled `model`). */
   readonly metrics: ModelMetrics;
   /** Refuses new requests (503 `CLOSED`) and drains every loaded model's batchers. */
@@ -385,6 +390,16 @@ export function createModelRegistry(
     acquire,
     ready,
     isReady: () => eagerLoaded && !closed,
+    unready: async () => {
+      if (closed) return ['the server is shutting down'];
+      if (!eagerLoaded) return ['the eager models are not all loaded'];
+      const loaded = [...slots.values()].filter((slot) => slot.loaded !== undefined);
+      // `isReady()` may answer at once or with a promise (a replica asks its broker).
+      const states = await Promise.all(loaded.map(async (slot) => (slot.loaded as Loaded).service.isReady()));
+      return loaded.flatMap((slot, index) =>
+        states[index] === true ? [] : [`the model ${JSON.stringify(slot.definition.name)} is not ready`],
+      );
+    },
     metrics,
     drain,
     close: async () => {
