@@ -1,4 +1,4 @@
-// `microbatch worker --config` and `microbatch serve --queue --config` over a throwaway Redis: one worker process
+// `microbatch worker --config` and `microbatch serve --queue --config` over a throwaway Redis and NATS: one worker process
 // serves two models, each from the queue named after it; a web replica routes each request by its `model` to that
 // queue, and the answer comes from that model.
 import { execFile } from 'node:child_process';
@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 import {
   type ChildHandle,
   type ServerProcess,
-  type TestRedis,
+  startNatsServer,
   startProcess,
   startRedisServer,
   startServerProcess,
@@ -37,10 +37,18 @@ function redisCli(port: number, args: readonly string[]): Promise<string> {
   });
 }
 
-describe('a fleet of several models over Redis', () => {
+interface Broker {
+  readonly url: string;
+  readonly port: number;
+  stop(): Promise<void>;
+}
+
+const BROKERS: Readonly<Record<string, () => Promise<Broker>>> = { redis: startRedisServer, nats: startNatsServer };
+
+describe.each(Object.keys(BROKERS))('a fleet of several models over %s', (brokerName) => {
   let scratch: string;
   let config: string;
-  let redis: TestRedis;
+  let broker: Broker;
   let worker: ChildHandle;
   let replica: ServerProcess;
   beforeAll(async () => {
@@ -55,35 +63,35 @@ describe('a fleet of several models over Redis', () => {
         '',
       ].join('\n'),
     );
-    redis = await startRedisServer();
+    broker = await (BROKERS[brokerName] as () => Promise<Broker>)();
     worker = startProcess({
-      args: [BIN, 'worker', '--queue', redis.url, '--config', config, '--log-format', 'json'],
+      args: [BIN, 'worker', '--queue', broker.url, '--config', config, '--log-format', 'json'],
       env: { ...process.env },
     });
     await worker.waitForOutput(/"model":"story-a","msg":"worker ready"/, 90_000);
     await worker.waitForOutput(/"model":"story-b","msg":"worker ready"/, 90_000);
     replica = await startServerProcess({
-      args: [BIN, 'serve', '--queue', redis.url, '--config', config, '--port', '0', '--log-format', 'json'],
+      args: [BIN, 'serve', '--queue', broker.url, '--config', config, '--port', '0', '--log-format', 'json'],
       env: { ...process.env },
       ready: READY,
     });
   }, 180_000);
   afterAll(async () => {
     await Promise.all([replica?.stop(), worker?.stop()]);
-    await redis?.stop();
+    await broker?.stop();
     await rm(scratch, { recursive: true, force: true });
   });
 
   it('routes each request to its model through its own queue', async () => {
     // Ready once both queues are open and each has heard its worker (the first heartbeat may still be on its way).
-    let ready = 0;
+    let readyz = 0;
     const poll = setInterval(() => {
       void fetch(`${replica.url}/readyz`).then((response) => {
-        ready = response.status;
+        readyz = response.status;
       });
     }, 50);
     try {
-      await waitFor('the replica ready', () => ready === 200);
+      await waitFor('the replica ready', () => readyz === 200);
     } finally {
       clearInterval(poll);
     }
@@ -98,24 +106,31 @@ describe('a fleet of several models over Redis', () => {
     expect(a.usage?.completion_tokens).toBe(4);
     const unknown = await openai.completions.create({ model: 'story-c', prompt: 'x', max_tokens: 1 }).catch((e) => e);
     expect(unknown).toMatchObject({ status: 404, code: 'model_not_found' });
-    // Each request went through its model's own stream.
+    // Each request was a batch of its own model's queue worker (each queue has a worker id of its own).
+    const lines = worker.jsonLines() as { msg?: string; worker?: string; model?: string }[];
+    const ready = lines.filter((line) => line.msg === 'worker ready');
+    const modelOf = new Map(ready.map((line) => [line.worker, line.model]));
+    const batches = lines.filter((line) => line.msg === 'batch').map((line) => modelOf.get(line.worker));
+    expect(batches.toSorted((x, y) => String(x).localeCompare(String(y)))).toEqual(['story-a', 'story-b']);
+    if (brokerName !== 'redis') return;
+    // On Redis, each request's entry went to its model's own stream.
     for (const model of ['story-a', 'story-b']) {
-      const info = await redisCli(redis.port, ['XINFO', 'STREAM', `microbatch:${model}:requests`]);
+      const info = await redisCli(broker.port, ['XINFO', 'STREAM', `microbatch:${model}:requests`]);
       const added = Number(/entries-added\n(\d+)/.exec(info)?.[1]);
       expect([model, added]).toEqual([model, 1]);
     }
   }, 60_000);
 
   it('refuses a flag with no effect on a web replica or beside a config, and an embedder on a queue', async () => {
-    const replicaLoads = await run(['serve', '--queue', redis.url, '--config', config, '--max-loaded-models', '1']);
+    const replicaLoads = await run(['serve', '--queue', broker.url, '--config', config, '--max-loaded-models', '1']);
     expect(replicaLoads.stderr).toContain(
       'error: --max-loaded-models does not apply with --queue (a web replica loads no model)',
     );
-    const workerFlag = await run(['worker', '--queue', redis.url, '--config', config, '--workers', '2']);
+    const workerFlag = await run(['worker', '--queue', broker.url, '--config', config, '--workers', '2']);
     expect(workerFlag.stderr).toContain('error: --workers does not apply with --config: set it per model in the file');
     const embedder = join(scratch, 'embedder.yaml');
     await writeFile(embedder, `models:\n  - { name: e, path: ${STORIES}, task: feature-extraction }\n`);
-    const embedWorker = await run(['worker', '--queue', redis.url, '--config', embedder]);
+    const embedWorker = await run(['worker', '--queue', broker.url, '--config', embedder]);
     expect(embedWorker.stderr).toContain(
       'model "e" is feature-extraction: a queue worker serves text-generation models only',
     );
