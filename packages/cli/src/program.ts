@@ -2,7 +2,7 @@ import { DEFAULTS } from '@microbatch/core';
 import { DTYPE_CHOICES, SCHEDULINGS, TEXT_GENERATION_DEFAULTS } from '@microbatch/inference';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { API_KEY_ENV, type FairnessKeyFlag, collect, fairnessKeyFlag } from './access-flags.js';
-import { MODEL_FLAGS } from './config/model-flags.js';
+import { MODEL_FLAGS, WORKER_MODEL_FLAGS } from './config/model-flags.js';
 import { scheduledHelp, uselessFlag } from './flag-rules.js';
 import { LOG_FORMATS } from './logger.js';
 
@@ -173,6 +173,8 @@ export interface WorkerFlags {
   readonly logFormat: (typeof LOG_FORMATS)[number];
   readonly claimIdleMs?: number;
   readonly maxDeliveries?: number;
+  /** Several models from a `serve --config` file, one queue each (named after the model); `model` is then absent. */
+  readonly config?: string;
 }
 
 function integer(min: number, max = Number.MAX_SAFE_INTEGER): (value: string) => number {
@@ -275,6 +277,24 @@ function configFlagError(flags: ServeFlags, command: Command): string | undefine
   if (notYet !== undefined) return `${flagName(notYet)} is not supported with --config yet`;
   if (process.env[API_KEY_ENV] !== undefined) return `${API_KEY_ENV} is not supported with --config yet`;
   const given = MODEL_FLAGS.find((key) => command.getOptionValueSource(key) === 'cli');
+  if (given !== undefined) return `${flagName(given)} does not apply with --config: set it per model in the file`;
+  if (flags.queue === undefined) {
+    const grace = command.getOptionValueSource('workerGraceMs') === 'cli';
+    return grace ? '--worker-grace-ms applies with --queue only' : undefined;
+  }
+  // A web replica holds no model: nothing to multiplex, no threads of its own.
+  const local = (['maxThreads', 'maxLoadedModels'] as const).find((key) => command.getOptionValueSource(key) === 'cli');
+  return local === undefined
+    ? undefined
+    : `${flagName(local)} does not apply with --queue (a web replica loads no model)`;
+}
+
+/** `worker --config`: the model flags are the file's; without it, `--model` is required. */
+function workerConfigError(flags: WorkerFlags, command: Command): string | undefined {
+  if (flags.config === undefined) {
+    return flags.model === undefined ? "required option '--model <dir>' not specified (or --config <file>)" : undefined;
+  }
+  const given = WORKER_MODEL_FLAGS.find((key) => command.getOptionValueSource(key) === 'cli');
   return given === undefined
     ? undefined
     : `${flagName(given)} does not apply with --config: set it per model in the file`;
@@ -570,7 +590,11 @@ export function createProgram(
         'them. A flag with no effect under the scheduling chosen is refused, naming it.',
     )
     .requiredOption('--queue <url>', 'the queue (redis://HOST:PORT, or nats://HOST:PORT with JetStream)', queueUrl)
-    .requiredOption('--model <dir>', MODEL_HELP)
+    .option('--model <dir>', `${MODEL_HELP}. Required without --config`)
+    .option(
+      '--config <file>',
+      "serve every text-generation model of a `serve --config` file, each from the queue named after it (the model flags are then the file's)",
+    )
     .option('--models-dir <dir>', scheduledHelp('modelsDir', 'worker', 'where hub ids are looked up'), 'models')
     .addOption(
       new Option(
@@ -641,6 +665,9 @@ export function createProgram(
     .action((flags: WorkerFlags, command: Command) => {
       const keyFlag = ['apiKey', 'apiKeyFile'].find((key) => command.getOptionValueSource(key) === 'cli');
       if (keyFlag !== undefined) command.error(`error: ${flagName(keyFlag)} ${WORKER_KEYS_REFUSAL}`);
+      const notWithConfig = workerConfigError(flags, command);
+      if (notWithConfig !== undefined) command.error(`error: ${notWithConfig}`);
+      if (flags.config !== undefined) return worker(flags);
       const refused = uselessFlag(command, `worker ${flags.scheduling}`) ?? stepBudgetError(flags);
       if (refused !== undefined) command.error(`error: ${refused}`);
       return worker({ ...flags, schedulingGiven: command.getOptionValueSource('scheduling') === 'cli' });

@@ -11,6 +11,7 @@ import { queueName, resolveModelDir } from './model-dir.js';
 import { loadTransport, startQueueWorker } from './queue-transport.js';
 import { flagScheduling } from './flag-rules.js';
 import type { WorkerFlags } from './program.js';
+import { workerConfig } from './config/worker-config.js';
 
 /**
  * Runs `microbatch worker`: loads the model in worker threads, then pulls batches of text-completion items from the
@@ -23,6 +24,8 @@ import type { WorkerFlags } from './program.js';
  * ```
  */
 export async function workerCommand(flags: WorkerFlags, fail: (message: string) => never): Promise<void> {
+  const { config } = flags;
+  if (config !== undefined) return workerConfig({ ...flags, config }, fail);
   let model: string;
   try {
     model = await resolveModelDir(flags.model, { modelsDir: flags.modelsDir });

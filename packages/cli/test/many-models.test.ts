@@ -65,7 +65,7 @@ beforeAll(async () => {
 }, 120_000);
 afterAll(() => rm(scratch, { recursive: true, force: true }));
 
-describe.each(['express', 'fastify'])('one server, three models (%s)', (framework) => {
+describe.each(['express', 'nest'])('one server, three models (%s)', (framework) => {
   let server: ServerProcess;
   let openai: OpenAI;
   beforeAll(async () => {
@@ -219,6 +219,26 @@ describe('--max-loaded-models 1 with two generators', () => {
     expect(loads).toBeGreaterThan(before);
   }, 120_000);
 
+  it('keeps a model loaded while its stream runs: another model waits for the stream to end', async () => {
+    await complete('story-a');
+    const unloadsBefore = await modelCounter('unloads_total', 'story-a');
+    const stream = fetch(`${server.url}/v1/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'story-a', prompt: 'Once upon a time', max_tokens: 120, stream: true }),
+    });
+    const response = await stream;
+    expect(response.status).toBe(200);
+    // story-b needs story-a's place; it is asked for while story-a's stream is running.
+    const other = complete('story-b');
+    const events = await response.text();
+    expect(events.trimEnd().endsWith('data: [DONE]')).toBe(true);
+    expect(events).toContain('"finish_reason":"length"');
+    expect((await other).model).toBe('story-b');
+    expect(await modelCounter('unloads_total', 'story-a')).toBe(unloadsBefore + 1);
+  }, 120_000);
+
+  const modelCounter = (name: string, model: string) => modelMetric(server, `microbatch_model_${name}`, model);
   const metric2 = (model: string) => modelMetric(server, 'microbatch_model_loads_total', model);
 });
 

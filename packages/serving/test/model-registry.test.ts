@@ -48,6 +48,7 @@ describe('createModelRegistry', () => {
     const registry = createModelRegistry([fake.definition('a', 'eager'), fake.definition('b')]);
     await registry.ready;
     expect(registry.isReady()).toBe(true);
+    expect(await registry.unready()).toEqual([]);
     expect(fake.created).toEqual(['a']);
     expect(registry.find('b')?.state).toBe('unloaded');
     const lease = await registry.acquire('b');
@@ -59,6 +60,7 @@ describe('createModelRegistry', () => {
     await expect(registry.acquire('c')).rejects.toMatchObject({ code: 'NOT_FOUND' });
     await registry.close();
     expect(fake.closed.sort()).toEqual(['a', 'b']);
+    expect(await registry.unready()).toEqual(['the server is shutting down']);
   });
 
   it('at maxLoadedModels, unloads the least recently used model once idle before loading another', async () => {
@@ -121,6 +123,21 @@ describe('createModelRegistry', () => {
     await registry.close();
   });
 
+  it("bounds each model's waiters by its own maxWaiting when it has one", async () => {
+    const fake = fakes();
+    const registry = createModelRegistry([fake.definition('a'), { ...fake.definition('b'), maxWaiting: 2 }], {
+      maxLoadedModels: 1,
+      maxWaiting: 1,
+    });
+    const heldA = await registry.acquire('a');
+    const waiting = [registry.acquire('b'), registry.acquire('b')];
+    await expect(registry.acquire('b')).rejects.toMatchObject({ code: 'QUEUE_FULL' });
+    heldA.release();
+    for (const lease of await Promise.all(waiting)) lease.release();
+    expect(() => createModelRegistry([{ ...fake.definition('c'), maxWaiting: 0 }])).toThrow(TypeError);
+    await registry.close();
+  });
+
   it('answers the waiters of a model that fails to load with 503 UNAVAILABLE, and tries again later', async () => {
     const fake = fakes();
     const registry = createModelRegistry([fake.definition('broken', 'lazy', true)]);
@@ -128,6 +145,29 @@ describe('createModelRegistry', () => {
     expect(registry.find('broken')?.state).toBe('unloaded');
     await expect(registry.acquire('broken')).rejects.toMatchObject({ code: 'UNAVAILABLE' });
     expect(fake.created).toEqual(['broken', 'broken']);
+    await registry.close();
+  });
+
+  it("is unready while a loaded model's own readiness is false (a replica's model without a live worker)", async () => {
+    let workerAlive = false;
+    const definition = {
+      name: 'remote',
+      task: 'text-generation',
+      create: () =>
+        ({
+          id: 'remote',
+          batchers: [],
+          ready: Promise.resolve(),
+          isReady: () => workerAlive,
+          drain: async () => undefined,
+          close: async () => undefined,
+        }) as unknown as TextCompletionService,
+    } satisfies ModelDefinition;
+    const registry = createModelRegistry([definition]);
+    await registry.ready;
+    expect(await registry.unready()).toEqual(['the model "remote" is not ready']);
+    workerAlive = true;
+    expect(await registry.unready()).toEqual([]);
     await registry.close();
   });
 

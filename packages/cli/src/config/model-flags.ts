@@ -27,7 +27,18 @@ export const MODEL_FLAGS = [
   'pooling',
   'normalize',
   'truncatableDimensions',
-  'queue',
-  'workerGraceMs',
   'readiness',
+] as const;
+
+/** The `microbatch worker` flags a `--config` file replaces: each model's runner and pool settings. */
+export const WORKER_MODEL_FLAGS = [
+  'model',
+  'scheduling',
+  'dtype',
+  'maxSequences',
+  'maxStepTokens',
+  'prefixCacheMb',
+  'workers',
+  'threads',
+  'executionProvider',
 ] as const;

@@ -13,12 +13,18 @@ import type {
   RunningServer,
 } from '@microbatch/serving';
 import { createEmbeddingModel, createModelRegistry, createTextCompletionModel, planThreads } from '@microbatch/serving';
+import { checkDeadlineFits } from '@microbatch/core/http';
+import { dropUndefined } from '@microbatch/core/util';
+import { GRAPH_NAMES, findModelFile } from '@microbatch/inference';
 import { serveUntilSignal } from '../lifecycle.js';
 import { loadFramework } from '../load-framework.js';
 import { createLogger } from '../logger.js';
 import { resolveModelDir } from '../model-dir.js';
 import type { ServeFlags } from '../program.js';
 import { defaultLoad, readServeConfig } from './config-file.js';
+import type { ServeConfig } from './config-schema.js';
+import { queuedRegistry } from './serve-config-queue.js';
+import { brokerOf } from '../queue-transport.js';
 import { embeddingModelOptions, textModelOptions } from './model-options.js';
 
 type StartApp = (
@@ -27,12 +33,13 @@ type StartApp = (
   options?: MultiModelAppOptions,
 ) => Promise<RunningServer>;
 
-// Loaded on demand, as for one model. Nest has no multi-model app yet: refused before anything starts.
-const APPS: Partial<Record<ServeFlags['framework'], () => Promise<{ startMultiModelApp: StartApp }>>> = {
+// Loaded on demand, as for one model: `--framework express` never loads NestJS.
+const APPS: Record<ServeFlags['framework'], () => Promise<{ startMultiModelApp: StartApp }>> = {
   express: () => import('@microbatch/serving/express'),
   koa: () => import('@microbatch/serving/koa'),
   fastify: () => import('@microbatch/serving/fastify'),
   hono: () => import('@microbatch/serving/hono'),
+  nest: () => import('@microbatch/serving/nest'),
 };
 
 /** `logger` with every line naming `model`, so each model's batch and refusal logs say whose they are. */
@@ -59,14 +66,13 @@ export async function serveConfig(
 ): Promise<void> {
   const file = flags.config;
   const loadApp = APPS[flags.framework];
-  if (loadApp === undefined)
-    fail(`--config: the ${flags.framework} app serves one model; use express, koa, fastify or hono`);
   let config;
   try {
     config = await readServeConfig(file);
   } catch (error) {
     fail(error instanceof Error ? error.message : String(error));
   }
+  if (flags.queue !== undefined) return serveReplica(flags, flags.queue, config, loadApp, fail);
   const maxThreads = flags.maxThreads ?? config.maxThreads ?? availableParallelism();
   const maxLoadedModels = flags.maxLoadedModels ?? config.maxLoadedModels;
   if (maxLoadedModels !== undefined && flags.maxLoadedModels !== undefined) {
@@ -82,7 +88,14 @@ export async function serveConfig(
     // Relative to the file when there; else as given (a hub id under --models-dir, or relative to the cwd).
     const near = isAbsolute(model.path) ? model.path : resolve(dirname(file), model.path);
     try {
-      dirs.push(await resolveModelDir(existsSync(near) ? near : model.path, { modelsDir: flags.modelsDir }));
+      const dir = await resolveModelDir(existsSync(near) ? near : model.path, { modelsDir: flags.modelsDir });
+      // The weights a lazy model will load are checked now too, not at its first request.
+      findModelFile(
+        dir,
+        model.dtype ?? 'auto',
+        model.task === 'feature-extraction' ? GRAPH_NAMES.encoder : GRAPH_NAMES.decoder,
+      );
+      dirs.push(dir);
     } catch (error) {
       fail(`${file}: models[${index}].path (${model.name}): ${error instanceof Error ? error.message : String(error)}`);
     }
@@ -104,19 +117,11 @@ export async function serveConfig(
   const definitions = config.models.map((model, index): ModelDefinition => {
     const dir = dirs[index] as string;
     const child = withModel(logger, model.name);
+    // Requests waiting for the model to load are bounded like those waiting in its batchers.
+    const shared = { name: model.name, load: model.load ?? load, ...dropUndefined({ maxWaiting: model.maxQueueSize }) };
     return model.task === 'feature-extraction'
-      ? {
-          name: model.name,
-          task: model.task,
-          load: model.load ?? load,
-          create: () => createEmbeddingModel(embeddingModelOptions(model, dir, child)),
-        }
-      : {
-          name: model.name,
-          task: model.task,
-          load: model.load ?? load,
-          create: () => createTextCompletionModel(textModelOptions(model, dir, child)),
-        };
+      ? { ...shared, task: model.task, create: () => createEmbeddingModel(embeddingModelOptions(model, dir, child)) }
+      : { ...shared, task: model.task, create: () => createTextCompletionModel(textModelOptions(model, dir, child)) };
   });
   logger.info(
     {
@@ -137,7 +142,38 @@ export async function serveConfig(
     `microbatch serve: ${config.models.length} models; threads: ${plan.summary}`,
   );
   await serveUntilSignal(
-    (where) => startMultiModelApp(createModelRegistry(definitions, { maxLoadedModels, logger }), where),
+    (where) => {
+      const registry = createModelRegistry(definitions, { maxLoadedModels, logger });
+      // A request waiting for its model must get its 503 before the server could close its connection.
+      checkDeadlineFits(registry.loadWaitMs);
+      return startMultiModelApp(registry, where);
+    },
+    { port: flags.port, host: flags.host },
+    logger,
+  );
+}
+
+/** `serve --queue URL --config FILE`: a web replica of every model, each from its own queue (`serve-config-queue.ts`). */
+async function serveReplica(
+  flags: ServeFlags & { readonly config: string },
+  url: string,
+  config: ServeConfig,
+  loadApp: () => Promise<{ startMultiModelApp: StartApp }>,
+  fail: (message: string) => never,
+): Promise<void> {
+  const { startMultiModelApp } = await loadFramework(flags.framework, loadApp, fail);
+  const logger = createLogger(flags.logFormat);
+  logger.info(
+    {
+      config: flags.config,
+      framework: flags.framework,
+      broker: brokerOf(url),
+      models: config.models.map((model) => model.name),
+    },
+    'microbatch serve (web replica of several models)',
+  );
+  await serveUntilSignal(
+    async (where) => startMultiModelApp(await queuedRegistry(flags, url, config, logger, fail), where),
     { port: flags.port, host: flags.host },
     logger,
   );

@@ -60,7 +60,15 @@ export const MULTI_MODEL_TABLE = [
   { method: 'GET', path: '/dashboard', handler: 'dashboard' },
 ] as const satisfies readonly RouteRow[];
 
-const MULTI_MODEL_ROUTES = allowedMethods(MULTI_MODEL_TABLE);
+/**
+ * Path → the methods the multi-model app answers there (HEAD as GET).
+ *
+ * @example
+ * ```ts
+ * MULTI_MODEL_ROUTES["/v1/embeddings"]; // ["POST"]
+ * ```
+ */
+export const MULTI_MODEL_ROUTES: Readonly<Record<string, readonly string[]>> = allowedMethods(MULTI_MODEL_TABLE);
 
 /**
  * The error for a request no route of the multi-model app matched: 405 with `Allow` on a known path, else 404.
@@ -190,10 +198,12 @@ export function multiModelHandlers(registry: ModelRegistry, options: MultiModelA
       })),
     },
   });
-  const readiness = () =>
-    registry.isReady()
+  const readiness = async () => {
+    const reasons = await registry.unready();
+    return reasons.length === 0
       ? { status: 200, body: { status: 'ok' } }
-      : { status: 503, body: { status: 'unavailable', reasons: ['the eager models are not all loaded'] } };
+      : { status: 503, body: { status: 'unavailable', reasons } };
+  };
   return {
     completions: jsonRoute(routed('completions')),
     chatCompletions: jsonRoute(routed('chatCompletions')),

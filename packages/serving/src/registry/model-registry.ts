@@ -32,6 +32,12 @@ export type ModelDefinition = {
      * @default 'eager'
      */
     readonly load?: 'eager' | 'lazy';
+    /**
+     * The most requests waiting for this model to load (then 503 `QUEUE_FULL`); its batchers' `maxQueueSize` is the
+     * natural value.
+     * @default the registry's `maxWaiting`
+     */
+    readonly maxWaiting?: number;
     /** Starts the model's service (its worker threads); called again after an unload. Its `id` should be `name`. */
     readonly create: () => ModelServices[Task];
   };
@@ -58,7 +64,8 @@ export interface ModelRegistryOptions {
   readonly maxWaiting?: number;
   /**
    * How long a request waits for its model to load (or for room to load it), then 503 `OVERLOADED` + `Retry-After`.
-   * @default 60000
+   * Keep it under the HTTP server's idle timeout (core's `checkDeadlineFits`), so the 503 reaches the client.
+   * @default 30000
    */
   readonly loadWaitMs?: number;
   /** Loads, unloads and load failures are logged here. */
@@ -106,14 +113,18 @@ class Slot {
   readonly waiters: Waiter[] = [];
   readonly definition: ModelDefinition;
   readonly load: 'eager' | 'lazy';
-  constructor(definition: ModelDefinition) {
+  readonly maxWaiting: number;
+  constructor(definition: ModelDefinition, maxWaiting: number) {
     this.definition = definition;
     this.load = definition.load ?? 'eager';
+    this.maxWaiting = maxWaiting;
   }
 }
 
 /** What {@link createModelRegistry} returns. */
 export interface ModelRegistry {
+  /** How long a request waits for its model (the option, resolved). */
+  readonly loadWaitMs: number;
   /** The models, in the definitions' order. */
   readonly models: () => readonly ModelState[];
   /** The model named `name`, or `undefined`. */
@@ -124,6 +135,11 @@ export interface ModelRegistry {
   readonly ready: Promise<void>;
   /** Whether every eager model has loaded and the registry is not closed. */
   readonly isReady: () => boolean;
+  /**
+   * Why the registry cannot serve now, empty when it can: not every eager model loaded, closed, or a loaded model's
+   * own `isReady()` false (a batcher closed; on a web replica, no live worker or broker).
+   */
+  readonly unready: () => Promise<string[]>;
   /** The registry's and every loaded model's metrics (labelled `model`). */
   readonly metrics: ModelMetrics;
   /** Refuses new requests (503 `CLOSED`) and drains every loaded model's batchers. */
@@ -149,19 +165,21 @@ export function createModelRegistry(
 ): ModelRegistry {
   if (!Array.isArray(definitions) || definitions.length === 0) fail('models', 'a non-empty array', definitions);
   const slots = new Map<string, Slot>();
+  const maxWaiting = options.maxWaiting ?? DEFAULTS.maxQueueSize;
+  checkInteger('maxWaiting', maxWaiting, 1);
   for (const definition of definitions) {
     if (typeof definition.name !== 'string' || definition.name === '')
       fail('name', 'a non-empty string', definition.name);
     if (!MODEL_TASK_NAMES.includes(definition.task))
       fail(`${definition.name}.task`, MODEL_TASK_NAMES.join(' | '), definition.task);
     if (slots.has(definition.name)) throw new TypeError(`Two models are named ${JSON.stringify(definition.name)}`);
-    slots.set(definition.name, new Slot(definition));
+    const own = definition.maxWaiting ?? maxWaiting;
+    checkInteger(`${definition.name}.maxWaiting`, own, 1);
+    slots.set(definition.name, new Slot(definition, own));
   }
   const maxLoaded = options.maxLoadedModels ?? slots.size;
   checkInteger('maxLoadedModels', maxLoaded, 1);
-  const maxWaiting = options.maxWaiting ?? DEFAULTS.maxQueueSize;
-  checkInteger('maxWaiting', maxWaiting, 1);
-  const loadWaitMs = options.loadWaitMs ?? 60_000;
+  const loadWaitMs = options.loadWaitMs ?? 30_000;
   checkInteger('loadWaitMs', loadWaitMs, 1);
   const eager = [...slots.values()].filter((slot) => slot.load === 'eager');
   if (eager.length > maxLoaded) {
@@ -295,9 +313,9 @@ export function createModelRegistry(
       return Promise.reject(new BatchError('NOT_FOUND', `No model named ${JSON.stringify(name)}`));
     if (closed) return Promise.reject(new BatchError('CLOSED', 'The server is shutting down'));
     if (slot.state === 'loaded' && !slot.evicting && slot.waiters.length === 0) return Promise.resolve(lease(slot));
-    if (slot.waiters.length >= maxWaiting) {
+    if (slot.waiters.length >= slot.maxWaiting) {
       return Promise.reject(
-        new BatchError('QUEUE_FULL', `${maxWaiting} requests already wait for the model ${JSON.stringify(name)}`, {
+        new BatchError('QUEUE_FULL', `${slot.maxWaiting} requests already wait for the model ${JSON.stringify(name)}`, {
           retryAfterSeconds: 1,
         }),
       );
@@ -363,6 +381,7 @@ export function createModelRegistry(
   });
 
   return {
+    loadWaitMs,
     models: () => [...slots.values()].map(stateOf),
     find: (name) => {
       const slot = slots.get(name);
@@ -371,6 +390,16 @@ export function createModelRegistry(
     acquire,
     ready,
     isReady: () => eagerLoaded && !closed,
+    unready: async () => {
+      if (closed) return ['the server is shutting down'];
+      if (!eagerLoaded) return ['the eager models are not all loaded'];
+      const loaded = [...slots.values()].filter((slot) => slot.loaded !== undefined);
+      // `isReady()` may answer at once or with a promise (a replica asks its broker).
+      const states = await Promise.all(loaded.map(async (slot) => (slot.loaded as Loaded).service.isReady()));
+      return loaded.flatMap((slot, index) =>
+        states[index] === true ? [] : [`the model ${JSON.stringify(slot.definition.name)} is not ready`],
+      );
+    },
     metrics,
     drain,
     close: async () => {

@@ -25,3 +25,10 @@ export {
   RerankController,
 } from './encoder.module.js';
 export { startEncoderApp } from './start-encoder.js';
+export {
+  MODEL_REGISTRY,
+  MULTI_MODEL_APP_OPTIONS,
+  MultiModelController,
+  MultiModelModule,
+} from './multi-model.module.js';
+export { startMultiModelApp } from './start-multi-model.js';
