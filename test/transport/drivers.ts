@@ -81,6 +81,12 @@ export interface TransportDriver {
   pretendWorkerAlive(url: string, queues: readonly string[]): Promise<() => Promise<void>>;
   /** The environment of a worker process started on this transport (its `TRANSPORT` and URL variables). */
   processEnv(url: string): Record<string, string>;
+  /** A URL of this transport where nothing listens. */
+  readonly unreachableUrl: string;
+  /** `createRedisQueue` / `createNatsQueue` with exactly these options. */
+  createQueue(options: unknown): TestQueue & { readonly timeoutMs: number };
+  /** `createRedisWorker` / `createNatsWorker` with exactly these options. */
+  createWorker(options: unknown): TestWorker;
 }
 
 /** A plain connection to look at the queue's keys. */
@@ -124,6 +130,9 @@ export const redisDriver: TransportDriver = {
     return async () => undefined;
   },
   processEnv: (url) => ({ TRANSPORT: 'redis', REDIS_URL: url }),
+  unreachableUrl: 'redis://127.0.0.1:1',
+  createQueue: (options) => createRedisQueue(options as never),
+  createWorker: (options) => createRedisWorker(options as never),
 };
 
 async function withRedis<T>(url: string, use: (client: RedisClient) => Promise<T>): Promise<T> {
@@ -187,6 +196,9 @@ export const natsDriver: TransportDriver = {
     };
   },
   processEnv: (url) => ({ TRANSPORT: 'nats', NATS_URL: url }),
+  unreachableUrl: 'nats://127.0.0.1:1',
+  createQueue: (options) => createNatsQueue(options as never),
+  createWorker: (options) => createNatsWorker(options as never),
 };
 
 export const drivers: readonly TransportDriver[] = [redisDriver, natsDriver];
