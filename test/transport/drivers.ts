@@ -1,7 +1,7 @@
 // One driver per transport: the shared fault suite (faults.test.ts) runs the same tests through each. A driver starts
 // its own broker on a free port and makes replicas and workers with the options both transports share.
 import { fileURLToPath } from 'node:url';
-import type { BatchHandler, Batcher, StreamingBatchHandler, StreamingBatcher } from '@microbatch/core';
+import type { BatchHandler, BatchTracer, Batcher, StreamingBatchHandler, StreamingBatcher } from '@microbatch/core';
 import { createNatsQueue, createNatsWorker } from '@microbatch/nats';
 import { createRedisQueue, createRedisWorker } from '@microbatch/redis';
 import type { QueueBatcherStats, QueueSnapshot, StatusListener } from '@microbatch/transport';
@@ -22,6 +22,7 @@ export interface TestBroker {
 
 /** What both transports' replica options share. */
 export interface ReplicaOptions {
+  readonly tracer?: BatchTracer;
   readonly maxQueueSize?: number;
   readonly heartbeatTtlMs?: number;
   readonly workerGraceMs?: number;
@@ -71,7 +72,28 @@ export interface TransportDriver {
   worker<I, O, C>(url: string, queue: string, options: WorkerOptions<I, O, C>): TestWorker;
   /** Entries in the broker's queue (waiting or running, not yet answered). */
   depth(url: string, queue: string): Promise<number>;
+  /** The fields of each request entry in the broker's queue now (`requestFields`' flat list). */
+  requestEntries(url: string, queue: string): Promise<string[][]>;
+  /**
+   * Makes replicas of `queues` see a live worker before any runs, so entries queue up and a worker started later
+   * pulls them in one batch; returns what stops it.
+   */
+  pretendWorkerAlive(url: string, queues: readonly string[]): Promise<() => Promise<void>>;
+  /** The environment of a worker process started on this transport (its `TRANSPORT` and URL variables). */
+  processEnv(url: string): Record<string, string>;
+  /** A URL of this transport where nothing listens. */
+  readonly unreachableUrl: string;
+  /** `createRedisQueue` / `createNatsQueue` with exactly these options. */
+  createQueue(options: unknown): TestQueue & { readonly timeoutMs: number };
+  /** `createRedisWorker` / `createNatsWorker` with exactly these options. */
+  createWorker(options: unknown): TestWorker;
 }
+
+/** A plain connection to look at the queue's keys. */
+function redisClient(url: string) {
+  return createClient({ url, RESP: 2 });
+}
+type RedisClient = ReturnType<typeof redisClient>;
 
 export const redisDriver: TransportDriver = {
   name: 'redis',
@@ -88,7 +110,41 @@ export const redisDriver: TransportDriver = {
       client.destroy();
     }
   },
+  requestEntries: (url, queue) =>
+    withRedis(url, async (client) => {
+      const entries = await client.sendCommand<Array<[string, string[]]>>([
+        'XRANGE',
+        `microbatch:${queue}:requests`,
+        '-',
+        '+',
+      ]);
+      return entries.map(([, fields]) => fields);
+    }),
+  // Replicas admit entries only while a worker's heartbeat is alive: one that lasts ten minutes.
+  pretendWorkerAlive: async (url, queues) => {
+    await withRedis(url, async (client) => {
+      const [seconds] = await client.sendCommand<[string]>(['TIME']);
+      for (const queue of queues)
+        await client.sendCommand(['ZADD', `microbatch:${queue}:workers`, String((Number(seconds) + 600) * 1000), 'x']);
+    });
+    return async () => undefined;
+  },
+  processEnv: (url) => ({ TRANSPORT: 'redis', REDIS_URL: url }),
+  unreachableUrl: 'redis://127.0.0.1:1',
+  createQueue: (options) => createRedisQueue(options as never),
+  createWorker: (options) => createRedisWorker(options as never),
 };
+
+async function withRedis<T>(url: string, use: (client: RedisClient) => Promise<T>): Promise<T> {
+  const client = redisClient(url);
+  client.on('error', () => undefined);
+  await client.connect();
+  try {
+    return await use(client);
+  } finally {
+    client.destroy();
+  }
+}
 
 export const natsDriver: TransportDriver = {
   name: 'nats',
@@ -106,6 +162,43 @@ export const natsDriver: TransportDriver = {
       await connection.close();
     }
   },
+  requestEntries: async (url, queue) => {
+    const connection = await connect({ servers: url.replace('nats://', '') });
+    try {
+      const manager = await jetstreamManager(connection);
+      const stream = `microbatch_${queue}`;
+      const { state } = await manager.streams.info(stream);
+      const entries: string[][] = [];
+      for (let seq = state.first_seq; state.messages > 0 && seq <= state.last_seq; seq += 1) {
+        const message = await manager.streams.getMessage(stream, { seq }).catch(() => null);
+        if (message !== null) entries.push(JSON.parse(message.string()) as string[]);
+      }
+      return entries;
+    } finally {
+      await connection.close();
+    }
+  },
+  // Replicas admit entries only while they hear a worker: a stand-in announcing itself on the `workers` subject.
+  pretendWorkerAlive: async (url, queues) => {
+    const connection = await connect({ servers: url.replace('nats://', '') });
+    const announce = () => {
+      for (const queue of queues)
+        connection.publish(
+          `microbatch.${queue}.workers`,
+          JSON.stringify({ id: 'stand-in', settings: { maxBatchSize: 8, batchWaitTimeoutMs: 0, concurrency: 1 } }),
+        );
+    };
+    announce();
+    const timer = setInterval(announce, 200);
+    return async () => {
+      clearInterval(timer);
+      await connection.close();
+    };
+  },
+  processEnv: (url) => ({ TRANSPORT: 'nats', NATS_URL: url }),
+  unreachableUrl: 'nats://127.0.0.1:1',
+  createQueue: (options) => createNatsQueue(options as never),
+  createWorker: (options) => createNatsWorker(options as never),
 };
 
 export const drivers: readonly TransportDriver[] = [redisDriver, natsDriver];

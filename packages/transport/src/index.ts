@@ -42,7 +42,7 @@ export type {
   TransportBatcher,
   TransportQueue,
   TransportStreamingBatcher,
-} from './replica-queue.js';
+} from './replica-port.js';
 export { BrokerWorker } from './broker-worker.js';
 export type {
   BatchWriter,
@@ -53,6 +53,6 @@ export type {
   StreamProgress,
   TransportWorker,
   WorkerStats,
-} from './broker-worker.js';
+} from './worker-port.js';
 export { REPLICA_DEFAULTS, WORKER_RUN_DEFAULTS, checkReplicaOptions, checkWorkerRun } from './queue-options.js';
 export type { ReplicaQueueOptions, WorkerRunOptions } from './queue-options.js';

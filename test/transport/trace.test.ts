@@ -1,15 +1,14 @@
-// One trace across machines: an HTTP request on a web replica (this process, its own SDK) and the batch a worker
-// process (its own SDK, spans printed as JSON lines) runs for it, joined only by the trace context that the Redis
-// entry carries. Against a real redis-server of the test's own.
+// One trace across machines, on each transport (drivers.ts): an HTTP request on a web replica (this process, its own
+// SDK) and the batch a worker process (its own SDK, spans printed as JSON lines) runs for it, joined only by the trace
+// context the queue entry carries. Against a real broker of the test's own.
 import { fileURLToPath } from 'node:url';
 import { type Span, SpanKind, context, propagation, trace } from '@opentelemetry/api';
 import { InMemorySpanExporter, type ReadableSpan, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
 import { BatchAttributes, otelTracer } from '@microbatch/core/otel';
-import { type RedisQueue, createRedisQueue } from '@microbatch/redis';
-import { type ChildHandle, type TestRedis, listen, startProcess, startRedisServer } from '@microbatch/test-kit';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { inspect, until } from './helpers.js';
+import { type ChildHandle, listen, startProcess } from '@microbatch/test-kit';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { type TestBroker, type TestQueue, drivers, until } from './drivers.js';
 
 /** A worker span as the worker process printed it. */
 interface WorkerSpan {
@@ -26,86 +25,16 @@ interface WorkerSpan {
 const replicaTracer = otelTracer();
 const exporter = new InMemorySpanExporter();
 const provider = new NodeTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
-let redis: TestRedis;
-let worker: ChildHandle | undefined;
-const queues: RedisQueue[] = [];
 
-beforeAll(async () => {
+beforeAll(() => {
   provider.register();
-  redis = await startRedisServer();
 });
 afterAll(async () => {
-  await worker?.stop();
-  await Promise.all(queues.map((queue) => queue.close({ force: true })));
-  await redis.stop();
   await provider.shutdown();
   trace.disable();
   context.disable();
   propagation.disable();
 });
-
-/** A web replica: an HTTP server whose requests each get a server span (as HTTP instrumentation makes) and call `double`. */
-async function startReplica(queueName: string) {
-  const queue = createRedisQueue({ url: redis.url, queue: queueName, tracer: replicaTracer });
-  queues.push(queue);
-  await queue.ready;
-  const double = queue.batcher<number, number>('double');
-  const requestSpans = new Map<number, Span>();
-  const server = await listen((req, res) => {
-    const input = Number(new URL(req.url ?? '/', 'http://x').searchParams.get('x'));
-    trace.getTracer('http').startActiveSpan('GET /double', { kind: SpanKind.SERVER }, (span) => {
-      requestSpans.set(input, span);
-      double(input).then(
-        (value) => {
-          res.end(JSON.stringify({ value }));
-          span.end();
-        },
-        () => {
-          res.statusCode = 500;
-          res.end();
-          span.end();
-        },
-      );
-    });
-  });
-  return { url: server.url, requestSpans, close: server.close };
-}
-
-/**
- * Lets the replicas' ENQUEUE admit entries before any worker runs (it needs a live worker's heartbeat), so the test
- * can read the entries in Redis before a worker takes them, and a worker started later pulls them in one batch.
- */
-async function pretendWorkerAlive(queueName: string): Promise<void> {
-  const client = await inspect(redis.url);
-  try {
-    const [seconds] = await client.sendCommand<[string]>(['TIME']);
-    await client.sendCommand(['ZADD', `microbatch:${queueName}:workers`, String((Number(seconds) + 600) * 1000), 'x']);
-  } finally {
-    client.destroy();
-  }
-}
-
-/** The trace-context field (`c`) of each entry queued now, parsed. */
-async function entryCarriers(queueName: string): Promise<Array<Record<string, string>>> {
-  const client = await inspect(redis.url);
-  try {
-    const entries = await client.sendCommand<Array<[string, string[]]>>([
-      'XRANGE',
-      `microbatch:${queueName}:requests`,
-      '-',
-      '+',
-    ]);
-    return entries.map(([, fields]) => JSON.parse(fields[fields.indexOf('c') + 1] || '{}') as Record<string, string>);
-  } finally {
-    client.destroy();
-  }
-}
-
-function workerSpans(): WorkerSpan[] {
-  return (worker?.jsonLines() ?? []).flatMap((line) =>
-    (line as { span?: WorkerSpan }).span === undefined ? [] : [(line as { span: WorkerSpan }).span],
-  );
-}
 
 function spanNamed(spans: readonly ReadableSpan[], name: string, traceId: string): ReadableSpan {
   const found = spans.find((span) => span.name === name && span.spanContext().traceId === traceId);
@@ -113,11 +42,64 @@ function spanNamed(spans: readonly ReadableSpan[], name: string, traceId: string
   return found;
 }
 
-describe('tracing through a Redis queue', () => {
+describe.each(drivers)('tracing through a $name queue', (driver) => {
+  let broker: TestBroker;
+  let worker: ChildHandle | undefined;
+  const queues: TestQueue[] = [];
+
+  beforeAll(async () => {
+    broker = await driver.startBroker();
+    exporter.reset();
+  });
+  afterEach(async () => {
+    await worker?.stop();
+    await Promise.all(queues.map((queue) => queue.close({ force: true })));
+    await broker.stop();
+  });
+
+  /** A web replica: an HTTP server whose requests each get a server span (as HTTP instrumentation makes) and call `double`. */
+  async function startReplica(queueName: string) {
+    const queue = driver.replica(broker.url, queueName, { tracer: replicaTracer });
+    queues.push(queue);
+    await queue.ready;
+    await until('the stand-in worker to be heard', async () => (await queue.workersAlive()) > 0);
+    const double = queue.batcher<number, number>('double');
+    const requestSpans = new Map<number, Span>();
+    const server = await listen((req, res) => {
+      const input = Number(new URL(req.url ?? '/', 'http://x').searchParams.get('x'));
+      trace.getTracer('http').startActiveSpan('GET /double', { kind: SpanKind.SERVER }, (span) => {
+        requestSpans.set(input, span);
+        double(input).then(
+          (value) => {
+            res.end(JSON.stringify({ value }));
+            span.end();
+          },
+          () => {
+            res.statusCode = 500;
+            res.end();
+            span.end();
+          },
+        );
+      });
+    });
+    return { url: server.url, requestSpans, close: server.close };
+  }
+
+  /** The trace-context field (`c`) of each entry queued now, parsed. */
+  async function entryCarriers(queueName: string): Promise<Array<Record<string, string>>> {
+    const entries = await driver.requestEntries(broker.url, queueName);
+    return entries.map((fields) => JSON.parse(fields[fields.indexOf('c') + 1] || '{}') as Record<string, string>);
+  }
+
+  function workerSpans(): WorkerSpan[] {
+    return (worker?.jsonLines() ?? []).flatMap((line) =>
+      (line as { span?: WorkerSpan }).span === undefined ? [] : [(line as { span: WorkerSpan }).span],
+    );
+  }
+
   it('makes a request through a web replica and a worker process one trace, carried by the queue entry', async () => {
     // Queue `single`: one request, a worker batch of one. Queue `pair`: two requests of two traces, one batch.
-    await pretendWorkerAlive('single');
-    await pretendWorkerAlive('pair');
+    const stopPretending = await driver.pretendWorkerAlive(broker.url, ['single', 'pair']);
     const single = await startReplica('single');
     const pair = await startReplica('pair');
     const answers = [
@@ -141,14 +123,15 @@ describe('tracing through a Redis queue', () => {
     expect(new Set(pairTraces).size).toBe(2);
 
     // A worker process with its own SDK: nothing but the entries links its spans to the replica's.
-    const script = fileURLToPath(new URL('./fixtures/traced-worker.ts', import.meta.url));
-    const root = fileURLToPath(new URL('../../../', import.meta.url));
+    const script = fileURLToPath(new URL('../../packages/redis/test/fixtures/traced-worker.ts', import.meta.url));
+    const root = fileURLToPath(new URL('../../', import.meta.url));
     worker = startProcess({
       args: ['--import', 'tsx', script],
       cwd: root,
-      env: { ...process.env, REDIS_URL: redis.url, QUEUES: 'single,pair' },
+      env: { ...process.env, ...driver.processEnv(broker.url), QUEUES: 'single,pair' },
     });
     expect((await Promise.all(answers)).map((answer) => answer.value)).toEqual([2, 4, 6]);
+    await stopPretending();
     await until('the requests and worker batches to end', () => {
       const names = exporter.getFinishedSpans().map((span) => span.name);
       return names.filter((name) => name === 'GET /double').length === 3 && workerSpans().length >= 7;
