@@ -1,7 +1,7 @@
 import { DEFAULTS } from '@microbatch/core';
 import { DTYPE_CHOICES, SCHEDULINGS, TEXT_GENERATION_DEFAULTS } from '@microbatch/inference';
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { API_KEY_ENV, type FairnessKeyFlag, collect, fairnessKeyFlag } from './access-flags.js';
+import { type FairnessKeyFlag, collect, fairnessKeyFlag } from './access-flags.js';
 import { MODEL_FLAGS, WORKER_MODEL_FLAGS } from './config/model-flags.js';
 import { scheduledHelp, uselessFlag } from './flag-rules.js';
 import { LOG_FORMATS } from './logger.js';
@@ -252,17 +252,8 @@ const CONFIG_HELP =
   "flags are then the file's";
 
 /** With `--config`, the model flags are the file's: one given on the command line is refused, naming it. */
-/** Serve flags the multi-model app does not take yet. */
-const CONFIG_NOT_YET = [
-  'apiKey',
-  'apiKeyFile',
-  'protectMetrics',
-  'fairnessKey',
-  'sharedPrefixCache',
-  'dataDir',
-  'maxUploadMb',
-  'batchMaxInFlight',
-] as const;
+/** Serve flags the multi-model app does not take yet (the Batch API's). */
+const CONFIG_NOT_YET = ['dataDir', 'maxUploadMb', 'batchMaxInFlight'] as const;
 
 function configFlagError(flags: ServeFlags, command: Command): string | undefined {
   if (flags.config === undefined) {
@@ -272,10 +263,9 @@ function configFlagError(flags: ServeFlags, command: Command): string | undefine
     );
     return only === undefined ? undefined : `${flagName(only)} applies with --config only`;
   }
-  // Access control and the Batch API are not wired into the multi-model app yet: refused, never silently off.
+  // The Batch API is not wired into the multi-model app yet: refused, never silently off.
   const notYet = CONFIG_NOT_YET.find((key) => command.getOptionValueSource(key) === 'cli');
   if (notYet !== undefined) return `${flagName(notYet)} is not supported with --config yet`;
-  if (process.env[API_KEY_ENV] !== undefined) return `${API_KEY_ENV} is not supported with --config yet`;
   const given = MODEL_FLAGS.find((key) => command.getOptionValueSource(key) === 'cli');
   if (given !== undefined) return `${flagName(given)} does not apply with --config: set it per model in the file`;
   if (flags.queue === undefined) {

@@ -17,6 +17,7 @@ import { checkDeadlineFits } from '@microbatch/core/http';
 import { dropUndefined } from '@microbatch/core/util';
 import { GRAPH_NAMES, findModelFile } from '@microbatch/inference';
 import { serveUntilSignal } from '../lifecycle.js';
+import { loadAccess } from '../access-flags.js';
 import { loadFramework } from '../load-framework.js';
 import { createLogger } from '../logger.js';
 import { resolveModelDir } from '../model-dir.js';
@@ -113,6 +114,7 @@ export async function serveConfig(
   }
   const { startMultiModelApp } = await loadFramework(flags.framework, loadApp, fail);
   const logger = createLogger(flags.logFormat);
+  const access = loadAccess(flags, process.env, logger, fail);
   const load = defaultLoad({ maxLoadedModels });
   const definitions = config.models.map((model, index): ModelDefinition => {
     const dir = dirs[index] as string;
@@ -146,7 +148,10 @@ export async function serveConfig(
       const registry = createModelRegistry(definitions, { maxLoadedModels, logger });
       // A request waiting for its model must get its 503 before the server could close its connection.
       checkDeadlineFits(registry.loadWaitMs);
-      return startMultiModelApp(registry, where);
+      return startMultiModelApp(registry, where, {
+        ...access.options,
+        sharedPrefixCache: flags.sharedPrefixCache === true,
+      });
     },
     { port: flags.port, host: flags.host },
     logger,
@@ -173,7 +178,11 @@ async function serveReplica(
     'microbatch serve (web replica of several models)',
   );
   await serveUntilSignal(
-    async (where) => startMultiModelApp(await queuedRegistry(flags, url, config, logger, fail), where),
+    async (where) =>
+      startMultiModelApp(await queuedRegistry(flags, url, config, logger, fail), where, {
+        ...loadAccess(flags, process.env, logger, fail).options,
+        sharedPrefixCache: flags.sharedPrefixCache === true,
+      }),
     { port: flags.port, host: flags.host },
     logger,
   );

@@ -5,7 +5,13 @@ import type { ServerResponse } from 'node:http';
 import { unmatchedRoute, writeJson } from '@microbatch/core/http';
 import { BatchError } from '@microbatch/core';
 import { dashboardHandler, metricsHandler, toNodeHandler } from '@microbatch/prometheus';
-import { type EmbeddingsAppOptions, type TextCompletionAppOptions, httpErrorOptions } from './app-options.js';
+import { guardHandlers } from '../auth/route-guard.js';
+import {
+  type EmbeddingsAppOptions,
+  type TextCompletionAppOptions,
+  accessOptions,
+  httpErrorOptions,
+} from './app-options.js';
 import {
   type AppRoute,
   type NoRoute,
@@ -36,7 +42,7 @@ import {
  * createMultiModelApp(registry, { exposeDetails: true, embeddingsLimits: { maxInputs: 64 } });
  * ```
  */
-export interface MultiModelAppOptions extends Omit<TextCompletionAppOptions, 'readiness'> {
+export interface MultiModelAppOptions extends Omit<TextCompletionAppOptions, 'readiness' | 'batchApi'> {
   /** Bounds of `POST /v1/embeddings` requests beyond the model's own. */
   readonly embeddingsLimits?: EmbeddingsAppOptions['limits'];
 }
@@ -127,6 +133,7 @@ function modelOf(
  */
 export function multiModelHandlers(registry: ModelRegistry, options: MultiModelAppOptions = {}) {
   const errors = httpErrorOptions(options);
+  const { apiKeys, protectMetrics, clientKey } = accessOptions(options);
   const servingSince = Math.floor(Date.now() / 1_000);
   // A loaded service's endpoints, made at its first request and dropped with it (a reload makes new ones).
   const made = new WeakMap<ModelService, Partial<Record<ModelEndpointName, NodeJsonEndpoint>>>();
@@ -135,7 +142,8 @@ export function multiModelHandlers(registry: ModelRegistry, options: MultiModelA
     if (endpoints === undefined) {
       const row = MODEL_TASKS[lease.task] as ModelTaskRow<ModelService>;
       endpoints = row.makeEndpoints(lease.service, lease.metrics, {
-        clientKey: options.clientKey,
+        clientKey,
+        sharedPrefixCache: options.sharedPrefixCache ?? false,
         exposeDetails: errors.exposeDetails ?? false,
         limits: options.limits,
         chatLimits: options.chatLimits,
@@ -204,7 +212,8 @@ export function multiModelHandlers(registry: ModelRegistry, options: MultiModelA
       ? { status: 200, body: { status: 'ok' } }
       : { status: 503, body: { status: 'unavailable', reasons } };
   };
-  return {
+  // With keys, every route but the probes (and the metrics unless `protectMetrics`) requires one, as on every app.
+  const handlers = {
     completions: jsonRoute(routed('completions')),
     chatCompletions: jsonRoute(routed('chatCompletions')),
     embeddings: jsonRoute(routed('embeddings')),
@@ -214,6 +223,12 @@ export function multiModelHandlers(registry: ModelRegistry, options: MultiModelA
     metrics: nodeRoute(metricsHandler(registry.metrics)),
     dashboard: nodeRoute(dashboardHandler({ registry: registry.metrics, title: 'microbatch · models' })),
   };
+  return guardHandlers(
+    handlers,
+    apiKeys,
+    protectMetrics ? ['liveness', 'readiness'] : ['liveness', 'readiness', 'metrics', 'dashboard'],
+    registry.metrics,
+  );
 }
 
 /**

@@ -35,6 +35,8 @@ export type ModelEndpointName = keyof typeof MODEL_ENDPOINTS;
 /** What the endpoints of one loaded model share: the app's options. */
 export interface ModelEndpointOptions {
   readonly clientKey?: ClientKey | undefined;
+  /** One prefix cache for every tenant (`TextCompletionAppOptions.sharedPrefixCache`). */
+  readonly sharedPrefixCache?: boolean;
   readonly exposeDetails: boolean;
   readonly limits?: CompletionRequestLimits | undefined;
   readonly chatLimits?: ChatRequestLimits | undefined;
@@ -75,7 +77,12 @@ const textGeneration: ModelTaskRow<TextCompletionService> = {
   makeEndpoints: (service, registry, options) => {
     instrumentTextCompletionService(service, registry);
     const generation = createGenerationMetrics({ model: service.id, registry });
-    const endpoint = { clientKey: options.clientKey, generation, exposeDetails: options.exposeDetails };
+    const endpoint = {
+      clientKey: options.clientKey,
+      generation,
+      exposeDetails: options.exposeDetails,
+      sharedPrefixCache: options.sharedPrefixCache ?? false,
+    };
     return {
       completions: createCompletionsEndpoint(service, { ...endpoint, limits: options.limits ?? {} }),
       chatCompletions: createChatCompletionsEndpoint(service, { ...endpoint, limits: options.chatLimits ?? {} }),
