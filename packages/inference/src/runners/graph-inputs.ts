@@ -1,7 +1,7 @@
 // The input names of an ONNX graph, read from its header fields with the same positioned protobuf walk as the
 // external data check (`external-data.ts`): the weights are skipped over, never read, so a main thread can ask at
 // start-up whether a decoder has the KV cache the continuous loop drives, before any worker loads it.
-import { closeSync, fstatSync, openSync } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync } from 'node:fs';
 import { FileBytes, MODEL_GRAPH, fields } from './external-data.js';
 
 // Field numbers of onnx.proto3: GraphProto.input, ValueInfoProto.name.
@@ -17,8 +17,11 @@ const VALUE_INFO_NAME = 1;
  * ```
  */
 export function graphInputNames(path: string): string[] {
-  const fd = openSync(path, 'r');
+  // Opened without blocking and read only if a regular file: this runs on the main thread, and a FIFO or a device
+  // (what a dead mount looks like) would block it; the worker's load then meets it under the pool's startTimeoutMs.
+  const fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK);
   try {
+    if (!fstatSync(fd).isFile()) throw new Error(`${path} is not a regular file`);
     const bytes = new FileBytes(fd);
     const names: string[] = [];
     for (const model of fields(bytes, 0, fstatSync(fd).size)) {
