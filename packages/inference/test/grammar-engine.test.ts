@@ -111,6 +111,16 @@ describe('GrammarEngine on the GPT-2 vocabulary', () => {
     expect(seen.size).toBeGreaterThan(5);
   });
 
+  it('keeps raw control characters out of length-bounded strings (XGrammar alone lets them through)', async () => {
+    for (let seed = 1; seed <= 30; seed += 1) {
+      const { text } = await walk({ type: 'json', schema: { type: 'string', minLength: 2, maxLength: 6 } }, seed, 12);
+      const points = Array.from(JSON.parse(text) as string, (char) => char.codePointAt(0) as number);
+      expect(points.length).toBeGreaterThanOrEqual(2);
+      expect(points.length).toBeLessThanOrEqual(6);
+      expect(points.filter((point) => point < 0x20)).toEqual([]);
+    }
+  });
+
   it('constrains to a regex and to a choice list', async () => {
     const regex = await walk({ type: 'regex', pattern: '[0-9]{3}-[a-z]{2}' }, 7);
     expect(regex.text).toMatch(/^[0-9]{3}-[a-z]{2}$/);
