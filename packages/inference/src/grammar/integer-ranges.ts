@@ -3,7 +3,9 @@
 // `minimum: -5` refuses -5..-1), so such a schema is compiled with each bounded integer as the `enum` of its values,
 // and only the bounds that can be written so (or `minimum: 0` alone, which it gets right) are accepted. Likewise
 // a string with `minLength` / `maxLength` (and no `pattern`): XGrammar's rule for it lets raw control characters
-// through, which JSON forbids, so it is compiled as the equivalent `pattern` without them.
+// through, which JSON forbids, and counts a byte-level vocabulary's partial UTF-8 bytes as characters (the decoded
+// text then has more characters than `maxLength`: measured on GPT-2's vocabulary), so it is compiled as a pattern of
+// printable ASCII characters (no `"` or `\`), which every byte-level and most other vocabularies can spell.
 
 /** The most values an integer range may have (each is one alternative of the grammar). */
 export const MAX_INTEGER_RANGE = 1024;
@@ -76,7 +78,7 @@ export function enumerateIntegerRanges(schema: unknown): unknown {
   if (node.type === 'string' && node.pattern === undefined && (minLength !== undefined || maxLength !== undefined)) {
     const least = typeof minLength === 'number' ? Math.max(0, Math.ceil(minLength)) : 0;
     const most = typeof maxLength === 'number' ? String(Math.floor(maxLength)) : '';
-    node.pattern = `^[^\\x00-\\x1f"\\\\]{${least},${most}}$`;
+    node.pattern = `^[\\x20\\x21\\x23-\\x5b\\x5d-\\x7e]{${least},${most}}$`;
     delete node.minLength;
     delete node.maxLength;
   }
