@@ -140,6 +140,15 @@ describe('GrammarEngine on the GPT-2 vocabulary', () => {
     expect(text).toBe('after');
   });
 
+  it('compiles a new grammar once when requests for it arrive together', async () => {
+    const before = { ...engine.stats };
+    const spec: GrammarSpec = { type: 'choice', choices: ['together'] };
+    const matchers = await Promise.all([engine.matcher(spec), engine.matcher(spec), engine.matcher(spec)]);
+    expect(engine.stats.compiles).toBe(before.compiles + 1);
+    expect(engine.stats.cacheHits).toBe(before.cacheHits + 2);
+    for (const matcher of matchers) matcher.dispose();
+  });
+
   it('caches compiled grammars (LRU bounded by cacheSize)', async () => {
     const spec: GrammarSpec = { type: 'choice', choices: ['cache-me'] };
     (await engine.matcher(spec)).dispose();
