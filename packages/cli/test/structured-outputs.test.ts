@@ -298,7 +298,7 @@ describe('structured outputs against microbatch serve on a GPT-2-vocabulary deco
       toolChoice: 'required',
       prompt: 'What is the weather?',
       temperature: 1,
-      maxOutputTokens: 120,
+      maxOutputTokens: 250, // up to 8 parallel calls of about 15 tokens each
       maxRetries: 0,
     });
     expect(first.finishReason).toBe('tool-calls');
@@ -349,7 +349,7 @@ describe('structured outputs against microbatch serve on a GPT-2-vocabulary deco
       apiKey: 'unused',
       configuration: { baseURL: `${server.url}/v1` },
       temperature: 1,
-      maxTokens: 150,
+      maxTokens: 250,
       maxRetries: 0,
     });
     const schema = z.object({ answer: z.enum(['yes', 'no']), confidence: z.number().int().min(0).max(10) });
@@ -401,7 +401,7 @@ describe('structured outputs against microbatch serve on a GPT-2-vocabulary deco
       // Valid JSON Schema that XGrammar cannot compile: the worker's WASM instance fails and is replaced.
       [
         { response_format: { type: 'json_schema', json_schema: { name: 'a', schema: { type: 'no-such-type' } } } },
-        'grammar',
+        'response_format',
         'could not be compiled',
       ],
     ];
@@ -453,8 +453,9 @@ describe('a grammar the vocabulary cannot spell', () => {
         }),
       });
       expect(response.status).toBe(400);
-      const body = (await response.json()) as { error: { message: string } };
+      const body = (await response.json()) as { error: { message: string; param: string } };
       expect(body.error.message).toContain('cannot spell this grammar');
+      expect(body.error.param).toBe('response_format');
     }
     const ok = await fetch(`${server.url}/v1/completions`, {
       method: 'POST',

@@ -172,6 +172,11 @@ describe('tools', () => {
       required,
     );
     expect(forced.calls).toHaveLength(2);
+    const cut = parseToolCalls(
+      '[{"name": "weather", "arguments": {"city": "A}"}}, {"name": "weather", "argu',
+      required,
+    );
+    expect(cut.calls.map((call) => call.function.arguments)).toEqual(['{"city":"A}"}']);
     expect(forced.calls[0]?.id).toMatch(/^call_[0-9a-f]{24}$/);
   });
 

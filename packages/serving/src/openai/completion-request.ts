@@ -4,7 +4,7 @@ import { BatchError, describeValue as describe, isBatchError } from '@microbatch
 import type { TextGenerationInput } from '@microbatch/inference';
 import { checkInteger, fail, isObjectLike } from '@microbatch/core/util';
 import { invalidField as invalid, isAbsent, readIncludeUsage } from './request-fields.js';
-import { readStructuredOutput } from './response-format.js';
+import { readStructuredOutput, structuredOutputParam } from './response-format.js';
 
 /**
  * `max_tokens` of a request that gives none: OpenAI's own default for completions.
@@ -69,6 +69,8 @@ export interface CompletionRequest {
   readonly includeUsage: boolean;
   /** OpenAI's `user`: who the request is for, as the client says (never a fairness key: shares go by client). */
   readonly user: string | undefined;
+  /** The body field the inputs' grammar came from (`response_format`, `structured_outputs`). */
+  readonly grammarParam?: string | undefined;
 }
 
 /** The longest `user` accepted (a fairness key; longer ones would only grow the batcher's per-key state). */
@@ -227,6 +229,7 @@ export function parseCompletionRequest(
     stream: stream === true,
     includeUsage,
     user: typeof user === 'string' && user !== '' ? user : undefined,
+    ...(grammar === undefined ? {} : { grammarParam: structuredOutputParam(fields) }),
   };
 }
 
