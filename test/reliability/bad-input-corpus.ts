@@ -91,11 +91,11 @@ const CHAT_GROUPS: Record<string, Bad[]> = {
       'messages[0].role',
     ],
     [
-      'a tool message',
-      chatValue({ messages: [{ role: 'tool', content: 'x', tool_call_id: 'a' }] }),
+      'a tool message without its tool_call_id',
+      chatValue({ messages: [{ role: 'tool', content: 'x' }] }),
       400,
       'INVALID_INPUT',
-      'messages[0].role',
+      'messages[0].tool_call_id',
     ],
     [
       'content a number',

@@ -177,7 +177,7 @@ describe('openai client: chat.completions against microbatch serve (express)', (
     [
       { messages: [{ role: 'robot', content: 'hi' }] },
       'messages[0].role',
-      /must be one of "system", "developer", "user", "assistant", got `"robot"`/,
+      /must be one of "system", "developer", "user", "assistant", "tool", got `"robot"`/,
     ],
     [
       { messages: [{ role: 'user', content: 5 }] },

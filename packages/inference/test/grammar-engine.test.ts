@@ -111,6 +111,16 @@ describe('GrammarEngine on the GPT-2 vocabulary', () => {
     expect(seen.size).toBeGreaterThan(5);
   });
 
+  it('keeps raw control characters out of length-bounded strings (XGrammar alone lets them through)', async () => {
+    for (let seed = 1; seed <= 30; seed += 1) {
+      const { text } = await walk({ type: 'json', schema: { type: 'string', minLength: 2, maxLength: 6 } }, seed, 12);
+      const points = Array.from(JSON.parse(text) as string, (char) => char.codePointAt(0) as number);
+      expect(points.length).toBeGreaterThanOrEqual(2);
+      expect(points.length).toBeLessThanOrEqual(6);
+      expect(points.filter((point) => point < 0x20)).toEqual([]);
+    }
+  });
+
   it('constrains to a regex and to a choice list', async () => {
     const regex = await walk({ type: 'regex', pattern: '[0-9]{3}-[a-z]{2}' }, 7);
     expect(regex.text).toMatch(/^[0-9]{3}-[a-z]{2}$/);
@@ -128,6 +138,15 @@ describe('GrammarEngine on the GPT-2 vocabulary', () => {
     expect(engine.stats.recycled).toBe(recycled + 1);
     const { text } = await walk({ type: 'choice', choices: ['after'] }, 1);
     expect(text).toBe('after');
+  });
+
+  it('compiles a new grammar once when requests for it arrive together', async () => {
+    const before = { ...engine.stats };
+    const spec: GrammarSpec = { type: 'choice', choices: ['together'] };
+    const matchers = await Promise.all([engine.matcher(spec), engine.matcher(spec), engine.matcher(spec)]);
+    expect(engine.stats.compiles).toBe(before.compiles + 1);
+    expect(engine.stats.cacheHits).toBe(before.cacheHits + 2);
+    for (const matcher of matchers) matcher.dispose();
   });
 
   it('caches compiled grammars (LRU bounded by cacheSize)', async () => {

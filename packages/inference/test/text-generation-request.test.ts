@@ -28,7 +28,7 @@ describe('createTextGenerationParser', () => {
       field: 'max_new_tokens',
       message:
         'Unknown field `max_new_tokens`: a text-generation body reads only prompt, max_tokens, temperature, top_p, ' +
-        'stop, seed, logprobs (did you mean `max_tokens`?)',
+        'stop, seed, logprobs, grammar (did you mean `max_tokens`?)',
     });
     expect(invalid(() => parse({ prompt: 'Once ', evil: { __proto__: 1 } })).field).toBe('evil');
     expect(invalid(() => parse(JSON.parse('{"prompt": "Once ", "__proto__": {"max_tokens": 9}}'))).field).toBe(
@@ -168,5 +168,18 @@ describe('textGenerationBatchKey', () => {
     expect(textGenerationBatchKey({ prompt: 'a', temperature: 0.7, top_p: 0.9 })).toBe('sample:t=0.7:p=0.9');
     expect(textGenerationBatchKey({ prompt: 'a', temperature: 0.7 })).toBe('sample:t=0.7:p=default');
     expect(textGenerationBatchKey({ prompt: 'a' })).toBe('sample:t=default:p=default');
+  });
+});
+
+describe('the grammar field', () => {
+  it('is checked like the other fields: a bad one is INVALID_INPUT naming `grammar`', () => {
+    const parse = createTextGenerationParser();
+    expect(parse({ prompt: 'Once ', grammar: { type: 'choice', choices: ['a'] } }).grammar).toEqual({
+      type: 'choice',
+      choices: ['a'],
+    });
+    expect(() => parse({ prompt: 'Once ', grammar: { type: 'json', schema: { not: {} } } })).toThrow(
+      'the schema keyword `not`',
+    );
   });
 });

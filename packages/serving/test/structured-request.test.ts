@@ -4,7 +4,9 @@ import { describe, expect, it } from 'vitest';
 import { parseChatRequest } from '../src/openai/chat-request.js';
 import { parseCompletionRequest } from '../src/openai/completion-request.js';
 import { toChatCompletion, toolCallDeltas } from '../src/openai/chat-response.js';
+import type { ToolCallDelta } from '../src/openai/chat-response.js';
 import { parseToolCalls, readTools } from '../src/openai/tool-calls.js';
+import { ToolCallStream } from '../src/openai/tool-call-stream.js';
 import { PLAIN_CHAT_TEMPLATE } from '../src/openai/chat-template.js';
 import { createTextGenerationParser } from '@microbatch/inference';
 
@@ -170,6 +172,11 @@ describe('tools', () => {
       required,
     );
     expect(forced.calls).toHaveLength(2);
+    const cut = parseToolCalls(
+      '[{"name": "weather", "arguments": {"city": "A}"}}, {"name": "weather", "argu',
+      required,
+    );
+    expect(cut.calls.map((call) => call.function.arguments)).toEqual(['{"city":"A}"}']);
     expect(forced.calls[0]?.id).toMatch(/^call_[0-9a-f]{24}$/);
   });
 
@@ -201,5 +208,30 @@ describe('tools', () => {
         .join(''),
     ).toBe(calls[0]?.function.arguments);
     expect(pieces.length).toBeGreaterThan(2);
+  });
+});
+
+describe('ToolCallStream', () => {
+  it('streams forced calls as they come, in any split, adding up to the parsed calls', () => {
+    const text =
+      '[{"name": "weather", "arguments": {"city": "O\\"s}lo", "days": [1, 2]}}, {"name": "weather", "arguments": {"city": "Rome"}}]';
+    const tools = readTools({ tools: [WEATHER], tool_choice: 'required' });
+    if (tools === undefined) throw new Error('no tools');
+    const expected = parseToolCalls(text, tools).calls.map((call) => call.function);
+    for (const size of [1, 3, 7, 200]) {
+      const stream = new ToolCallStream();
+      const pieces: ToolCallDelta[] = [];
+      for (let at = 0; at < text.length; at += size) pieces.push(...stream.push(text.slice(at, at + size)));
+      expect(stream.calls).toBe(2);
+      const calls = [0, 1].map((index) => {
+        const own = pieces.filter((piece) => piece.index === index);
+        expect(own[0]?.id).toMatch(/^call_/);
+        return {
+          name: own[0]?.function.name,
+          arguments: JSON.stringify(JSON.parse(own.map((piece) => piece.function.arguments).join(''))),
+        };
+      });
+      expect(calls).toEqual(expected);
+    }
   });
 });

@@ -38,7 +38,7 @@ export interface TextGenerationInput {
   readonly resume_tokens?: readonly number[];
   /**
    * Constrains the generated text to a grammar (JSON Schema, JSON, a regular expression, a choice list), enforced
-   * by a token mask at every step (continuous scheduling only). Absent: free text.
+   * by a token mask at every step (under either scheduling). Absent: free text.
    */
   readonly grammar?: GrammarSpec;
   /**

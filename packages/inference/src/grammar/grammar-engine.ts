@@ -56,6 +56,8 @@ interface Instance {
   readonly xg: XgrammarInstance;
   readonly compiler: Awaited<ReturnType<XgrammarInstance['api']['GrammarCompiler']['createGrammarCompiler']>>;
   readonly cache: Map<string, Compiled>;
+  /** Compiles under way, so requests arriving together with one new grammar compile it once. */
+  readonly compiling: Map<string, Promise<Compiled>>;
 }
 
 /**
@@ -134,7 +136,7 @@ export class GrammarEngine {
       [...stopTokenIds],
     );
     const compiler = await xg.api.GrammarCompiler.createGrammarCompiler(info, false);
-    this.#instance = { xg, compiler, cache: new Map() };
+    this.#instance = { xg, compiler, cache: new Map(), compiling: new Map() };
     return this.#instance;
   }
 
@@ -153,6 +155,21 @@ export class GrammarEngine {
       instance.cache.set(key, cached);
       return cached;
     }
+    const pending = instance.compiling.get(key);
+    if (pending !== undefined) {
+      this.stats.cacheHits += 1;
+      return pending;
+    }
+    const compiling = this.#compileNew(instance, spec, key);
+    instance.compiling.set(key, compiling);
+    try {
+      return await compiling;
+    } finally {
+      instance.compiling.delete(key);
+    }
+  }
+
+  async #compileNew(instance: Instance, spec: GrammarSpec, key: string): Promise<Compiled> {
     let source: string | undefined;
     if (spec.type === 'regex' || spec.type === 'choice') {
       try {

@@ -1,7 +1,11 @@
 // Integer bounds, enforced exactly. XGrammar 0.1.27 turns `minimum` / `maximum` of an integer into a digit pattern
 // that is wrong for some bounds (measured: `maximum: 120` lets 121-129 through, `minimum: 7` lets 1-6 through,
 // `minimum: -5` refuses -5..-1), so such a schema is compiled with each bounded integer as the `enum` of its values,
-// and only the bounds that can be written so (or `minimum: 0` alone, which it gets right) are accepted.
+// and only the bounds that can be written so (or `minimum: 0` alone, which it gets right) are accepted. Likewise
+// a string with `minLength` / `maxLength` (and no `pattern`): XGrammar's rule for it lets raw control characters
+// through, which JSON forbids, and counts a byte-level vocabulary's partial UTF-8 bytes as characters (the decoded
+// text then has more characters than `maxLength`: measured on GPT-2's vocabulary), so it is compiled as a pattern of
+// printable ASCII characters (no `"` or `\`), which every byte-level and most other vocabularies can spell.
 
 /** The most values an integer range may have (each is one alternative of the grammar). */
 export const MAX_INTEGER_RANGE = 1024;
@@ -57,7 +61,10 @@ export function integerBoundsProblem(node: Record<string, unknown>, path: string
   );
 }
 
-/** A copy of `schema` with every bounded integer written as the `enum` of its values (see the file's comment). */
+/**
+ * A copy of `schema` with every bounded integer written as the `enum` of its values, and every length-bounded string
+ * as a pattern (see the file's comment).
+ */
 export function enumerateIntegerRanges(schema: unknown): unknown {
   if (typeof schema !== 'object' || schema === null || Array.isArray(schema)) return schema;
   const node = { ...(schema as Record<string, unknown>) };
@@ -66,6 +73,14 @@ export function enumerateIntegerRanges(schema: unknown): unknown {
     const values = Array.from({ length: bounds.hi - bounds.lo + 1 }, (_, index) => (bounds.lo as number) + index);
     for (const key of ['type', 'minimum', 'maximum', 'exclusiveMinimum', 'exclusiveMaximum']) delete node[key];
     node.enum = Array.isArray(node.enum) ? node.enum.filter((value) => values.includes(value as number)) : values;
+  }
+  const { minLength, maxLength } = node;
+  if (node.type === 'string' && node.pattern === undefined && (minLength !== undefined || maxLength !== undefined)) {
+    const least = typeof minLength === 'number' ? Math.max(0, Math.ceil(minLength)) : 0;
+    const most = typeof maxLength === 'number' ? String(Math.floor(maxLength)) : '';
+    node.pattern = `^[\\x20\\x21\\x23-\\x5b\\x5d-\\x7e]{${least},${most}}$`;
+    delete node.minLength;
+    delete node.maxLength;
   }
   for (const key of MAPS) {
     const map = node[key];

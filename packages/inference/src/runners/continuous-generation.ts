@@ -20,10 +20,9 @@ import { Sequence } from './continuous/sequence.js';
 import { seededRandom } from './continuous/sampler.js';
 import { tokenPieces } from './continuous/token-pieces.js';
 import type { PieceOf } from './continuous/token-pieces.js';
-import { GrammarEngine } from '../grammar/grammar-engine.js';
 import type { TokenMatcher } from '../grammar/grammar-engine.js';
-import { readVocabulary } from '../grammar/vocabulary.js';
-import { InputError, serializeError } from '../contract/errors.js';
+import { RunnerGrammars } from '../grammar/runner-grammars.js';
+import { serializeError } from '../contract/errors.js';
 import { checkGenerationInput } from './generation-request.js';
 import type { GenerationRequest } from './generation-request.js';
 import { GenerationRow } from './generation-row.js';
@@ -162,8 +161,8 @@ class ContinuousGenerationRunner implements Runner {
   #onActivity: ((activity: DecodeActivity) => void) | undefined;
   #arrivals = 0;
   readonly #vocabSize: number;
-  /** Structured outputs' grammar engine, loaded at the first request with a grammar. */
-  #grammars: Promise<GrammarEngine> | undefined;
+  /** Structured outputs' grammars, loaded at the first request with one. */
+  #grammars: RunnerGrammars | undefined;
 
   constructor(
     worker: number,
@@ -257,24 +256,9 @@ class ContinuousGenerationRunner implements Runner {
   }
 
   /** A matcher for the request's grammar, with the tokens of a resumed stream already accepted. */
-  async #matcher(request: GenerationRequest): Promise<TokenMatcher> {
-    this.#grammars ??= GrammarEngine.create({
-      vocabulary: readVocabulary(this.#spec.model),
-      vocabSize: this.#vocabSize,
-      stopTokenIds: [...this.#facts.eosTokenIds],
-    });
-    const engine = await this.#grammars.catch((error: unknown) => {
-      this.#grammars = undefined;
-      throw error;
-    });
-    const matcher = await engine.matcher(request.grammar as NonNullable<GenerationRequest['grammar']>);
-    for (const id of request.resume ?? []) {
-      if (!matcher.acceptToken(id)) {
-        matcher.dispose();
-        throw new InputError('resume_tokens', "`resume_tokens` do not follow the request's grammar");
-      }
-    }
-    return matcher;
+  #matcher(request: GenerationRequest): Promise<TokenMatcher> {
+    this.#grammars ??= new RunnerGrammars(this.#spec.model, this.#vocabSize, [...this.#facts.eosTokenIds]);
+    return this.#grammars.matcher(request.grammar as NonNullable<GenerationRequest['grammar']>, request.resume);
   }
 
   #sequence(request: GenerationRequest, cancelled: () => boolean, grammar?: TokenMatcher): Sequence {

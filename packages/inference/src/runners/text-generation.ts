@@ -6,11 +6,14 @@ import {
   Tensor,
   random,
 } from '@huggingface/transformers';
-import { InputError } from '../contract/errors.js';
+import { InputError, serializeError } from '../contract/errors.js';
 import type { ItemResult, StepSlot, WorkerInit } from '../contract/messages.js';
 import { samplingKey } from '../spec/runner-spec.js';
 import type { TextGenerationRunnerSpec } from '../contract/runner-specs.js';
+import type { TokenMatcher } from '../grammar/grammar-engine.js';
+import { RunnerGrammars } from '../grammar/runner-grammars.js';
 import { checkGenerationInput } from './generation-request.js';
+import { GRAMMAR_DEAD_END, GrammarLogitsProcessor } from './grammar-logits.js';
 import type { GenerationRequest as Request } from './generation-request.js';
 import { GenerationRow } from './generation-row.js';
 import { localModel } from './local-model.js';
@@ -51,6 +54,8 @@ interface ModelFacts {
   readonly contextLength: number;
   readonly eosTokenIds: ReadonlySet<number>;
   readonly padTokenId: number;
+  /** The logits' width (`config.vocab_size`). */
+  readonly vocabSize: number;
 }
 
 /**
@@ -65,6 +70,7 @@ export async function loadTextGenerationRunner(spec: Spec, init: WorkerInit): Pr
   recomputeWithoutKvCache(model);
   if (spec.seed >= 0) random.seed(spec.seed);
   const config = model.config as {
+    vocab_size?: number;
     max_position_embeddings?: number;
     eos_token_id?: number | number[];
     pad_token_id?: number;
@@ -75,6 +81,7 @@ export async function loadTextGenerationRunner(spec: Spec, init: WorkerInit): Pr
     eosTokenIds: new Set<number>([eos ?? []].flat().map(Number)),
     // Padded positions are masked out, so any id works; the tokenizer's own pad id keeps logs readable.
     padTokenId: tokenizer.pad_token_id ?? config.pad_token_id ?? 0,
+    vocabSize: config.vocab_size ?? 0,
   });
 }
 
@@ -83,6 +90,8 @@ class TextGenerationRunner implements Runner {
   readonly #tokenizer: Tokenizer;
   readonly #model: Model;
   readonly #facts: ModelFacts;
+  /** Structured outputs' grammars, loaded at the first request with one. */
+  #grammars: RunnerGrammars | undefined;
 
   constructor(spec: Spec, tokenizer: Tokenizer, model: Model, facts: ModelFacts) {
     this.#spec = spec;
@@ -101,7 +110,21 @@ class TextGenerationRunner implements Runner {
     cancelled: () => boolean = () => false,
   ): Promise<ItemResult[]> {
     const results: ItemResult[] = new Array(inputs.length);
-    const valid = partitionValid(inputs, (input) => this.#check(input), results);
+    const checked = partitionValid(inputs, (input) => this.#check(input), results);
+    // Grammars compile before the batch's generate(); one that does not compile or cannot start fails its input.
+    const valid: { readonly index: number; readonly value: Request; readonly grammar?: TokenMatcher }[] = [];
+    for (const item of checked) {
+      if (item.value.grammar === undefined) {
+        valid.push(item);
+        continue;
+      }
+      try {
+        this.#grammars ??= new RunnerGrammars(this.#spec.model, this.#facts.vocabSize, [...this.#facts.eosTokenIds]);
+        valid.push({ ...item, grammar: await this.#grammars.matcher(item.value.grammar, undefined) });
+      } catch (error) {
+        results[item.index] = { ok: false, error: serializeError(error) };
+      }
+    }
     if (emit !== undefined && valid.length < inputs.length) {
       emit(results.map((result): StepSlot => (result !== undefined && !result.ok ? { error: result.error } : null)));
     }
@@ -112,14 +135,18 @@ class TextGenerationRunner implements Runner {
       groups.set(key, [...(groups.get(key) ?? []), item]);
     }
     for (const group of groups.values()) {
-      const rows = await this.#generate(
+      const { rows, failed } = await this.#generate(
         group.map((item) => item.value),
+        group.map((item) => item.grammar),
         (chunks) => emit?.(spread(inputs.length, group, chunks)),
         emit !== undefined,
         cancelled,
       );
       group.forEach((item, position) => {
-        results[item.index] = { ok: true, value: (rows[position] as GenerationRow).output() };
+        item.grammar?.dispose();
+        results[item.index] = failed.has(position)
+          ? { ok: false, error: { code: 'INVALID_INPUT', message: GRAMMAR_DEAD_END, field: 'grammar' } }
+          : { ok: true, value: (rows[position] as GenerationRow).output() };
       });
     }
     return results;
@@ -127,10 +154,11 @@ class TextGenerationRunner implements Runner {
 
   async #generate(
     requests: readonly Request[],
+    grammars: readonly (TokenMatcher | undefined)[],
     onChunks: (chunks: readonly StepSlot[]) => void,
     streaming: boolean,
     cancelled: () => boolean,
-  ): Promise<GenerationRow[]> {
+  ): Promise<{ readonly rows: GenerationRow[]; readonly failed: ReadonlySet<number> }> {
     const decode = (ids: readonly number[]) => this.#tokenizer.decode([...ids], { skip_special_tokens: true });
     const rows = requests.map(
       (request) =>
@@ -151,6 +179,14 @@ class TextGenerationRunner implements Runner {
     };
     const { temperature, topP } = requests[0] as Request;
     const doSample = temperature > 0;
+    const masks = grammars.some((grammar) => grammar !== undefined)
+      ? new GrammarLogitsProcessor(grammars, rows, this.#facts.vocabSize)
+      : undefined;
+    // The grammar's mask goes first: top-p then renormalizes over what the grammar allows.
+    const processors = [
+      ...(masks === undefined ? [] : [masks]),
+      ...(doSample && topP < 1 ? [new TopPLogitsProcessor(topP)] : []),
+    ];
     await this.#model.generate({
       ...this.#leftPadded(requests),
       max_new_tokens: Math.max(...requests.map((request) => request.maxNewTokens)),
@@ -159,11 +195,11 @@ class TextGenerationRunner implements Runner {
       // 0 disables transformers.js' default top-k of 50, so only temperature and top_p shape the distribution.
       top_k: 0,
       stopping_criteria: [new RowStoppingCriteria(rows, streaming ? sendChunks : () => undefined, cancelled)],
-      logits_processor: doSample && topP < 1 ? [new TopPLogitsProcessor(topP)] : null,
+      logits_processor: processors.length > 0 ? processors : null,
     } as unknown as Parameters<Model['generate']>[0]);
     for (const row of rows) row.forceFinish();
     if (streaming) sendChunks();
-    return rows;
+    return { rows, failed: masks?.failed ?? new Set() };
   }
 
   /** `input_ids` and `attention_mask` with padding on the left: decoder-only models continue from the last position. */
@@ -190,7 +226,7 @@ class TextGenerationRunner implements Runner {
       this.#facts.contextLength,
     );
     // generate() samples a whole batch from one stream and does not expose its logits: refused, never ignored.
-    for (const field of ['seed', 'logprobs', 'resume', 'grammar'] as const) {
+    for (const field of ['seed', 'logprobs', 'resume'] as const) {
       if (request[field] !== undefined) {
         const name = field === 'resume' ? 'resume_tokens' : field;
         throw new InputError(name, `\`${name}\` needs continuous scheduling; this model runs with 'request'`);

@@ -17,6 +17,7 @@ import {
   toChatUsageChunk,
   toolCallDeltas,
 } from '../openai/chat-response.js';
+import { ToolCallStream } from '../openai/tool-call-stream.js';
 import { parseToolCalls } from '../openai/tool-calls.js';
 import { type ChatTemplate, PLAIN_CHAT_TEMPLATE } from '../openai/chat-template.js';
 import type { TextCompletionService } from '../service/text-completion-service.js';
@@ -133,14 +134,30 @@ async function* streamChat(
   const usages = [];
   const started = new Set<number>();
   const { tools } = request;
-  // With tools the model may answer calls: a choice's text is held until it ends, then sent as content or as
+  // With `auto` tools the model may answer calls: a choice's text is held until it ends, then sent as content or as
   // `delta.tool_calls` pieces (a call is only known to be one once it parses).
   const held = new Map<number, string>();
+  const forced = new Map<number, ToolCallStream>();
   for await (const [index, chunk] of streamAll(model, exchange)) {
     // The role goes first, once per choice, when its generation has begun (so a refused request sends nothing).
     if (!started.has(index)) {
       started.add(index);
       yield toChatChunk(meta, index, { role: 'assistant', content: '' }, null, null, includeUsage);
+    }
+    if (tools !== undefined && (tools.choice === 'required' || typeof tools.choice === 'object')) {
+      // A forced call is read as it is generated: each call's name, then its arguments in fragments.
+      const reader = forced.get(index) ?? new ToolCallStream();
+      forced.set(index, reader);
+      for (const piece of reader.push(chunk.text)) {
+        yield toChatChunk(meta, index, { tool_calls: [piece] }, null, null, includeUsage);
+      }
+      if (chunk.usage !== null) usages.push(chunk.usage);
+      if (chunk.finish_reason !== null) {
+        // Cut by `max_tokens`, the last call is incomplete: `length`, as OpenAI says then.
+        const reason = chunk.finish_reason === 'stop' && reader.calls > 0 ? 'tool_calls' : chunk.finish_reason;
+        yield toChatChunk(meta, index, {}, reason, null, includeUsage);
+      }
+      continue;
     }
     if (tools !== undefined && tools.choice !== 'none') {
       held.set(index, (held.get(index) ?? '') + chunk.text);

@@ -4,6 +4,7 @@
 import { setMaxListeners } from 'node:events';
 import type { TextGenerationChunk, TextGenerationInput, TextGenerationOutput } from '@microbatch/inference';
 import type { TextCompletionService } from '../service/text-completion-service.js';
+import { renameGrammarError } from '../openai/response-format.js';
 import { setDecodeBatchHeaders } from './decode-batch-headers.js';
 import { mergeStreams } from './merge-streams.js';
 import type { EndpointCall } from './openai-endpoint.js';
@@ -14,6 +15,8 @@ const MAX_LISTENERS_SLACK = 10;
 /** A request with generated sequences: one input per prompt or choice. */
 export interface GenerationRequest {
   readonly inputs: readonly TextGenerationInput[];
+  /** The body field the inputs' grammar came from: the `param` of the worker's errors about it. */
+  readonly grammarParam?: string | undefined;
   /** The request's own `cache_salt` (vLLM's): a partition of the prefix cache within its tenant's. */
   readonly cacheSalt?: string | undefined;
 }
@@ -63,7 +66,7 @@ export async function generateAll(
     return outputs;
   } catch (error) {
     for (const timer of timers ?? []) timer.failed(error);
-    throw error;
+    throw renameGrammarError(error, request.grammarParam);
   } finally {
     done.abort();
   }
@@ -96,7 +99,7 @@ export async function* streamAll(
     }
   } catch (error) {
     for (const timer of timers ?? []) timer.failed(error);
-    throw error;
+    throw renameGrammarError(error, request.grammarParam);
   } finally {
     // A client that left: its sequences are no longer running (a finished or failed timer ignores this).
     for (const timer of timers ?? []) timer.failed(undefined);

@@ -4,7 +4,7 @@ import { BatchError, describeValue as describe, isBatchError } from '@microbatch
 import type { TextGenerationInput } from '@microbatch/inference';
 import { checkInteger, fail, isObjectLike } from '@microbatch/core/util';
 import { type ChatMessage, type ChatMessageToolCall, type ChatTemplate, PLAIN_CHAT_TEMPLATE } from './chat-template.js';
-import { readStructuredOutput } from './response-format.js';
+import { readStructuredOutput, structuredOutputParam } from './response-format.js';
 import { type ToolRequest, readTools, toolGrammar } from './tool-calls.js';
 import { MIN_TEMPERATURE } from './completion-request.js';
 import { invalidField as invalid, isAbsent, readCacheSalt, readIncludeUsage } from './request-fields.js';
@@ -54,6 +54,8 @@ export interface ChatRequest {
   readonly logprobs: boolean;
   /** The declared tools, `tool_choice` and `parallel_tool_calls`; `undefined` without tools. */
   readonly tools?: ToolRequest | undefined;
+  /** The body field the inputs' grammar came from (`response_format`, `structured_outputs`, `tool_choice`). */
+  readonly grammarParam?: string | undefined;
 }
 
 const MAX_USER_LENGTH = 256;
@@ -201,6 +203,9 @@ export function parseChatRequest(
     cacheSalt: readCacheSalt(fields.cache_salt),
     logprobs: logprobs === true,
     ...(tools === undefined ? {} : { tools }),
+    ...(grammar === undefined
+      ? {}
+      : { grammarParam: forced === undefined ? structuredOutputParam(fields) : 'tool_choice' }),
   };
 }
 

@@ -119,8 +119,8 @@ export function toChatCompletion(
           calls.length === 0
             ? { role: 'assistant', content: output.text, refusal: null }
             : { role: 'assistant', content, refusal: null, tool_calls: calls },
-        // A call cut by `max_tokens` does not parse: it stays content, with `length`.
-        finish_reason: calls.length === 0 ? output.finish_reason : 'tool_calls',
+        // Cut by `max_tokens`: the complete calls are answered, with `length` (no call at all: the text is content).
+        finish_reason: calls.length === 0 || output.finish_reason === 'length' ? output.finish_reason : 'tool_calls',
         logprobs: logprobs ? { content: output.logprobs ?? [], refusal: null } : null,
       };
     }),

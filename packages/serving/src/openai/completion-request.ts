@@ -3,8 +3,8 @@
 import { BatchError, describeValue as describe, isBatchError } from '@microbatch/core';
 import type { TextGenerationInput } from '@microbatch/inference';
 import { checkInteger, fail, isObjectLike } from '@microbatch/core/util';
-import { readStructuredOutput } from './response-format.js';
 import { invalidField as invalid, isAbsent, readCacheSalt, readIncludeUsage } from './request-fields.js';
+import { readStructuredOutput, structuredOutputParam } from './response-format.js';
 
 /**
  * `max_tokens` of a request that gives none: OpenAI's own default for completions.
@@ -71,6 +71,8 @@ export interface CompletionRequest {
   readonly user: string | undefined;
   /** vLLM's `cache_salt`: the request's own partition of the prefix cache, within its tenant's. */
   readonly cacheSalt: string | undefined;
+  /** The body field the inputs' grammar came from (`response_format`, `structured_outputs`). */
+  readonly grammarParam?: string | undefined;
 }
 
 /** The longest `user` accepted (a fairness key; longer ones would only grow the batcher's per-key state). */
@@ -231,6 +233,7 @@ export function parseCompletionRequest(
     includeUsage,
     user: typeof user === 'string' && user !== '' ? user : undefined,
     cacheSalt: readCacheSalt(fields.cache_salt),
+    ...(grammar === undefined ? {} : { grammarParam: structuredOutputParam(fields) }),
   };
 }
 

@@ -1,7 +1,7 @@
 // Structured outputs on the wire: OpenAI's `response_format` (JSON mode, JSON Schema) and vLLM's
 // `structured_outputs` extra (`json`, `regex`, `choice`), read into the one grammar a generation input carries.
 // Whatever a grammar cannot enforce is a 400 naming the field and the problem, never a looser answer.
-import { describeValue as describe } from '@microbatch/core';
+import { BatchError, describeValue as describe, isBatchError } from '@microbatch/core';
 import { checkGrammarSpec } from '@microbatch/inference';
 import type { GrammarSpec } from '@microbatch/inference';
 import { invalidField as invalid, isAbsent } from './request-fields.js';
@@ -114,4 +114,33 @@ export function readStructuredOutput(fields: Readonly<Record<string, unknown>>):
     throw invalid('structured_outputs', '`structured_outputs` and `response_format` cannot be combined: give one');
   }
   return readStructuredOutputs(fields.structured_outputs);
+}
+
+/**
+ * Which body field a request's grammar came from (`response_format`, `structured_outputs`), for the `param` of
+ * errors the worker reports about it; `undefined` without a grammar from these fields.
+ *
+ * @example
+ * ```ts
+ * structuredOutputParam({ structured_outputs: { regex: 'a+' } }); // 'structured_outputs'
+ * ```
+ */
+export function structuredOutputParam(fields: Readonly<Record<string, unknown>>): string | undefined {
+  if (!isAbsent(fields.structured_outputs)) return 'structured_outputs';
+  const type = (fields.response_format as { type?: unknown } | null | undefined)?.type;
+  return type === 'json_object' || type === 'json_schema' ? 'response_format' : undefined;
+}
+
+/**
+ * A worker's error about the input's `grammar` (it does not compile, the vocabulary cannot spell it) named after the
+ * body field the client used (`param`), so OpenAI clients see their own field; any other error as it is.
+ *
+ * @example
+ * ```ts
+ * throw renameGrammarError(error, request.grammarParam);
+ * ```
+ */
+export function renameGrammarError(error: unknown, param: string | undefined): unknown {
+  if (param === undefined || !isBatchError(error) || error.details?.field !== 'grammar') return error;
+  return new BatchError(error.code, error.message, { cause: error, details: { ...error.details, field: param } });
 }

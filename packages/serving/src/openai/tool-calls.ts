@@ -151,6 +151,33 @@ function asCall(value: unknown, names: ReadonlySet<string>): ToolCall | undefine
   return { id: toolCallId(), type: 'function', function: { name, arguments: JSON.stringify(given) } };
 }
 
+/** The complete `{...}` entries of a JSON array of objects whose text was cut short. */
+function completeCalls(text: string): unknown[] {
+  const calls: unknown[] = [];
+  let depth = 0;
+  let start = -1;
+  let inString = false;
+  let escaped = false;
+  for (let at = 0; at < text.length; at += 1) {
+    const char = text[at];
+    if (inString) {
+      if (escaped) escaped = false;
+      else if (char === '\\') escaped = true;
+      else if (char === '"') inString = false;
+      continue;
+    }
+    if (char === '"') inString = true;
+    else if (char === '[' || char === '{') {
+      depth += 1;
+      if (char === '{' && depth === 2) start = at;
+    } else if (char === ']' || char === '}') {
+      depth -= 1;
+      if (char === '}' && depth === 1 && start >= 0) calls.push(parseJson(text.slice(start, at + 1)));
+    }
+  }
+  return calls;
+}
+
 function parseJson(text: string): unknown {
   try {
     return JSON.parse(text);
@@ -178,7 +205,8 @@ export function parseToolCalls(
   const names = new Set(tools.functions.map((fn) => fn.name));
   if (tools.choice !== 'auto') {
     const parsed = parseJson(text);
-    const list = Array.isArray(parsed) ? parsed : [parsed];
+    // Cut by `max_tokens`, the array is incomplete: its complete calls still count.
+    const list = Array.isArray(parsed) ? parsed : parsed === undefined ? completeCalls(text) : [parsed];
     const calls = list.map((entry) => asCall(entry, names));
     if (calls.length === 0 || calls.some((call) => call === undefined)) return none;
     return { content: null, calls: calls as ToolCall[] };
