@@ -96,7 +96,10 @@ async function soakOne(framework: string, embedModel: string, scratch: string) {
       rate: { text_per_s: textRate, embeddings_per_s: embedRate },
       requests: outcomes.length,
       by_kind: byKind,
-      problems: problems.slice(0, 20),
+      problems: problems.reduce<Record<string, number>>((counts, found) => {
+        counts[found] = (counts[found] ?? 0) + 1;
+        return counts;
+      }, {}),
       problem_count: problems.length,
       samples: samples.length,
       last_half_growth: growth,

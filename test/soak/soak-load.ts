@@ -2,6 +2,8 @@
 // after its first chunk, a bad body, an embedding), each accounted for exactly: the status, whether a stream ended
 // with `[DONE]` once, or the error that ended it; a capacity probe (closed loops) and the paced open loop.
 
+import { Agent, request } from 'node:http';
+
 /** What the soak sends. */
 export type Kind = 'whole' | 'stream' | 'chat' | 'cancel' | 'bad' | 'embed';
 
@@ -25,54 +27,82 @@ const BAD_BODIES = [
 ];
 const PROMPTS = ['Once upon a time', 'The little dog', 'Lily went to the park', 'Tom had a red ball'];
 
+/** The soak's clients' connections: kept alive, at most 64 per server (more requests wait in the client). */
+const AGENT = new Agent({ keepAlive: true, maxSockets: 64 });
+/** A request with no complete answer by then is a problem (`timeout`), never waited for forever. */
+const TIMEOUT_MS = 60_000;
+
+interface Reply {
+  readonly status: number;
+  readonly streamed: boolean;
+  readonly text: string;
+  /** The client ended it itself (`cancelAfterFirst`). */
+  readonly cancelled: boolean;
+}
+
+/** POSTs `body` to `url`; with `cancelAfterFirst`, destroys the request at the first SSE `data:` it reads. */
+function post(url: string, body: string, cancelAfterFirst = false): Promise<Reply> {
+  const target = new URL(url);
+  return new Promise((resolve, reject) => {
+    const req = request(
+      {
+        host: target.hostname,
+        port: target.port,
+        path: target.pathname,
+        method: 'POST',
+        agent: AGENT,
+        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+      },
+      (res) => {
+        const streamed = (res.headers['content-type'] ?? '').startsWith('text/event-stream');
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => {
+          text += chunk;
+          if (cancelAfterFirst && streamed && text.includes('data: ')) {
+            req.destroy();
+            resolve({ status: res.statusCode ?? 0, streamed, text, cancelled: true });
+          }
+        });
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, streamed, text, cancelled: false }));
+        res.on('error', reject);
+      },
+    );
+    req.setTimeout(TIMEOUT_MS, () => req.destroy(new Error('timeout')));
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
 /** Sends one request of `kind`; never rejects. */
 export async function sendOne(kind: Kind, textUrl: string, embedUrl: string, n: number): Promise<Outcome> {
   const prompt = PROMPTS[n % PROMPTS.length] as string;
-  const post = (url: string, body: string, signal?: AbortSignal) =>
-    fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body, signal: signal ?? null });
   try {
     if (kind === 'embed') {
-      const response = await post(`${embedUrl}/v1/embeddings`, JSON.stringify({ input: [prompt, `${prompt}!`] }));
-      await response.arrayBuffer();
-      return { kind, status: response.status, done: 0 };
+      const reply = await post(`${embedUrl}/v1/embeddings`, JSON.stringify({ input: [prompt, `${prompt}!`] }));
+      return { kind, status: reply.status, done: 0 };
     }
     if (kind === 'bad') {
       const path = n % 2 === 0 ? '/v1/completions' : '/v1/chat/completions';
-      const response = await post(`${textUrl}${path}`, BAD_BODIES[n % BAD_BODIES.length] as string);
-      await response.arrayBuffer();
-      return { kind, status: response.status, done: 0 };
+      const reply = await post(`${textUrl}${path}`, BAD_BODIES[n % BAD_BODIES.length] as string);
+      return { kind, status: reply.status, done: 0 };
     }
     if (kind === 'whole') {
-      const response = await post(`${textUrl}/v1/completions`, JSON.stringify({ prompt, max_tokens: 16 }));
-      await response.arrayBuffer();
-      return { kind, status: response.status, done: 0 };
+      const reply = await post(`${textUrl}/v1/completions`, JSON.stringify({ prompt, max_tokens: 16 }));
+      return { kind, status: reply.status, done: 0 };
     }
-    const controller = new AbortController();
     const body =
       kind === 'chat'
         ? { messages: [{ role: 'user', content: prompt }], max_tokens: 16, stream: n % 2 === 0 }
         : { prompt, max_tokens: 16, stream: true };
     const path = kind === 'chat' ? '/v1/chat/completions' : '/v1/completions';
-    const response = await post(`${textUrl}${path}`, JSON.stringify(body), controller.signal);
-    if (response.status !== 200 || !(response.headers.get('content-type') ?? '').startsWith('text/event-stream')) {
-      await response.arrayBuffer();
-      return { kind, status: response.status, done: 0 };
-    }
-    const reader = (response.body as ReadableStream<Uint8Array>).getReader();
-    const decoder = new TextDecoder();
-    let text = '';
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      text += decoder.decode(value, { stream: true });
-      if (kind === 'cancel' && text.includes('data: ')) {
-        controller.abort();
-        return { kind, status: 200, done: 0 };
-      }
-    }
-    return { kind, status: 200, done: text.split('data: [DONE]').length - 1 };
+    const reply = await post(`${textUrl}${path}`, JSON.stringify(body), kind === 'cancel');
+    if (reply.cancelled || !reply.streamed) return { kind, status: reply.status, done: 0 };
+    return { kind, status: reply.status, done: reply.text.split('data: [DONE]').length - 1 };
   } catch (error) {
-    return { kind, status: 0, done: 0, error: error instanceof Error ? error.message : String(error) };
+    const code = (error as { code?: unknown } | null)?.code;
+    const detail = typeof code === 'string' ? ` (${code})` : '';
+    return { kind, status: 0, done: 0, error: `${error instanceof Error ? error.message : String(error)}${detail}` };
   }
 }
 
