@@ -34,7 +34,7 @@ function serve(args: readonly string[], probeFile?: string): Promise<ServerProce
   const env = { ...process.env, SOAK_PROBE_FILE: probeFile ?? '', SOAK_PROBE_MS: String(PROBE_MS) };
   return startServerProcess({
     args: [
-      ...(probeFile === undefined ? [] : ['--import', PROBE]),
+      ...(probeFile === undefined ? [] : ['--expose-gc', '--import', PROBE]),
       BIN,
       'serve',
       ...args,
