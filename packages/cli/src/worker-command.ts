@@ -44,6 +44,13 @@ export async function workerCommand(flags: WorkerFlags, fail: (message: string) 
   const { scheduling } = choice;
   const logger = createLogger(flags.logFormat);
   if (choice.fallback !== undefined) logger.warn({ scheduling }, choice.fallback);
+  // A deployment may set it for every process; a worker serves no HTTP, so it says it does not read it.
+  if ((process.env.MICROBATCH_API_KEY ?? '') !== '') {
+    logger.info(
+      {},
+      'MICROBATCH_API_KEY is not read by a worker: the web replicas (microbatch serve --queue) check keys',
+    );
+  }
   const runner = {
     task: 'text-generation',
     model,

@@ -26,6 +26,11 @@ export class Admission {
   readonly #batchKey: ((input: unknown) => unknown) | undefined;
   readonly #cost: ((input: unknown) => number) | undefined;
   readonly #plain: boolean;
+  /**
+   * Takes a queued item out and refuses it (the dispatcher's `rejectQueued`, set once it exists): how a key far
+   * below its fair share makes room in a queue another key filled.
+   */
+  evict: ((item: Item, refusal: Refusal) => void) | undefined = undefined;
 
   constructor(
     options: ResolvedOptions<unknown>,
@@ -94,7 +99,9 @@ export class Admission {
     if (options.signal?.aborted === true) return new Refusal(options.signal.reason, 'CANCELLED');
     const { maxQueueSize } = this.#options;
     if (this.#queues.length + count > maxQueueSize) {
-      return count > maxQueueSize ? this.#refusals.groupTooLarge(count) : this.#refusals.queueFull(now);
+      if (count > maxQueueSize) return this.#refusals.groupTooLarge(count);
+      // A full queue is no reason to refuse a key below its fair share: another key's latest items make room.
+      if (!this.#queues.fair || !this.#makeRoom(options.fairnessKey, count)) return this.#refusals.queueFull(now);
     }
     const limitMs =
       options.maxLatencyMs === undefined
@@ -159,6 +166,39 @@ export class Admission {
     const queued = own?.count ?? 0;
     if (queued + count <= share) return undefined;
     return this.#refusals.overloaded('fair-share', queued, share);
+  }
+
+  /**
+   * With fairness keys and a full queue: when `count` items of `fairnessKey` fit its share of `maxQueueSize`, the
+   * most recently queued items of the key holding the most (beyond its own share, which it keeps) are refused
+   * (`OVERLOADED`, cause `fair-share`) to make room, and `true` is returned; else nothing changes.
+   */
+  #makeRoom(fairnessKey: unknown, count: number): boolean {
+    const evict = this.evict;
+    if (evict === undefined) return false;
+    const { tallies } = this.#queues;
+    const own = tallies.get(fairnessKey)?.count ?? 0;
+    const active = tallies.size + (tallies.has(fairnessKey) ? 0 : 1);
+    const share = this.#options.maxQueueSize / active;
+    if (own + count > share) return false;
+    let heaviest: unknown;
+    let most = 0;
+    for (const [key, tally] of tallies) {
+      if (key !== fairnessKey && tally.count > most) {
+        heaviest = key;
+        most = tally.count;
+      }
+    }
+    const needed = this.#queues.length + count - this.#options.maxQueueSize;
+    if (most - needed < share) return false;
+    const latest: Item[] = [];
+    for (const queue of this.#queues.queues()) {
+      for (const item of queue.items) if (item.fairnessKey === heaviest) latest.push(item);
+    }
+    latest.sort((a, b) => b.seq - a.seq);
+    const refusal = this.#refusals.overloaded('fair-share', most, share);
+    for (const item of latest.slice(0, needed)) evict(item, refusal);
+    return true;
   }
 
   #measure(item: Item): Refusal | undefined {

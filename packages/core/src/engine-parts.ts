@@ -58,6 +58,7 @@ export function buildEngineParts(
     cost !== undefined,
     (batches) => new BatchRunner(handler, streaming, onBatchError, settlement, batches),
   );
+  admission.evict = (item, refusal) => dispatcher.rejectQueued(item, refusal);
   const watcher = new ItemWatcher(options.clock, dispatcher);
   return {
     settings,

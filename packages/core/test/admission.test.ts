@@ -409,6 +409,30 @@ describe('fairness keys', () => {
     expect(batcher.stats().overloaded['fair-share']).toBe(1);
   });
 
+  it("makes room in a queue another key filled for a key below its share: the heavy key's latest items go", async () => {
+    const { handler, state } = timed(d10);
+    const batcher = createBatcher(handler, base({ maxBatchSize: 1, maxQueueSize: 4 }));
+    // Alone, the heavy key fills the queue (1 runs, 4 wait); its sixth is refused: the queue is full.
+    const heavy = [1, 2, 3, 4, 5, 6].map((input) => track(batcher.call(input, { fairnessKey: 'heavy' })));
+    await flush();
+    expect(heavy[5]?.code).toBe('QUEUE_FULL');
+    // The light key arrives: 2 keys, a share of 2 each; the heavy key's latest queued item makes room.
+    const light = track(batcher.call(7, { fairnessKey: 'light' }));
+    await flush();
+    expect(light.code).toBeUndefined();
+    expect(heavy[4]?.code).toBe('OVERLOADED');
+    expect(heavy[4]?.error).toMatchObject({ details: { cause: 'fair-share' } });
+    // A second light item still fits its share (heavy keeps its 2); a third would not, and nothing else goes.
+    const second = track(batcher.call(8, { fairnessKey: 'light' }));
+    const third = track(batcher.call(9, { fairnessKey: 'light' }));
+    await flush();
+    expect([second.code, third.code, heavy[3]?.code]).toEqual([undefined, 'QUEUE_FULL', 'OVERLOADED']);
+    await clock.advance(1000);
+    // Every item answered once: 1, 2, 3 of heavy and both admitted light items ran.
+    expect(state.batches.flat().sort((a, b) => a - b)).toEqual([1, 2, 3, 7, 8]);
+    expect(batcher.stats().overloaded['fair-share']).toBe(2);
+  });
+
   it('reports the cause with the reject event and rejects a bad fairnessKey or maxLatencyMs as invalid input', async () => {
     const { handler } = timed(d10);
     const batcher = createBatcher(handler, base({ maxBatchSize: 1, maxQueueSize: 4 }));
