@@ -5,15 +5,13 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createBatcher, createStreamingBatcher, END } from '@microbatch/core';
-import type { TextGenerationChunk, TextGenerationInput, TextGenerationOutput } from '@microbatch/inference';
-import { createTextGenerationParser } from '@microbatch/inference';
+import { createBatcher } from '@microbatch/core';
+import type { TextGenerationInput, TextGenerationOutput } from '@microbatch/inference';
 import { waitFor } from '@microbatch/test-kit';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { RunningServer, TextCompletionService } from '../src/index.js';
 import { startTextCompletionApp } from '../src/app/express/index.js';
-
-const usage = { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 };
+import { FAKE_USAGE as usage, fakeTextService } from './fake-text-service.js';
 
 /** A service running at most `slots` requests at once, each until the test releases it; the prompts in call order. */
 function heldService(slots: number) {
@@ -28,28 +26,7 @@ function heldService(slots: number) {
     },
     { name: 'generate', maxBatchSize: 1, maxConcurrentBatches: slots },
   );
-  const streamer = createStreamingBatcher(
-    async function* (inputs: TextGenerationInput[]) {
-      yield inputs.map((): TextGenerationChunk => ({ text: '', finish_reason: 'length', usage }));
-      yield inputs.map(() => END);
-    },
-    { name: 'streamer', maxConcurrentBatches: slots },
-  );
-  const service: TextCompletionService = {
-    id: 'held',
-    generate,
-    streamer,
-    batchers: [generate, streamer],
-    ready: Promise.resolve(),
-    isReady: () => true,
-    validate: createTextGenerationParser(),
-    drain: async () => {
-      await Promise.all([generate.close(), streamer.close()]);
-    },
-    close: async () => {
-      await Promise.all([generate.close(), streamer.close()]);
-    },
-  };
+  const service = fakeTextService(generate, { id: 'held', streamerSlots: slots });
   /** Releases the held request whose prompt is `prompt`. */
   const release = (prompt: string): void => {
     const index = held.findIndex((entry) => entry.prompt === prompt);

@@ -4,50 +4,20 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createBatcher, createStreamingBatcher, END } from '@microbatch/core';
-import type { TextGenerationChunk, TextGenerationInput, TextGenerationOutput } from '@microbatch/inference';
-import { createTextGenerationParser } from '@microbatch/inference';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { RunningServer, TextCompletionService } from '../src/index.js';
+import type { RunningServer } from '../src/index.js';
 import { startTextCompletionApp as startExpress } from '../src/app/express/index.js';
 import { startTextCompletionApp as startFastify } from '../src/app/fastify/index.js';
 import { startTextCompletionApp as startHono } from '../src/app/hono/index.js';
 import { startTextCompletionApp as startKoa } from '../src/app/koa/index.js';
 import { startTextCompletionApp as startNest } from '../src/app/nest/index.js';
+import { fakeTextService, instantGenerate } from './fake-text-service.js';
 
 const APPS = { express: startExpress, koa: startKoa, fastify: startFastify, hono: startHono, nest: startNest } as const;
 const KEYS = [
   { name: 'team-a', key: 'sk-team-a-1111' },
   { name: 'team-b', key: 'sk-team-b-2222' },
 ];
-const usage = { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 };
-
-function instantService(): TextCompletionService {
-  const generate = createBatcher(
-    async (inputs: TextGenerationInput[]): Promise<TextGenerationOutput[]> =>
-      inputs.map(() => ({ text: ' done', finish_reason: 'length', usage })),
-    { name: 'generate', maxBatchSize: 4 },
-  );
-  const streamer = createStreamingBatcher(async function* (inputs: TextGenerationInput[]) {
-    yield inputs.map((): TextGenerationChunk => ({ text: ' done', finish_reason: 'length', usage }));
-    yield inputs.map(() => END);
-  });
-  const close = async () => {
-    await Promise.all([generate.close(), streamer.close()]);
-  };
-  return {
-    id: 'fake',
-    generate,
-    streamer,
-    batchers: [generate, streamer],
-    ready: Promise.resolve(),
-    isReady: () => true,
-    validate: createTextGenerationParser(),
-    drain: close,
-    close,
-  };
-}
-
 let scratch: string;
 let running: RunningServer | undefined;
 beforeAll(async () => {
@@ -65,7 +35,7 @@ afterAll(async () => {
 describe.each(Object.entries(APPS))('the Batch API scoped by API key (%s)', (framework, start) => {
   it("another key's files and batches do not exist for it; the owner's do", async () => {
     running = await start(
-      instantService(),
+      fakeTextService(instantGenerate()),
       { port: 0, host: '127.0.0.1' },
       {
         apiKeys: KEYS,

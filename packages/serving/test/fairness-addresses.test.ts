@@ -3,14 +3,13 @@
 // few requests: every one of them is admitted and answered, because the light client is far below its fair share
 // whatever the heavy one sends. The same with two API keys from one address (the key's name is the fairness key).
 import { request } from 'node:http';
-import { createBatcher, createStreamingBatcher, END } from '@microbatch/core';
-import type { TextGenerationChunk, TextGenerationInput, TextGenerationOutput } from '@microbatch/inference';
-import { createTextGenerationParser } from '@microbatch/inference';
+import { createBatcher } from '@microbatch/core';
+import type { TextGenerationInput, TextGenerationOutput } from '@microbatch/inference';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { RunningServer, TextCompletionAppOptions, TextCompletionService } from '../src/index.js';
 import { startTextCompletionApp } from '../src/app/express/index.js';
+import { FAKE_USAGE as usage, fakeTextService } from './fake-text-service.js';
 
-const usage = { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 };
 const MAX_QUEUE = 40;
 const HEAVY = 60;
 const LIGHT = 10;
@@ -39,24 +38,7 @@ function heldService(): TextCompletionService {
     },
     { name: 'generate', maxBatchSize: 1, maxQueueSize: MAX_QUEUE },
   );
-  const streamer = createStreamingBatcher(async function* (inputs: TextGenerationInput[]) {
-    yield inputs.map((): TextGenerationChunk => ({ text: '', finish_reason: 'length', usage }));
-    yield inputs.map(() => END);
-  });
-  const close = async () => {
-    await Promise.all([generate.close(), streamer.close()]);
-  };
-  return {
-    id: 'fake',
-    generate,
-    streamer,
-    batchers: [generate, streamer],
-    ready: Promise.resolve(),
-    isReady: () => true,
-    validate: createTextGenerationParser(),
-    drain: close,
-    close,
-  };
+  return fakeTextService(generate);
 }
 
 /** One completion from the loopback address `from` (with `key`); resolves to its status. */

@@ -1,12 +1,10 @@
 // A text-completion service over real batchers whose batches wait for the test, on an injected clock: what the
 // app tests need to hold a batch running, fill a queue and see the service's own refusals through real servers.
-import { createBatcher, createStreamingBatcher, END } from '@microbatch/core';
-import type { TextGenerationChunk, TextGenerationInput, TextGenerationOutput } from '@microbatch/inference';
-import { createTextGenerationParser } from '@microbatch/inference';
+import { createBatcher } from '@microbatch/core';
+import type { TextGenerationInput, TextGenerationOutput } from '@microbatch/inference';
 import { ManualClock, waitFor } from '@microbatch/test-kit';
-import type { TextCompletionService } from '../src/index.js';
+import { FAKE_USAGE as usage, fakeTextService } from './fake-text-service.js';
 
-const usage = { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 };
 /** How long one batch takes on the service's clock. */
 export const BATCH_MS = 100;
 
@@ -21,25 +19,7 @@ export function gatedService(options: { readonly maxLatencyMs?: number; readonly
     },
     { name: 'generate', maxBatchSize: 1, maxConcurrentBatches: 1, clock, ...options },
   );
-  const streamer = createStreamingBatcher(async function* (inputs: TextGenerationInput[]) {
-    yield inputs.map((): TextGenerationChunk => ({ text: '', finish_reason: 'length', usage }));
-    yield inputs.map(() => END);
-  });
-  const service: TextCompletionService = {
-    id: 'fake',
-    generate,
-    streamer,
-    batchers: [generate, streamer],
-    ready: Promise.resolve(),
-    isReady: () => true,
-    validate: createTextGenerationParser(),
-    drain: async () => {
-      await Promise.all([generate.close(), streamer.close()]);
-    },
-    close: async () => {
-      await Promise.all([generate.close(), streamer.close()]);
-    },
-  };
+  const service = fakeTextService(generate);
   /** Ends the running batch after {@link BATCH_MS} of the clock. */
   const finishOne = async (): Promise<void> => {
     await waitFor('a running batch', () => gates.length > 0);
