@@ -105,9 +105,14 @@ export const ENCODER_POST_PATHS: Readonly<Record<ClassifierTask, readonly string
 /**
  * The limits with `maxDocuments` within the service's queue: one request's items are admitted together, so a request
  * larger than the queue could never be admitted (a 503 it would retry forever). Unset, it is lowered to the queue's
- * size; set past it, a `TypeError` naming both.
+ * size; set past it, a `TypeError` naming both. The multi-model app applies it to each rerank and classify model.
+ *
+ * @example
+ * ```ts
+ * documentLimits(reranker, {}).maxDocuments; // 1000, or the queue's size when smaller
+ * ```
  */
-function documentLimits(service: ClassifierService, limits: EncoderRequestLimits): EncoderRequestLimits {
+export function documentLimits(service: ClassifierService, limits: EncoderRequestLimits): EncoderRequestLimits {
   const queue = service.maxQueueSize;
   if (limits.maxDocuments === undefined) return { ...limits, maxDocuments: Math.min(1000, queue) };
   if (limits.maxDocuments > queue) {
