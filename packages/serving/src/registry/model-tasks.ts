@@ -7,13 +7,17 @@ import type { ClientKey } from '../endpoints/client-key.js';
 import { createChatCompletionsEndpoint } from '../endpoints/chat-endpoint.js';
 import { createCompletionsEndpoint } from '../endpoints/completions-endpoint.js';
 import { createEmbeddingsEndpoint } from '../endpoints/embeddings-endpoint.js';
-import { createClassifyEndpoint, createRerankEndpoint, createScoreEndpoint } from '../endpoints/encoder-endpoints.js';
+import {
+  createClassifyEndpoint,
+  createRerankEndpoint,
+  createScoreEndpoint,
+  documentLimits,
+} from '../endpoints/encoder-endpoints.js';
 import type { NodeJsonEndpoint } from '../endpoints/openai-endpoint.js';
 import type { ChatRequestLimits } from '../openai/chat-request.js';
 import type { CompletionRequestLimits } from '../openai/completion-request.js';
 import type { EmbeddingsRequestLimits } from '../openai/embeddings-request.js';
 import type { EncoderRequestLimits } from '../openai/encoder-fields.js';
-import { documentLimits } from '../app/encoder-routes.js';
 import type { ClassifierService } from '../service/classifier-service.js';
 import type { EmbeddingService } from '../service/embedding-service.js';
 import { instrumentTextCompletionService } from '../service/service-metrics.js';
