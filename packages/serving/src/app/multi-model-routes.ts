@@ -195,7 +195,16 @@ export function multiModelHandlers(registry: ModelRegistry, options: MultiModelA
         res.off('close', onClose);
       }
       try {
-        await (endpointsOf(lease)[endpoint] as NodeJsonEndpoint)(body, res);
+        let answer: NodeJsonEndpoint;
+        try {
+          answer = endpointsOf(lease)[endpoint] as NodeJsonEndpoint;
+        } catch (error) {
+          // Options the loaded model refuses (`encoderLimits.maxDocuments` past its queue): its requests get a 500
+          // without the message; the endpoints are made again at the next request, so the refusal repeats.
+          writeOpenAiError(res, error, errors);
+          return;
+        }
+        await answer(body, res);
       } finally {
         lease.release();
       }
