@@ -60,6 +60,43 @@ describe('parseServeConfig', () => {
       '  - { name: e, path: y, task: feature-extraction, maxBatchSize: 64, normalize: false }\n';
     expect(parseServeConfig(text, 'm.yaml').models.map((model) => model.maxBatchSize)).toEqual([4, 64]);
   });
+
+  it('takes rerank and text-classification models with the encoder batching keys (a RAG config)', () => {
+    const text =
+      'models:\n  - { name: chat, path: x, task: text-generation }\n' +
+      '  - { name: embed, path: y, task: feature-extraction }\n' +
+      '  - { name: rerank, path: z, task: rerank, maxBatchSize: 32, maxBatchCost: 4096, load: lazy }\n' +
+      '  - { name: mod, path: w, task: text-classification, maxQueueSize: 256, workers: 2 }\n';
+    const { models } = parseServeConfig(text, 'm.yaml');
+    expect(models.map((model) => model.task)).toEqual([
+      'text-generation',
+      'feature-extraction',
+      'rerank',
+      'text-classification',
+    ]);
+    expect(models[2]).toMatchObject({ maxBatchSize: 32, maxBatchCost: 4096, load: 'lazy' });
+    expect(models[3]).toMatchObject({ maxQueueSize: 256, workers: 2 });
+  });
+
+  it.each([
+    ['pooling', 'rerank', 'pooling: cls', '`pooling` does not apply to task rerank (only to feature-extraction)'],
+    [
+      'maxSequences',
+      'text-classification',
+      'maxSequences: 4',
+      '`maxSequences` does not apply to task text-classification (only to text-generation)',
+    ],
+    ['a scheduling', 'rerank', 'scheduling: continuous', '`scheduling` does not apply to task rerank'],
+  ])('refuses %s on a %s model, naming the line', (_key, task, setting, message) => {
+    const text = `models:\n  - name: a\n    path: x\n    task: ${task}\n    ${setting}\n`;
+    expect(parse(text)).toThrow(`m.yaml:5: models[0].${setting.split(':')[0]}: ${message}`);
+  });
+
+  it('names the encoder tasks when a task is unknown', () => {
+    expect(parse('models:\n  - { name: a, path: x, task: reranker }\n')).toThrow(
+      'm.yaml:2: models[0].task: must be one of text-generation, feature-extraction, rerank, text-classification',
+    );
+  });
 });
 
 describe('planThreads', () => {

@@ -272,7 +272,7 @@ describe('bad config files are refused at start-up, naming the problem', () => {
       'bad task',
       `models:\n  - name: a\n    path: ${STORIES}\n    task: translation\n`,
       [],
-      ':4: models[0].task: must be one of text-generation, feature-extraction, got "translation"',
+      ':4: models[0].task: must be one of text-generation, feature-extraction, rerank, text-classification, got "translation"',
     ],
     [
       'a key of another task',

@@ -112,7 +112,7 @@ export const MODEL_KEYS: Readonly<Record<keyof ModelConfig, KeyRule>> = {
   prefixCacheMb: { check: number(0), tasks: ['text-generation'] },
   maxLatencyMs: { check: number(0, true) },
   maxQueueSize: { check: integer(1) },
-  maxBatchCost: { check: integer(1), tasks: ['feature-extraction'] },
+  maxBatchCost: { check: integer(1), tasks: ['feature-extraction', 'rerank', 'text-classification'] },
   pooling: { check: oneOf(['mean', 'cls', 'last_token']), tasks: ['feature-extraction'] },
   normalize: { check: boolean, tasks: ['feature-extraction'] },
   truncatableDimensions: { check: boolean, tasks: ['feature-extraction'] },

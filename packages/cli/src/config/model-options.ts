@@ -1,6 +1,11 @@
 // A config file's model as the options of serving's model factories: the one place a model's settings become what
 // runs, for a `--config` file and for today's flags alike (`flags-config.ts` turns them into a one-model config).
-import type { EmbeddingModelOptions, Logger, TextCompletionModelOptions } from '@microbatch/serving';
+import type {
+  EmbeddingModelOptions,
+  Logger,
+  SequenceClassifierOptions,
+  TextCompletionModelOptions,
+} from '@microbatch/serving';
 import type { ModelConfig } from './config-schema.js';
 
 /**
@@ -55,6 +60,37 @@ export function embeddingModelOptions(model: ModelConfig, dir: string, logger: L
     pooling: model.pooling,
     normalize: model.normalize,
     truncatableDimensions: model.truncatableDimensions,
+    logger,
+  };
+}
+
+/**
+ * `createSequenceClassifier`'s options for a `rerank` or `text-classification` model of the config, its folder
+ * resolved (`dir`): the settings `serve --task rerank | text-classification` takes from its flags.
+ *
+ * @example
+ * ```ts
+ * createSequenceClassifier(classifierModelOptions(model, '/abs/models/ms-marco-MiniLM-L-6-v2', logger));
+ * ```
+ */
+export function classifierModelOptions(
+  model: ModelConfig & { readonly task: 'rerank' | 'text-classification' },
+  dir: string,
+  logger: Logger,
+): SequenceClassifierOptions {
+  return {
+    id: model.name,
+    model: dir,
+    task: model.task,
+    dtype: model.dtype ?? 'auto',
+    maxBatchSize: model.maxBatchSize,
+    maxBatchCost: model.maxBatchCost,
+    batchWaitTimeoutMs: model.batchWaitTimeoutMs,
+    maxLatencyMs: model.maxLatencyMs,
+    maxQueueSize: model.maxQueueSize,
+    workers: model.workers,
+    threads: model.threads,
+    executionProvider: model.executionProvider,
     logger,
   };
 }

@@ -12,7 +12,13 @@ import type {
   MultiModelAppOptions,
   RunningServer,
 } from '@microbatch/serving';
-import { createEmbeddingModel, createModelRegistry, createTextCompletionModel, planThreads } from '@microbatch/serving';
+import {
+  createEmbeddingModel,
+  createModelRegistry,
+  createSequenceClassifier,
+  createTextCompletionModel,
+  planThreads,
+} from '@microbatch/serving';
 import { checkDeadlineFits } from '@microbatch/core/http';
 import { dropUndefined } from '@microbatch/core/util';
 import { GRAPH_NAMES, findModelFile } from '@microbatch/inference';
@@ -26,7 +32,7 @@ import { defaultLoad, readServeConfig } from './config-file.js';
 import type { ServeConfig } from './config-schema.js';
 import { queuedRegistry } from './serve-config-queue.js';
 import { brokerOf } from '../queue-transport.js';
-import { embeddingModelOptions, textModelOptions } from './model-options.js';
+import { classifierModelOptions, embeddingModelOptions, textModelOptions } from './model-options.js';
 
 type StartApp = (
   registry: ModelRegistry,
@@ -94,7 +100,7 @@ export async function serveConfig(
       findModelFile(
         dir,
         model.dtype ?? 'auto',
-        model.task === 'feature-extraction' ? GRAPH_NAMES.encoder : GRAPH_NAMES.decoder,
+        model.task === 'text-generation' ? GRAPH_NAMES.decoder : GRAPH_NAMES.encoder,
       );
       dirs.push(dir);
     } catch (error) {
@@ -121,9 +127,29 @@ export async function serveConfig(
     const child = withModel(logger, model.name);
     // Requests waiting for the model to load are bounded like those waiting in its batchers.
     const shared = { name: model.name, load: model.load ?? load, ...dropUndefined({ maxWaiting: model.maxQueueSize }) };
-    return model.task === 'feature-extraction'
-      ? { ...shared, task: model.task, create: () => createEmbeddingModel(embeddingModelOptions(model, dir, child)) }
-      : { ...shared, task: model.task, create: () => createTextCompletionModel(textModelOptions(model, dir, child)) };
+    switch (model.task) {
+      case 'feature-extraction':
+        return {
+          ...shared,
+          task: model.task,
+          create: () => createEmbeddingModel(embeddingModelOptions(model, dir, child)),
+        };
+      case 'rerank':
+      case 'text-classification': {
+        const task = model.task;
+        return {
+          ...shared,
+          task,
+          create: () => createSequenceClassifier(classifierModelOptions({ ...model, task }, dir, child)),
+        };
+      }
+      default:
+        return {
+          ...shared,
+          task: model.task,
+          create: () => createTextCompletionModel(textModelOptions(model, dir, child)),
+        };
+    }
   });
   logger.info(
     {

@@ -8,7 +8,12 @@ import { Registry } from 'prom-client';
 import type { ApiKeyInput, ApiKeys } from '../auth/api-keys.js';
 import { guardHandlers } from '../auth/route-guard.js';
 import type { ClientKey } from '../endpoints/client-key.js';
-import { createClassifyEndpoint, createRerankEndpoint, createScoreEndpoint } from '../endpoints/encoder-endpoints.js';
+import {
+  createClassifyEndpoint,
+  createRerankEndpoint,
+  createScoreEndpoint,
+  documentLimits,
+} from '../endpoints/encoder-endpoints.js';
 import { modelList } from '../openai/model-list.js';
 import type { EncoderRequestLimits } from '../openai/encoder-fields.js';
 import type { ClassifierService, ClassifierTask } from '../service/classifier-service.js';
@@ -101,22 +106,6 @@ export const ENCODER_POST_PATHS: Readonly<Record<ClassifierTask, readonly string
   rerank: ENCODER_TABLES.rerank.filter((row) => row.method === 'POST').map((row) => row.path),
   'text-classification': ['/classify'],
 };
-
-/**
- * The limits with `maxDocuments` within the service's queue: one request's items are admitted together, so a request
- * larger than the queue could never be admitted (a 503 it would retry forever). Unset, it is lowered to the queue's
- * size; set past it, a `TypeError` naming both.
- */
-function documentLimits(service: ClassifierService, limits: EncoderRequestLimits): EncoderRequestLimits {
-  const queue = service.maxQueueSize;
-  if (limits.maxDocuments === undefined) return { ...limits, maxDocuments: Math.min(1000, queue) };
-  if (limits.maxDocuments > queue) {
-    throw new TypeError(
-      `Expected \`limits.maxDocuments\` (${limits.maxDocuments}) to be at most the model's \`maxQueueSize\` (${queue}): a request's documents are admitted together`,
-    );
-  }
-  return limits;
-}
 
 /**
  * The handlers of the service's task table: each request's texts or pairs one all-or-none group of batched items

@@ -1,5 +1,5 @@
-// The multi-model app's routes, the same on Express, Koa, Fastify and Hono: every OpenAI endpoint routes by the
-// body's `model` to a model of a `ModelRegistry` (unknown: 404 `model_not_found`; another task's: 400 naming both),
+// The multi-model app's routes, the same on Express, Koa, Fastify and Hono: every OpenAI endpoint (and the encoder
+// ones: rerank, score, classify) routes by the body's `model` to a model of a `ModelRegistry` (unknown: 404 `model_not_found`; another task's: 400 naming both),
 // waiting while that model loads; `/v1/models` lists every model with its task and whether it is loaded.
 import type { ServerResponse } from 'node:http';
 import { unmatchedRoute, writeJson } from '@microbatch/core/http';
@@ -22,6 +22,7 @@ import {
   resolveRoutes,
 } from './route-table.js';
 import type { NodeJsonEndpoint } from '../endpoints/openai-endpoint.js';
+import type { EncoderRequestLimits } from '../openai/encoder-fields.js';
 import { writeOpenAiError } from '../openai/openai-error.js';
 import type { ModelLease, ModelRegistry, ModelService } from '../registry/model-registry.js';
 import {
@@ -45,6 +46,11 @@ import {
 export interface MultiModelAppOptions extends Omit<TextCompletionAppOptions, 'readiness' | 'batchApi'> {
   /** Bounds of `POST /v1/embeddings` requests beyond the model's own. */
   readonly embeddingsLimits?: EmbeddingsAppOptions['limits'];
+  /**
+   * Bounds of `POST /v1/rerank`, `/rerank`, `/v1/score` and `/classify` requests beyond the model's own.
+   * @default `maxDocuments` 1000 or each model's `maxQueueSize` when smaller
+   */
+  readonly encoderLimits?: EncoderRequestLimits;
 }
 
 /**
@@ -59,6 +65,10 @@ export const MULTI_MODEL_TABLE = [
   { method: 'POST', path: MODEL_ENDPOINTS.completions, handler: 'completions' },
   { method: 'POST', path: MODEL_ENDPOINTS.chatCompletions, handler: 'chatCompletions' },
   { method: 'POST', path: MODEL_ENDPOINTS.embeddings, handler: 'embeddings' },
+  { method: 'POST', path: MODEL_ENDPOINTS.rerank, handler: 'rerank' },
+  { method: 'POST', path: '/rerank', handler: 'rerank' },
+  { method: 'POST', path: MODEL_ENDPOINTS.score, handler: 'score' },
+  { method: 'POST', path: MODEL_ENDPOINTS.classify, handler: 'classify' },
   { method: 'GET', path: '/v1/models', handler: 'models' },
   { method: 'GET', path: '/healthz', handler: 'liveness' },
   { method: 'GET', path: '/readyz', handler: 'readiness' },
@@ -148,6 +158,7 @@ export function multiModelHandlers(registry: ModelRegistry, options: MultiModelA
         limits: options.limits,
         chatLimits: options.chatLimits,
         embeddingsLimits: options.embeddingsLimits,
+        encoderLimits: options.encoderLimits,
       });
       made.set(lease.service, endpoints);
     }
@@ -184,7 +195,16 @@ export function multiModelHandlers(registry: ModelRegistry, options: MultiModelA
         res.off('close', onClose);
       }
       try {
-        await (endpointsOf(lease)[endpoint] as NodeJsonEndpoint)(body, res);
+        let answer: NodeJsonEndpoint;
+        try {
+          answer = endpointsOf(lease)[endpoint] as NodeJsonEndpoint;
+        } catch (error) {
+          // Options the loaded model refuses (`encoderLimits.maxDocuments` past its queue): its requests get a 500
+          // without the message; the endpoints are made again at the next request, so the refusal repeats.
+          writeOpenAiError(res, error, errors);
+          return;
+        }
+        await answer(body, res);
       } finally {
         lease.release();
       }
@@ -217,6 +237,9 @@ export function multiModelHandlers(registry: ModelRegistry, options: MultiModelA
     completions: jsonRoute(routed('completions')),
     chatCompletions: jsonRoute(routed('chatCompletions')),
     embeddings: jsonRoute(routed('embeddings')),
+    rerank: jsonRoute(routed('rerank')),
+    score: jsonRoute(routed('score')),
+    classify: jsonRoute(routed('classify')),
     models: nodeRoute(toNodeHandler(modelList)),
     liveness: nodeRoute(toNodeHandler(() => ({ status: 200, body: { status: 'ok' } }))),
     readiness: nodeRoute(toNodeHandler(readiness)),

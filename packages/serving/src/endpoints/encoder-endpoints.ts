@@ -110,6 +110,27 @@ function checkService(service: ClassifierService, options: EncoderEndpointOption
 }
 
 /**
+ * The limits with `maxDocuments` within the service's queue: one request's items are admitted together, so a request
+ * larger than the queue could never be admitted (a 503 it would retry forever). Unset, it is lowered to the queue's
+ * size; set past it, a `TypeError` naming both. The multi-model app applies it to each rerank and classify model.
+ *
+ * @example
+ * ```ts
+ * documentLimits(reranker, {}).maxDocuments; // 1000, or the queue's size when smaller
+ * ```
+ */
+export function documentLimits(service: ClassifierService, limits: EncoderRequestLimits): EncoderRequestLimits {
+  const queue = service.maxQueueSize;
+  if (limits.maxDocuments === undefined) return { ...limits, maxDocuments: Math.min(1000, queue) };
+  if (limits.maxDocuments > queue) {
+    throw new TypeError(
+      `Expected \`limits.maxDocuments\` (${limits.maxDocuments}) to be at most the model's \`maxQueueSize\` (${queue}): a request's documents are admitted together`,
+    );
+  }
+  return limits;
+}
+
+/**
  * A request's texts or pairs tokenized on the service's tokenizer thread (the main thread never tokenizes), their
  * counts checked against the model's and the request's bounds (a 400 naming the field), before anything is queued.
  */

@@ -7,10 +7,18 @@ import type { ClientKey } from '../endpoints/client-key.js';
 import { createChatCompletionsEndpoint } from '../endpoints/chat-endpoint.js';
 import { createCompletionsEndpoint } from '../endpoints/completions-endpoint.js';
 import { createEmbeddingsEndpoint } from '../endpoints/embeddings-endpoint.js';
+import {
+  createClassifyEndpoint,
+  createRerankEndpoint,
+  createScoreEndpoint,
+  documentLimits,
+} from '../endpoints/encoder-endpoints.js';
 import type { NodeJsonEndpoint } from '../endpoints/openai-endpoint.js';
 import type { ChatRequestLimits } from '../openai/chat-request.js';
 import type { CompletionRequestLimits } from '../openai/completion-request.js';
 import type { EmbeddingsRequestLimits } from '../openai/embeddings-request.js';
+import type { EncoderRequestLimits } from '../openai/encoder-fields.js';
+import type { ClassifierService } from '../service/classifier-service.js';
 import type { EmbeddingService } from '../service/embedding-service.js';
 import { instrumentTextCompletionService } from '../service/service-metrics.js';
 import type { TextCompletionService } from '../service/text-completion-service.js';
@@ -27,6 +35,10 @@ export const MODEL_ENDPOINTS = {
   completions: '/v1/completions',
   chatCompletions: '/v1/chat/completions',
   embeddings: '/v1/embeddings',
+  /** Also answered at `/rerank` (TEI's path). */
+  rerank: '/v1/rerank',
+  score: '/v1/score',
+  classify: '/classify',
 } as const;
 
 /** The name of one of {@link MODEL_ENDPOINTS}. */
@@ -41,6 +53,8 @@ export interface ModelEndpointOptions {
   readonly limits?: CompletionRequestLimits | undefined;
   readonly chatLimits?: ChatRequestLimits | undefined;
   readonly embeddingsLimits?: EmbeddingsRequestLimits | undefined;
+  /** Bounds of rerank, score and classify requests (documents per request, characters per text). */
+  readonly encoderLimits?: EncoderRequestLimits | undefined;
 }
 
 /**
@@ -60,6 +74,8 @@ export interface ModelTaskRow<Service> {
 export interface ModelServices {
   readonly 'text-generation': TextCompletionService;
   readonly 'feature-extraction': EmbeddingService;
+  readonly rerank: ClassifierService;
+  readonly 'text-classification': ClassifierService;
 }
 
 /**
@@ -67,7 +83,7 @@ export interface ModelServices {
  *
  * @example
  * ```ts
- * MODEL_TASK_NAMES; // ['text-generation', 'feature-extraction']
+ * MODEL_TASK_NAMES; // ['text-generation', 'feature-extraction', 'rerank', 'text-classification']
  * ```
  */
 export type ModelTask = keyof ModelServices;
@@ -104,6 +120,32 @@ const featureExtraction: ModelTaskRow<EmbeddingService> = {
   },
 };
 
+/** The encoder endpoints' options over one classifier: its batcher instrumented, `maxDocuments` within its queue. */
+function encoderEndpointOptions(service: ClassifierService, registry: AnyRegistry, options: ModelEndpointOptions) {
+  for (const batcher of service.batchers) instrumentBatcher(batcher, { registry });
+  return {
+    exposeDetails: options.exposeDetails,
+    limits: documentLimits(service, options.encoderLimits ?? {}),
+    clientKey: options.clientKey,
+  };
+}
+
+// A cross-encoder: `POST /v1/rerank` (and `/rerank`) and `/v1/score`, as `serve --task rerank` answers them.
+const rerank: ModelTaskRow<ClassifierService> = {
+  endpoints: ['rerank', 'score'],
+  makeEndpoints: (service, registry, options) => {
+    const endpoint = encoderEndpointOptions(service, registry, options);
+    return { rerank: createRerankEndpoint(service, endpoint), score: createScoreEndpoint(service, endpoint) };
+  },
+};
+
+const textClassification: ModelTaskRow<ClassifierService> = {
+  endpoints: ['classify'],
+  makeEndpoints: (service, registry, options) => ({
+    classify: createClassifyEndpoint(service, encoderEndpointOptions(service, registry, options)),
+  }),
+};
+
 /**
  * The task table: task → its row.
  *
@@ -115,6 +157,8 @@ const featureExtraction: ModelTaskRow<EmbeddingService> = {
 export const MODEL_TASKS: { readonly [Task in ModelTask]: ModelTaskRow<ModelServices[Task]> } = {
   'text-generation': textGeneration,
   'feature-extraction': featureExtraction,
+  rerank,
+  'text-classification': textClassification,
 };
 
 /**

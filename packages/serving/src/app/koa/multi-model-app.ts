@@ -6,8 +6,9 @@ import { type MultiModelAppOptions, multiModelRoutes, noMultiModelRoute } from '
 import type { ModelRegistry } from '../../registry/model-registry.js';
 
 /**
- * The multi-model routes on Koa: `POST /v1/completions`, `/v1/chat/completions`, `/v1/embeddings` routed by the
- * body's `model`, `GET /v1/models` (every model, loaded or not), `/healthz`, `/readyz` (the eager models
+ * The multi-model routes on Koa: `POST /v1/completions`, `/v1/chat/completions`, `/v1/embeddings` (and the
+ * encoder routes `/v1/rerank`, `/rerank`, `/v1/score`, `/classify`) routed by the body's `model`,
+ * `GET /v1/models` (every model, loaded or not), `/healthz`, `/readyz` (the eager models
  * loaded), `/metrics` (labelled `model`), `/dashboard`.
  *
  * @example

@@ -69,6 +69,26 @@ export class MultiModelController {
     return this.#routes.embeddings.handler(body, res);
   }
 
+  @Post('v1/rerank')
+  rerankV1(@Body() body: unknown, @Res() res: ServerResponse): Promise<void> {
+    return this.#routes.rerank.handler(body, res);
+  }
+
+  @Post('rerank')
+  rerank(@Body() body: unknown, @Res() res: ServerResponse): Promise<void> {
+    return this.#routes.rerank.handler(body, res);
+  }
+
+  @Post('v1/score')
+  score(@Body() body: unknown, @Res() res: ServerResponse): Promise<void> {
+    return this.#routes.score.handler(body, res);
+  }
+
+  @Post('classify')
+  classify(@Body() body: unknown, @Res() res: ServerResponse): Promise<void> {
+    return this.#routes.classify.handler(body, res);
+  }
+
   @Get('v1/models')
   models(@Req() req: IncomingMessage, @Res() res: ServerResponse): Promise<void> {
     return this.#routes.models.handler(req, res);
@@ -140,7 +160,15 @@ export class MultiModelModule implements NestModule {
   configure(consumer: MiddlewareConsumer): void {
     // First: a path that is not exactly a route's is a 404 before its body is read.
     consumer.apply(exactPaths(MULTI_MODEL_ROUTES, noMultiModelRoute)).forRoutes(MultiModelController);
-    for (const path of ['v1/completions', 'v1/chat/completions', 'v1/embeddings']) {
+    for (const path of [
+      'v1/completions',
+      'v1/chat/completions',
+      'v1/embeddings',
+      'v1/rerank',
+      'rerank',
+      'v1/score',
+      'classify',
+    ]) {
       consumer.apply(openAiJsonBody()).forRoutes({ path, method: RequestMethod.POST });
     }
   }
