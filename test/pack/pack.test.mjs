@@ -20,6 +20,8 @@ import { fileURLToPath } from 'node:url';
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const FIXTURES = fileURLToPath(new URL('./fixtures/', import.meta.url));
 const MODEL = join(ROOT, 'models', 'tinystories-656k');
+/** Young runtime dependencies pinned to an exact version (the brief's rule); every other one is a caret range. */
+const EXACT_PINS = new Set(['@mlc-ai/web-xgrammar']);
 const CACHE = process.env.MICROBATCH_PACK_CACHE ?? join(tmpdir(), 'microbatch-pack-npm-cache');
 const MINUTE = 60_000;
 
@@ -225,8 +227,12 @@ void test(
       assert.equal(manifest.license, 'MIT', name);
       assert.equal(manifest.engines?.node, '>=20.19', name);
       assert.ok(manifest.repository?.url && manifest.keywords?.length > 0, `${name} lacks repository or keywords`);
-      for (const [dep, range] of Object.entries(manifest.dependencies ?? {}))
-        assert.match(range, /^\^/, `${name}: ${dep}@${range} is not a caret range`);
+      // Caret ranges, except the young dependencies pinned exactly on purpose (their patch releases change behaviour).
+      for (const [dep, range] of Object.entries(manifest.dependencies ?? {})) {
+        if (EXACT_PINS.has(dep))
+          assert.match(range, /^\d+\.\d+\.\d+$/, `${name}: ${dep}@${range} is not pinned exactly`);
+        else assert.match(range, /^\^/, `${name}: ${dep}@${range} is not a caret range`);
+      }
     }
     installing = installProjects();
     installing.catch(() => {}); // reported by the install test
