@@ -8,7 +8,7 @@
 // (soak-report.ts `BOUNDS`). Writes bench/results/soak.json, soak-<framework>.svg and BENCHMARKS.md's soak section;
 // exits 1 on a failure.
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type ServerProcess, startServerProcess } from '@microbatch/test-kit';
@@ -135,7 +135,7 @@ function markdown(
   return [
     MARKERS[0],
     '',
-    `**Soak**, run of ${startedAt} UTC, load average at start ${load} (2 cores shared with other engineers' work): a real \`microbatch serve\` per framework (the bundled model) and a second one for embeddings (a generated BERT-shaped encoder), under an open loop at 70% of the capacity measured at the start (4 closed loops, 15 s): whole and streamed completions, chat, streams cancelled after the first chunk, bad bodies, embeddings. The text server's RSS, V8 heap, external memory, active handles and open fds every ${PROBE_MS / 1000} s; growth over the last half (median of 3 samples at the midpoint → median of the last 3). Bounds: RSS ≤ 5%, heap and external ≤ 10%, handles and fds ≤ +10 (requests in flight vary). Pass also needs every request answered exactly once (bad bodies 400, streams one \`[DONE]\`, no broken connection but the client's own cancels; 503s counted, allowed).`,
+    `**Soak**, run of ${startedAt} UTC, load average at start ${load} on ${availableParallelism()} cores: a real \`microbatch serve\` per framework (the bundled model) and a second one for embeddings (a generated BERT-shaped encoder), under an open loop at 70% of the capacity measured at the start (4 closed loops, 15 s): whole and streamed completions, chat, streams cancelled after the first chunk, bad bodies, embeddings. The text server's RSS, V8 heap, external memory, active handles and open fds every ${PROBE_MS / 1000} s; growth over the last half (median of 3 samples at the midpoint → median of the last 3). Bounds: RSS ≤ 5%, heap and external ≤ 10%, handles and fds ≤ +10 (requests in flight vary). Pass also needs every request answered exactly once (bad bodies 400, streams one \`[DONE]\`, no broken connection but the client's own cancels; 503s counted, allowed).`,
     '',
     '| framework | length | requests/s (text + embeddings) | requests | problems | RSS MiB (last half) | heap MiB | external MiB | handles | fds | event-loop p99 (median / max of the samples) | result | plot |',
     '| --- | ---: | ---: | ---: | ---: | --- | --- | --- | --- | --- | --- | --- | --- |',
