@@ -56,3 +56,11 @@ export type {
 } from './worker-port.js';
 export { REPLICA_DEFAULTS, WORKER_RUN_DEFAULTS, checkReplicaOptions, checkWorkerRun } from './queue-options.js';
 export type { ReplicaQueueOptions, WorkerRunOptions } from './queue-options.js';
+export type {
+  BatchStorage,
+  BlobStorage,
+  LeaseStorage,
+  RecordStorage,
+  ResultEntry,
+  ResultLogStorage,
+} from './batch-storage-port.js';
