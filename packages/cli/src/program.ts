@@ -609,7 +609,7 @@ export function createProgram(
     .option('--model <dir>', `${MODEL_HELP}. Required without --config`)
     .option(
       '--config <file>',
-      "serve every text-generation model of a `serve --config` file, each from the queue named after it (the model flags are then the file's)",
+      "serve every model of a `serve --config` file (text generation and encoders), each from the queue named after it (the model flags are then the file's)",
     )
     .addOption(
       new Option(

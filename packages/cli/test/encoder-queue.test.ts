@@ -3,9 +3,10 @@
 // queue named after it, and `microbatch serve --task <same> --queue` is a web replica holding only the folder's
 // tokenizer. Embeddings equal transformers.js's feature-extraction pipeline, rerank scores and label probabilities
 // equal transformers.js's own pipelines, within 1e-4; hostile bodies get the local server's 4xx, and nothing of
-// them reaches the queue. The frameworks differ per broker, so all five serve a queue here.
+// them reaches the queue. The frameworks differ per broker, so all five serve a queue here; a `--config` fleet
+// (`worker --config`, `serve --queue --config`) serves the three tasks side by side.
 import { execFile } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -205,7 +206,7 @@ describe.each(Object.keys(BROKERS))('encoders over --queue %s', (brokerName) => 
     base64.data.forEach((item, index) => expect(item.embedding).toEqual(floats.data[index]?.embedding));
     expect(floats.usage.prompt_tokens).toBeGreaterThan(DOCUMENTS.length);
     // The worker ran them (the replica has no graph).
-    expect(batchLines(workerOf('feature-extraction'))).toBeGreaterThan(0);
+    await waitFor('the worker ran them', () => batchLines(workerOf('feature-extraction')) > 0);
   }, 60_000);
 
   it("reranks and scores as transformers.js's cross-encoder does, concurrent requests alike", async () => {
@@ -258,9 +259,78 @@ describe.each(Object.keys(BROKERS))('encoders over --queue %s', (brokerName) => 
     for (const answer of answers) expect([answer.status >= 400, answer.status < 500]).toEqual([true, true]);
     // 10,000 documents: refused naming the bound.
     expect(answers[0]?.message).toContain('1000');
-    // Nothing reached the worker: a queued request would have been answered only after its batch.
-    expect(batchLines(worker)).toBe(before);
+    // Nothing reached the worker: one good request after them is the worker's only batch since (batch lines are
+    // logged in order, so one of a hostile body's would come before it).
+    const good = await post(replicaOf('rerank').url, '/v1/rerank', { query: QUERY, documents: [DOCUMENTS[0]] });
+    expect(good.status).toBe(200);
+    await waitFor('a batch for the good request', () => batchLines(worker) > before);
+    expect(batchLines(worker)).toBe(before + 1);
   }, 60_000);
+
+  it('serves the encoders of a --config file, each from the queue named after it', async () => {
+    const config = join(scratch, `encoders-${brokerName}.yaml`);
+    await writeFile(
+      config,
+      [
+        // Three one-thread models, whatever this machine's cores.
+        'maxThreads: 3',
+        'models:',
+        `  - { name: emb, path: ${embedder}, task: feature-extraction }`,
+        `  - { name: rr, path: ${reranker}, task: rerank, maxBatchCost: 1024 }`,
+        `  - { name: cls, path: ${classifier}, task: text-classification }`,
+        '',
+      ].join('\n'),
+    );
+    const fleetWorker = startProcess({
+      args: [BIN, 'worker', '--queue', broker.url, '--config', config, '--log-format', 'json'],
+      env: { ...process.env },
+    });
+    let fleetReplica: ServerProcess | undefined;
+    try {
+      for (const name of ['emb', 'rr', 'cls']) {
+        await fleetWorker.waitForOutput(new RegExp(`"model":"${name}","msg":"worker ready"`), 120_000);
+      }
+      fleetReplica = await startServerProcess({
+        args: [BIN, 'serve', '--queue', broker.url, '--config', config, '--port', '0', '--log-format', 'json'],
+        env: { ...process.env },
+        ready: READY,
+      });
+      await whenReady(fleetReplica.url);
+      const openai = new OpenAI({ baseURL: `${fleetReplica.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+      const vectors = await openai.embeddings.create({ model: 'emb', input: DOCUMENTS, encoding_format: 'float' });
+      expect(vectors.model).toBe('emb');
+      vectors.data.forEach((item, index) => expectClose(item.embedding, embeddings[index] as number[]));
+      const rerank = await post(fleetReplica.url, '/v1/rerank', { model: 'rr', query: QUERY, documents: DOCUMENTS });
+      expect([rerank.status, rerank.json.model]).toEqual([200, 'rr']);
+      const byIndex = rerank.json.results.toSorted((a: { index: number }, b: { index: number }) => a.index - b.index);
+      expectClose(
+        byIndex.map((result: { relevance_score: number }) => result.relevance_score),
+        scores,
+      );
+      const classify = await post(fleetReplica.url, '/classify', { model: 'cls', input: DOCUMENTS });
+      expect(classify.status).toBe(200);
+      classify.json.data.forEach((item: { probs: number[] }, index: number) =>
+        expectClose(
+          item.probs,
+          LABELS.map((label) => (probabilities[index] as Record<string, number>)[label] as number),
+        ),
+      );
+      // A model of another task answers its own endpoints only, as a local multi-model server does.
+      const wrong = await post(fleetReplica.url, '/v1/rerank', { model: 'emb', query: QUERY, documents: DOCUMENTS });
+      expect(wrong.status).toBe(400);
+      // Each model's items went to its own queue, run by its own worker there (its batch line comes after the answer).
+      const ran = () => {
+        const lines = fleetWorker.jsonLines() as { msg?: string; worker?: string; model?: string }[];
+        const ready = lines.filter((line) => line.msg === 'worker ready');
+        const modelOf = new Map(ready.map((line) => [line.worker, line.model]));
+        return [...new Set(lines.filter((line) => line.msg === 'batch').map((line) => modelOf.get(line.worker)))];
+      };
+      await waitFor('a batch of every model', () => ran().length === 3);
+      expect(ran().toSorted((a, b) => String(a).localeCompare(String(b)))).toEqual(['cls', 'emb', 'rr']);
+    } finally {
+      await Promise.all([fleetReplica?.stop(), fleetWorker.stop()]);
+    }
+  }, 240_000);
 
   it('refuses a replica flag its workers own, and a decoder flag on an encoder worker', async () => {
     const cost = await run([
