@@ -405,7 +405,8 @@ export function createProgram(
     )
     .option(
       '--model <dir>',
-      `${MODEL_HELP}; with --queue: only the queue's name (its last part). Required without --config`,
+      `${MODEL_HELP}; with --queue: only the queue's name (its last part), but an encoder task's folder (the ` +
+        'replica tokenizes and bounds requests). Required without --config',
     )
     .option('--models-dir <dir>', scheduledHelp('modelsDir', 'serve', 'where hub ids are looked up'), 'models')
     .addOption(

@@ -5,7 +5,7 @@
 // the queue as one group (`callAll`: all admitted or all refused, by the broker), and the workers answer each item.
 import type { Batcher, FleetLoad } from '@microbatch/core';
 import { BatchError, ErrorCode } from '@microbatch/core';
-import { checkOneOf, checkString, fail } from '@microbatch/core/util';
+import { checkInteger, checkOneOf, checkString, fail } from '@microbatch/core/util';
 import { createTokenizerThreads, loadTokenizer } from '@microbatch/inference';
 import type { ClassifierItem, ClassifierService, ClassifierTask } from './classifier-service.js';
 import { type EncoderFolder, type EncoderTask, readEncoderFolder } from './encoder-folder.js';
@@ -155,9 +155,11 @@ function queuedParts<I, O>(queue: EncoderQueue, options: QueuedEncoderOptions, t
  * ```
  */
 export function createQueuedEmbeddingService(queue: EncoderQueue, options: QueuedEmbeddingOptions): EmbeddingService {
+  // Checked before the tokenizer thread starts; the folder's own pooling is checked as it is read.
+  if (options?.pooling !== undefined) checkOneOf('pooling', options.pooling, POOLINGS);
   const parts = queuedParts<EmbedEntry, EmbedAnswer>(queue, options, 'feature-extraction');
   const { folder, batcher, tokenizer } = parts;
-  const pooling = checkOneOf('pooling', options.pooling ?? folder.pooling ?? 'mean', POOLINGS);
+  const pooling = options.pooling ?? folder.pooling ?? 'mean';
   const normalize = options.normalize ?? folder.normalize ?? true;
   const entry = (ids: readonly number[]): EmbedEntry => ({
     input_ids: ids,
@@ -213,10 +215,9 @@ export function createQueuedSequenceClassifier(
   options: QueuedClassifierOptions,
 ): ClassifierService {
   const task = checkOneOf('task', options?.task ?? 'text-classification', ['text-classification', 'rerank'] as const);
+  const maxQueueSize = checkInteger('maxQueueSize', options?.maxQueueSize ?? 1024, 1);
   const parts = queuedParts<ClassifierItem, LogitsAnswer>(queue, options, task);
   const { folder, batcher, tokenizer } = parts;
-  const maxQueueSize = options.maxQueueSize ?? 1024;
-  if (!Number.isInteger(maxQueueSize) || maxQueueSize < 1) fail('maxQueueSize', 'an integer >= 1', maxQueueSize);
   const logitsOf = (answer: LogitsAnswer): readonly number[] => {
     const logits = answer?.logits;
     if (!Array.isArray(logits) || logits.length !== folder.labels.length) {
