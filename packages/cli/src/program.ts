@@ -30,10 +30,9 @@ export const READINESS_MODES = ['fleet', 'instance'] as const;
  */
 export const TASKS = ['text-generation', 'feature-extraction', 'text-classification', 'rerank'] as const;
 
-/** The flags a sequence classifier or cross-encoder has no use for (no decode loop, no pooling, no queue yet). */
+/** The flags a sequence classifier or cross-encoder has no use for (no decode loop, no pooling, no Batch API). */
 const ENCODER_REFUSED = [
   'scheduling',
-  'queue',
   'maxSequences',
   'maxStepTokens',
   'prefixCacheMb',
@@ -49,10 +48,13 @@ const ENCODER_REFUSED = [
 /** Flags that mean something for one task only: given for the other, they are refused rather than ignored. */
 const TASK_FLAGS: Readonly<Record<(typeof TASKS)[number], readonly string[]>> = {
   'text-generation': ['maxBatchCost', 'pooling', 'normalize', 'truncatableDimensions'],
-  'feature-extraction': ['scheduling', 'queue', 'maxSequences', 'maxStepTokens', 'prefixCacheMb', 'sharedPrefixCache'],
+  'feature-extraction': ['scheduling', 'maxSequences', 'maxStepTokens', 'prefixCacheMb', 'sharedPrefixCache'],
   'text-classification': ENCODER_REFUSED,
   rerank: ENCODER_REFUSED,
 };
+
+/** `microbatch worker`'s flags that only text generation reads: refused for an encoder task, naming it. */
+const WORKER_DECODER_ONLY = ['scheduling', 'maxSequences', 'maxStepTokens', 'prefixCacheMb'] as const;
 
 /** The flag a camel-cased option key is spelled as on the command line. */
 const flagName = (key: string) => `--${key.replaceAll(/[A-Z]/g, (letter) => `-${letter.toLowerCase()}`)}`;
@@ -150,8 +152,12 @@ export interface WorkerFlags {
   readonly queue: string;
   readonly model: string;
   readonly modelsDir: string;
-  /** The most entries one pull takes (one handler call). */
+  /** What the model serves: text generation, or an encoder (embeddings, rerank, text classification). */
+  readonly task: (typeof TASKS)[number];
+  /** The most entries one pull takes (one handler call; an encoder's model calls too). */
   readonly maxBatchSize?: number;
+  /** Encoders: the most tokens one model call holds. */
+  readonly maxBatchCost?: number;
   /** `--scheduling continuous` only: the most sequences one worker thread decodes together. */
   readonly maxSequences?: number;
   /** `--scheduling continuous` only: the most tokens (decode rows + prefill chunk) one loop iteration runs. */
@@ -279,6 +285,16 @@ function configFlagError(flags: ServeFlags, command: Command): string | undefine
     : `${flagName(local)} does not apply with --queue (a web replica loads no model)`;
 }
 
+/** A `microbatch worker` flag the task chosen does not read (a decoder's for an encoder, and the reverse). */
+function workerTaskError(flags: WorkerFlags, command: Command): string | undefined {
+  const given = (key: string) => command.getOptionValueSource(key) === 'cli';
+  if (flags.task === 'text-generation') {
+    return given('maxBatchCost') ? '--max-batch-cost does not apply to --task text-generation' : undefined;
+  }
+  const decoder = WORKER_DECODER_ONLY.find(given);
+  return decoder === undefined ? undefined : `${flagName(decoder)} does not apply to --task ${flags.task}`;
+}
+
 /** `worker --config`: the model flags are the file's; without it, `--model` is required. */
 function workerConfigError(flags: WorkerFlags, command: Command): string | undefined {
   if (flags.config === undefined) {
@@ -389,7 +405,8 @@ export function createProgram(
     )
     .option(
       '--model <dir>',
-      `${MODEL_HELP}; with --queue: only the queue's name (its last part). Required without --config`,
+      `${MODEL_HELP}; with --queue: only the queue's name (its last part), but an encoder task's folder (the ` +
+        'replica tokenizes and bounds requests). Required without --config',
     )
     .option('--models-dir <dir>', scheduledHelp('modelsDir', 'serve', 'where hub ids are looked up'), 'models')
     .addOption(
@@ -568,6 +585,16 @@ export function createProgram(
           'error: --data-dir is not supported with --queue yet (the Batch API keeps batches on local disk)',
         );
       }
+      // An encoder replica tokenizes and bounds requests; how its workers batch them is theirs.
+      if (
+        mode === 'web replica' &&
+        flags.task !== 'text-generation' &&
+        command.getOptionValueSource('maxBatchCost') === 'cli'
+      ) {
+        command.error(
+          'error: --max-batch-cost has no effect here: a web replica (--queue) runs no model, its workers do: set it on `microbatch worker`',
+        );
+      }
       const refused = uselessFlag(command, mode) ?? stepBudgetError(flags) ?? sharedCacheError(flags);
       if (refused !== undefined) command.error(`error: ${refused}`);
       return serve({ ...flags, schedulingGiven: command.getOptionValueSource('scheduling') === 'cli' });
@@ -583,7 +610,21 @@ export function createProgram(
     .option('--model <dir>', `${MODEL_HELP}. Required without --config`)
     .option(
       '--config <file>',
-      "serve every text-generation model of a `serve --config` file, each from the queue named after it (the model flags are then the file's)",
+      "serve every model of a `serve --config` file (text generation and encoders), each from the queue named after it (the model flags are then the file's)",
+    )
+    .addOption(
+      new Option(
+        '--task <task>',
+        'what the model serves: text-generation, or an encoder (feature-extraction, rerank, text-classification) ' +
+          'for the web replicas of `serve --task <same> --queue`',
+      )
+        .choices(TASKS)
+        .default('text-generation'),
+    )
+    .option(
+      '--max-batch-cost <n>',
+      "encoders: the most tokens one model call holds (default: 8192; at least the model's max_position_embeddings)",
+      integer(1),
     )
     .option('--models-dir <dir>', scheduledHelp('modelsDir', 'worker', 'where hub ids are looked up'), 'models')
     .addOption(
@@ -658,6 +699,9 @@ export function createProgram(
       const notWithConfig = workerConfigError(flags, command);
       if (notWithConfig !== undefined) command.error(`error: ${notWithConfig}`);
       if (flags.config !== undefined) return worker(flags);
+      const encoderRefused = workerTaskError(flags, command);
+      if (encoderRefused !== undefined) command.error(`error: ${encoderRefused}`);
+      if (flags.task !== 'text-generation') return worker(flags);
       const refused = uselessFlag(command, `worker ${flags.scheduling}`) ?? stepBudgetError(flags);
       if (refused !== undefined) command.error(`error: ${refused}`);
       return worker({ ...flags, schedulingGiven: command.getOptionValueSource('scheduling') === 'cli' });

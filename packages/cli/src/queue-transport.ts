@@ -5,7 +5,8 @@
 import type * as Nats from '@microbatch/nats';
 import type { NatsQueueOptions, NatsWorkerOptions } from '@microbatch/nats';
 import { createRedisQueue, createRedisWorker } from '@microbatch/redis';
-import type { RedisQueueOptions, RedisWorkerOptions } from '@microbatch/redis';
+import type { QueueStatus, RedisQueueOptions, RedisWorkerOptions } from '@microbatch/redis';
+import type { createLogger } from './logger.js';
 
 /** The broker a `--queue` URL names, as logs say it. */
 export function brokerOf(url: string): 'Redis' | 'NATS' {
@@ -61,4 +62,29 @@ export async function startQueueWorker<I, O, C>(
 ) {
   const target = { url, queue, ...options };
   return brokerOf(url) === 'NATS' ? (await loadNats(fail)).createNatsWorker(target) : createRedisWorker(target);
+}
+
+/** The broker lost or back, workers gone or back: logged once per change. */
+export function logQueueStatus(logger: ReturnType<typeof createLogger>, status: QueueStatus, broker: string): void {
+  const up = status.event === 'broker-up' || status.event === 'workers-up';
+  const messages = {
+    'broker-up': `connected to the queue (${broker})`,
+    'broker-down': `lost the queue (${broker}); refusing requests with 503 until it is back`,
+    'workers-up': 'a worker is serving the queue',
+    'workers-down': 'no worker is serving the queue; refusing requests with 503 until one is',
+    'workers-gone': 'no worker came back within the grace; answered the requests waiting with 503',
+  } as const;
+  if (up) logger.info(status, messages[status.event]);
+  else logger.warn(status, messages[status.event]);
+}
+
+/** A queue URL as it may be logged: without its password. */
+export function redact(url: string): string {
+  try {
+    const parsed = new URL(url);
+    if (parsed.password !== '') parsed.password = '***';
+    return parsed.toString();
+  } catch {
+    return 'redis://(unparsable)';
+  }
 }

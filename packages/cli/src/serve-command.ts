@@ -10,15 +10,15 @@ import { checkDeadlineFits } from '@microbatch/core/http';
 import { otelTracer } from '@microbatch/core/otel';
 import { dropUndefined } from '@microbatch/core/util';
 import type { SchedulingChoice } from '@microbatch/inference';
-import type { QueueStatus } from '@microbatch/redis';
 import { createQueuedTextCompletionService, createTextCompletionModel } from '@microbatch/serving';
 import { loadAccess } from './access-flags.js';
-import { brokerOf, loadTransport, openQueue } from './queue-transport.js';
+import { brokerOf, loadTransport, logQueueStatus, openQueue, redact } from './queue-transport.js';
 import { serveUntilSignal } from './lifecycle.js';
 import { loadFramework } from './load-framework.js';
 import { batchApiOf } from './batch-api-flags.js';
 import { serveEmbeddings } from './serve-embeddings.js';
 import { serveEncoder } from './serve-encoder.js';
+import { serveEncoderFromQueue } from './serve-encoder-queue.js';
 import { flagsModelConfig } from './config/flags-config.js';
 import { textModelOptions } from './config/model-options.js';
 import { serveConfig } from './config/serve-config.js';
@@ -56,6 +56,8 @@ const APPS: Record<ServeFlags['framework'], () => Promise<{ startTextCompletionA
 export async function serveCommand(flags: ServeFlags, fail: (message: string) => never): Promise<void> {
   const { config } = flags;
   if (config !== undefined) return serveConfig({ ...flags, config }, fail);
+  if (flags.queue !== undefined && flags.task !== 'text-generation')
+    return serveEncoderFromQueue(flags, flags.task, flags.queue, fail);
   if (flags.task === 'feature-extraction') return serveEmbeddings(flags, fail);
   if (flags.task === 'text-classification' || flags.task === 'rerank') return serveEncoder(flags, flags.task, fail);
   if (flags.queue !== undefined) return serveFromQueue(flags, flags.queue, fail);
@@ -184,29 +186,4 @@ async function loadApp(
   fail: (message: string) => never,
 ): Promise<{ startTextCompletionApp: StartApp }> {
   return loadFramework(framework, APPS[framework], fail);
-}
-
-/** The broker lost or back, workers gone or back: logged once per change. */
-function logQueueStatus(logger: ReturnType<typeof createLogger>, status: QueueStatus, broker: string): void {
-  const up = status.event === 'broker-up' || status.event === 'workers-up';
-  const messages = {
-    'broker-up': `connected to the queue (${broker})`,
-    'broker-down': `lost the queue (${broker}); refusing requests with 503 until it is back`,
-    'workers-up': 'a worker is serving the queue',
-    'workers-down': 'no worker is serving the queue; refusing requests with 503 until one is',
-    'workers-gone': 'no worker came back within the grace; answered the requests waiting with 503',
-  } as const;
-  if (up) logger.info(status, messages[status.event]);
-  else logger.warn(status, messages[status.event]);
-}
-
-/** A queue URL as it may be logged: without its password. */
-export function redact(url: string): string {
-  try {
-    const parsed = new URL(url);
-    if (parsed.password !== '') parsed.password = '***';
-    return parsed.toString();
-  } catch {
-    return 'redis://(unparsable)';
-  }
 }

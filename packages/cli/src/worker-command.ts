@@ -6,15 +6,16 @@ import type { SchedulingChoice } from '@microbatch/inference';
 import { TEXT_COMPLETION_HANDLERS } from '@microbatch/serving';
 import { exitOnSignals } from './lifecycle.js';
 import { createLogger } from './logger.js';
-import { redact } from './serve-command.js';
 import { queueName, resolveModelDir } from './model-dir.js';
-import { loadTransport, startQueueWorker } from './queue-transport.js';
+import { loadTransport, redact, startQueueWorker } from './queue-transport.js';
 import { flagScheduling } from './flag-rules.js';
 import type { WorkerFlags } from './program.js';
 import { workerConfig } from './config/worker-config.js';
+import { encoderWorkerCommand } from './encoder-worker-command.js';
 
 /**
- * Runs `microbatch worker`: loads the model in worker threads, then pulls batches of text-completion items from the
+ * Runs `microbatch worker`: loads the model in worker threads, then pulls batches of text-completion items (an
+ * encoder's texts and pairs with `--task`, `encoder-worker-command.ts`) from the
  * Redis or NATS queue (`--queue`'s scheme) named after the model (every web replica's items) until SIGTERM / SIGINT, which finish and answer the
  * batches running, then exit 0. A model that fails to load prints why and exits 1.
  *
@@ -26,6 +27,7 @@ import { workerConfig } from './config/worker-config.js';
 export async function workerCommand(flags: WorkerFlags, fail: (message: string) => never): Promise<void> {
   const { config } = flags;
   if (config !== undefined) return workerConfig({ ...flags, config }, fail);
+  if (flags.task !== 'text-generation') return encoderWorkerCommand(flags, flags.task, fail);
   let model: string;
   try {
     model = await resolveModelDir(flags.model, { modelsDir: flags.modelsDir });

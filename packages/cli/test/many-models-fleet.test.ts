@@ -121,19 +121,18 @@ describe.each(Object.keys(BROKERS))('a fleet of several models over %s', (broker
     }
   }, 60_000);
 
-  it('refuses a flag with no effect on a web replica or beside a config, and an embedder on a queue', async () => {
+  it('refuses a flag with no effect on a web replica or beside a config, and a model its task cannot read', async () => {
     const replicaLoads = await run(['serve', '--queue', broker.url, '--config', config, '--max-loaded-models', '1']);
     expect(replicaLoads.stderr).toContain(
       'error: --max-loaded-models does not apply with --queue (a web replica loads no model)',
     );
     const workerFlag = await run(['worker', '--queue', broker.url, '--config', config, '--workers', '2']);
     expect(workerFlag.stderr).toContain('error: --workers does not apply with --config: set it per model in the file');
-    const embedder = join(scratch, 'embedder.yaml');
-    await writeFile(embedder, `models:\n  - { name: e, path: ${STORIES}, task: feature-extraction }\n`);
+    // Encoders are served over a queue too (encoder-queue.test.ts); a decoder's folder is no cross-encoder.
+    const embedder = join(scratch, 'reranker.yaml');
+    await writeFile(embedder, `models:\n  - { name: e, path: ${STORIES}, task: rerank }\n`);
     const embedWorker = await run(['worker', '--queue', broker.url, '--config', embedder]);
-    expect(embedWorker.stderr).toContain(
-      'model "e" is feature-extraction: a queue worker serves text-generation models only',
-    );
+    expect(embedWorker.stderr).toContain(`model "e": ${STORIES}/config.json has no \`id2label\``);
     for (const result of [replicaLoads, workerFlag, embedWorker]) expect(result.code).toBe(1);
     expect([worker.exitInfo(), replica.exitInfo()]).toEqual([undefined, undefined]);
   }, 60_000);

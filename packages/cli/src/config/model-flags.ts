@@ -33,6 +33,8 @@ export const MODEL_FLAGS = [
 /** The `microbatch worker` flags a `--config` file replaces: each model's runner and pool settings. */
 export const WORKER_MODEL_FLAGS = [
   'model',
+  'task',
+  'maxBatchCost',
   'scheduling',
   'dtype',
   'maxSequences',

@@ -1,24 +1,107 @@
-// `microbatch worker --config FILE`: one worker process serving several text-generation models, each model's pool
-// pulling from a queue of its own, named after the model (`name`), where the web replicas of the same file
-// (`serve --queue URL --config FILE`) put that model's requests.
+// `microbatch worker --config FILE`: one worker process serving several models (text generation and encoders),
+// each model's pool pulling from a queue of its own, named after the model (`name`), where the web replicas of the
+// same file (`serve --queue URL --config FILE`) put that model's requests.
 import { availableParallelism } from 'node:os';
-import { dirname, isAbsolute, resolve } from 'node:path';
-import { existsSync } from 'node:fs';
 import { otelTracer } from '@microbatch/core/otel';
 import { dropUndefined } from '@microbatch/core/util';
 import { createWorkerPool, textGenerationBatchKey, textGenerationResume } from '@microbatch/inference';
-import { TEXT_COMPLETION_HANDLERS, planThreads } from '@microbatch/serving';
+import { TEXT_COMPLETION_HANDLERS, createEncoderWorker, planThreads } from '@microbatch/serving';
 import { exitOnSignals } from '../lifecycle.js';
 import { createLogger } from '../logger.js';
-import { resolveModelDir } from '../model-dir.js';
 import type { WorkerFlags } from '../program.js';
 import { loadTransport, startQueueWorker } from '../queue-transport.js';
 import { readServeConfig } from './config-file.js';
+import type { ModelConfig } from './config-schema.js';
+import { configModelDir } from './model-paths.js';
+
+// An encoder item is one text or pair: a pull the size of one model call (the local encoders' default).
+const ENCODER_PULL = 64;
+
+type QueueWorker = Awaited<ReturnType<typeof startQueueWorker>>;
+
+/** What every model's queue worker takes alike: the flags' and the process's. */
+interface SharedWorkerOptions {
+  readonly claimIdleMs: number | undefined;
+  readonly maxDeliveries: number | undefined;
+  readonly log: ReturnType<typeof createLogger>;
+}
+
+/** One model's side of the worker: what loads, how its queue worker starts once it has, and how it closes. */
+interface ModelWorker {
+  readonly ready: Promise<void>;
+  readonly close: () => Promise<void>;
+  readonly start: (shared: SharedWorkerOptions) => Promise<QueueWorker>;
+}
+
+/** A model's pool and queue worker: a decoder's pool, or an encoder's (`createEncoderWorker`). */
+function modelWorker(
+  model: ModelConfig,
+  dir: string,
+  flags: WorkerFlags,
+  fail: (message: string) => never,
+): ModelWorker {
+  const start =
+    <I, O, C>(options: Omit<Parameters<typeof startQueueWorker<I, O, C>>[2], keyof SharedWorkerOptions | 'tracer'>) =>
+    (shared: SharedWorkerOptions) =>
+      startQueueWorker<I, O, C>(flags.queue, model.name, { ...options, ...shared, tracer: otelTracer() }, fail);
+  const poolOptions = dropUndefined({
+    workers: model.workers,
+    threads: model.threads,
+    executionProvider: model.executionProvider,
+  });
+  if (model.task !== 'text-generation') {
+    const maxBatchSize = flags.maxBatchSize ?? model.maxBatchSize ?? ENCODER_PULL;
+    const encoder = createEncoderWorker({
+      model: dir,
+      task: model.task,
+      dtype: model.dtype ?? 'auto',
+      maxBatchSize,
+      ...dropUndefined({ maxBatchCost: model.maxBatchCost }),
+      ...poolOptions,
+    });
+    return {
+      ready: encoder.ready,
+      close: () => encoder.close(),
+      start: start({
+        handlers: encoder.handlers,
+        maxBatchSize,
+        concurrency: 2 * encoder.pool.size,
+        batchWaitTimeoutMs: flags.batchWaitMs,
+      }),
+    };
+  }
+  const runner = {
+    task: 'text-generation',
+    model: dir,
+    scheduling: model.scheduling ?? 'continuous',
+    dtype: model.dtype ?? 'auto',
+    ...dropUndefined({
+      maxSequences: model.maxSequences,
+      maxStepTokens: model.maxStepTokens,
+      prefixCacheMb: model.prefixCacheMb,
+    }),
+  } as const;
+  const { workers: size, ...threads } = poolOptions;
+  const decoder = createWorkerPool({ runner, ...threads, ...dropUndefined({ size }) });
+  return {
+    ready: decoder.ready,
+    close: () => decoder.close(),
+    start: start({
+      handlers: { [TEXT_COMPLETION_HANDLERS.generate]: decoder.handler },
+      streamingHandlers: { [TEXT_COMPLETION_HANDLERS.stream]: decoder.streamingHandler },
+      batchKey: decoder.scheduling === 'request' ? textGenerationBatchKey : undefined,
+      resumable: decoder.scheduling === 'continuous' ? textGenerationResume : undefined,
+      // Entries per pull and the wait to top a pull up: the flags, the same for every model's queue.
+      maxBatchSize: flags.maxBatchSize,
+      concurrency: decoder.scheduling === 'continuous' ? 2 * decoder.size : decoder.size,
+      batchWaitTimeoutMs: flags.batchWaitMs,
+    }),
+  };
+}
 
 /**
  * Runs `microbatch worker --config FILE` until SIGTERM / SIGINT (which finish and answer every model's running
- * batches). The file is checked as `serve --config` checks it; its models must all be text-generation ones (the
- * queue carries text generation only), and their threads must fit the machine's cores.
+ * batches). The file is checked as `serve --config` checks it; its models' threads must fit the machine's cores.
  *
  * @example
  * ```ts
@@ -36,12 +119,6 @@ export async function workerConfig(
   } catch (error) {
     fail(error instanceof Error ? error.message : String(error));
   }
-  const other = config.models.find((model) => model.task !== 'text-generation');
-  if (other !== undefined) {
-    fail(
-      `${file}: model ${JSON.stringify(other.name)} is ${other.task}: a queue worker serves text-generation models only`,
-    );
-  }
   const plan = planThreads(
     config.models.map((model) => ({ name: model.name, workers: model.workers ?? 1, threads: model.threads ?? 1 })),
     config.maxThreads ?? availableParallelism(),
@@ -50,71 +127,36 @@ export async function workerConfig(
   const dirs: string[] = [];
   for (const [index, model] of config.models.entries()) {
     await loadTransport(flags.queue, model.name, fail);
-    const near = isAbsolute(model.path) ? model.path : resolve(dirname(file), model.path);
-    try {
-      dirs.push(await resolveModelDir(existsSync(near) ? near : model.path, { modelsDir: flags.modelsDir }));
-    } catch (error) {
-      fail(`${file}: models[${index}].path (${model.name}): ${error instanceof Error ? error.message : String(error)}`);
-    }
+    dirs.push(await configModelDir(file, model, index, flags.modelsDir, fail));
   }
   const logger = createLogger(flags.logFormat);
   logger.info(
     { config: file, models: config.models.map((model) => model.name) },
     `microbatch worker: threads: ${plan.summary}`,
   );
-  const pools = config.models.map((model, index) => {
-    const runner = {
-      task: 'text-generation',
-      model: dirs[index] as string,
-      scheduling: model.scheduling ?? 'continuous',
-      dtype: model.dtype ?? 'auto',
-      ...dropUndefined({
-        maxSequences: model.maxSequences,
-        maxStepTokens: model.maxStepTokens,
-        prefixCacheMb: model.prefixCacheMb,
-      }),
-    } as const;
-    return createWorkerPool({
-      runner,
-      ...dropUndefined({ size: model.workers, threads: model.threads, executionProvider: model.executionProvider }),
-    });
-  });
-  const closePools = () => Promise.all(pools.map((pool) => pool.close()));
+  const models: ModelWorker[] = [];
+  const closeModels = () => Promise.all(models.map((model) => model.close()));
+  let loading: ModelConfig | undefined;
   try {
-    await Promise.all(pools.map((pool) => pool.ready));
+    for (const [index, model] of config.models.entries()) {
+      loading = model;
+      models.push(modelWorker(model, dirs[index] as string, flags, fail));
+    }
+    loading = undefined;
+    await Promise.all(models.map((model) => model.ready));
   } catch (error) {
-    await closePools();
-    fail(error instanceof Error ? error.message : String(error));
+    await closeModels();
+    const message = error instanceof Error ? error.message : String(error);
+    // A folder that cannot serve its task names the file and the model; a load failure names itself.
+    fail(loading === undefined ? message : `${file}: model ${JSON.stringify(loading.name)}: ${message}`);
   }
-  const workers: Awaited<ReturnType<typeof startQueueWorker>>[] = [];
-  for (const [index, model] of config.models.entries()) {
-    const pool = pools[index] as (typeof pools)[number];
-    workers.push(
-      await startQueueWorker(
-        flags.queue,
-        model.name,
-        {
-          handlers: { [TEXT_COMPLETION_HANDLERS.generate]: pool.handler },
-          streamingHandlers: { [TEXT_COMPLETION_HANDLERS.stream]: pool.streamingHandler },
-          batchKey: pool.scheduling === 'request' ? textGenerationBatchKey : undefined,
-          resumable: pool.scheduling === 'continuous' ? textGenerationResume : undefined,
-          // Entries per pull and the wait to top a pull up: the flags, the same for every model's queue.
-          maxBatchSize: flags.maxBatchSize,
-          concurrency: pool.scheduling === 'continuous' ? 2 * pool.size : pool.size,
-          batchWaitTimeoutMs: flags.batchWaitMs,
-          claimIdleMs: flags.claimIdleMs,
-          maxDeliveries: flags.maxDeliveries,
-          log: logger,
-          tracer: otelTracer(),
-        },
-        fail,
-      ),
-    );
-  }
+  const workers: QueueWorker[] = [];
+  const shared = { claimIdleMs: flags.claimIdleMs, maxDeliveries: flags.maxDeliveries, log: logger };
+  for (const model of models) workers.push(await model.start(shared));
   exitOnSignals(
     async () => {
       await Promise.all(workers.map((worker) => worker.close()));
-      await closePools();
+      await closeModels();
     },
     { log: logger },
   );

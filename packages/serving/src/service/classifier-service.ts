@@ -1,8 +1,8 @@
 // The sequence-classifier service contract: what the rerank, score and classify endpoints serve, whichever model runs
 // behind it (`createSequenceClassifier`: worker threads of this process). One model per service, so a registry of
 // models can hold several side by side.
-import type { Batcher, BatcherBase, CallOptions } from '@microbatch/core';
-import type { OnnxInput, OnnxOutput } from '@microbatch/inference';
+import type { BatcherBase, CallOptions } from '@microbatch/core';
+import type { OnnxInput } from '@microbatch/inference';
 
 /** One tokenized text or text pair: its ids (special tokens included) and, for BERT-style models, segment ids. */
 export type ClassifierItem = OnnxInput;
@@ -38,8 +38,11 @@ export interface ClassifierService {
   readonly maxTokens: number;
   /** The most items waiting in the batcher: one request's items are admitted together, so at most this many. */
   readonly maxQueueSize: number;
-  /** The batcher of model calls: one item per text or pair, costing its token count. */
-  readonly batcher: Batcher<ClassifierItem, OnnxOutput>;
+  /**
+   * The batcher of model calls: one item per text or pair, costing its token count (on a web replica, the queue's
+   * batcher), for metrics and health; call the model through `classifyAll` / `scoreAll`.
+   */
+  readonly batcher: BatcherBase;
   readonly batchers: readonly BatcherBase[];
   readonly ready: Promise<void>;
   isReady(): boolean;

@@ -1,7 +1,7 @@
 // The embedding service contract: what the embeddings endpoint and apps serve, whichever model runs behind it
 // (`createEmbeddingModel`: worker threads of this process).
-import type { Batcher, BatcherBase, CallOptions } from '@microbatch/core';
-import type { OnnxInput, OnnxOutput } from '@microbatch/inference';
+import type { BatcherBase, CallOptions } from '@microbatch/core';
+import type { OnnxInput } from '@microbatch/inference';
 import type { Pooling } from './embedding-pooling.js';
 
 /** One tokenized input: its ids (special tokens included). */
@@ -27,8 +27,11 @@ export interface EmbeddingService {
   readonly pooling: Pooling;
   readonly normalize: boolean;
   readonly truncatableDimensions: boolean;
-  /** The batcher of model calls: one item per input, costing its token count. */
-  readonly batcher: Batcher<EmbeddingItem, OnnxOutput>;
+  /**
+   * The batcher of model calls: one item per input, costing its token count (on a web replica, the queue's batcher:
+   * its items are queue entries), for metrics and health; call the model through `embed` / `embedAll`.
+   */
+  readonly batcher: BatcherBase;
   readonly batchers: readonly BatcherBase[];
   readonly ready: Promise<void>;
   isReady(): boolean;

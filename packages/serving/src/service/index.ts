@@ -1,7 +1,8 @@
 // service/: what the endpoints serve, apart from HTTP: the service contracts (`TextCompletionService`,
 // `EmbeddingService`, each in a file of its own), the models behind batchers in this process
 // (`createTextCompletionModel`, `createEmbeddingModel`) or behind a shared queue (`createQueuedTextCompletionService`,
-// `ReplicaAdmission`), their option checks, logs and metrics. It may read OpenAI's types (a chat template), never an
+// `ReplicaAdmission`; the encoders' `createQueuedEmbeddingService`, `createQueuedSequenceClassifier` and the worker side,
+// `createEncoderWorker`), their option checks, logs and metrics. It may read OpenAI's types (a chat template), never an
 // endpoint or an app.
 export { isLogger, logBatches, logDecodeLoop, logRefusals } from './batch-log.js';
 export type { DecodeLoopSource, LogLine, LogTarget, Logger } from './batch-log.js';
@@ -22,3 +23,16 @@ export type { SequenceClassifierOptions } from './sequence-classifier.js';
 export type { ClassifierItem, ClassifierService, ClassifierTask } from './classifier-service.js';
 export { labelActivation, labelProbabilities, sigmoid } from './label-scores.js';
 export type { LabelActivation } from './label-scores.js';
+export { readEncoderFolder } from './encoder-folder.js';
+export type { EncoderFolder, EncoderTask } from './encoder-folder.js';
+export { ENCODER_HANDLERS, floatsFromWire, floatsToWire } from './encoder-wire.js';
+export type { ClassifierEntry, EmbedAnswer, EmbedEntry, LogitsAnswer } from './encoder-wire.js';
+export { createEncoderWorker } from './encoder-worker.js';
+export type { EncoderWorker, EncoderWorkerOptions } from './encoder-worker.js';
+export { createQueuedEmbeddingService, createQueuedSequenceClassifier } from './queued-encoder-services.js';
+export type {
+  EncoderQueue,
+  QueuedClassifierOptions,
+  QueuedEmbeddingOptions,
+  QueuedEncoderOptions,
+} from './queued-encoder-services.js';
