@@ -3,6 +3,7 @@
 // request's texts or pairs are tokenized on the service's tokenizer thread, then are one all-or-none group of batched
 // items costing their tokens, so the documents of one query and those of concurrent requests share padded calls.
 import { randomBytes } from 'node:crypto';
+import type { CallOptions } from '@microbatch/core';
 import { fail } from '@microbatch/core/util';
 import {
   type EncoderRequestLimits,
@@ -157,7 +158,45 @@ async function encode(
 const tokensOf = (service: ClassifierService, items: readonly ClassifierItem[]): number =>
   items.reduce((sum, item) => sum + service.tokens(item), 0);
 const newId = (kind: string) => `${kind}-${randomBytes(12).toString('hex')}`;
-const now = () => Math.floor(Date.now() / 1000);
+
+/**
+ * The skeleton of the three encoder endpoints: the request parsed against the limits, its texts or pairs encoded and
+ * checked ({@link encode}), then `answer` over the items (which calls the service with the request's `call`).
+ */
+function createEncoderEndpoint<Request extends { readonly wanted: EncoderTexts }, Answer>(
+  service: ClassifierService,
+  options: EncoderEndpointOptions,
+  parse: (body: unknown, limits: EncoderRequestLimits) => Request,
+  answer: (request: Request, items: ClassifierItem[], call: CallOptions) => Promise<Answer>,
+): NodeJsonEndpoint {
+  checkService(service, options);
+  const { limits = {}, clientKey, exposeDetails } = options;
+  return createOpenAiEndpoint({
+    parse: (body) => parse(body, limits),
+    complete: async ({ request, call }): Promise<Answer> =>
+      answer(request, await encode(service, request.wanted, limits), call),
+    clientKey,
+    exposeDetails,
+  });
+}
+
+/** vLLM's list answer (score, classify): one entry per item in request order, the items' tokens as usage. */
+function listAnswer<Kind extends 'score' | 'classify', Entry>(
+  kind: Kind,
+  service: ClassifierService,
+  items: readonly ClassifierItem[],
+  data: readonly Entry[],
+) {
+  const tokens = tokensOf(service, items);
+  return {
+    id: newId(kind),
+    object: 'list' as const,
+    created: Math.floor(Date.now() / 1000),
+    model: service.id,
+    data: data.map((entry, index) => ({ index, object: kind, ...entry })),
+    usage: { prompt_tokens: tokens, total_tokens: tokens },
+  };
+}
 
 /**
  * Creates the rerank endpoint (`POST /v1/rerank`, `/rerank`, the Jina / Cohere shape): each document paired with the
@@ -175,12 +214,11 @@ export function createRerankEndpoint(
   service: ClassifierService,
   options: EncoderEndpointOptions = {},
 ): NodeJsonEndpoint {
-  checkService(service, options);
-  const { limits = {}, clientKey, exposeDetails } = options;
-  return createOpenAiEndpoint({
-    parse: (body) => parseRerankRequest(body, limits),
-    complete: async ({ request, call }): Promise<RerankAnswer> => {
-      const items = await encode(service, request.wanted, limits);
+  return createEncoderEndpoint(
+    service,
+    options,
+    parseRerankRequest,
+    async (request, items, call): Promise<RerankAnswer> => {
       const scores = await service.scoreAll(items, call);
       const order = scores.map((_, index) => index).sort((a, b) => (scores[b] as number) - (scores[a] as number));
       return {
@@ -194,9 +232,7 @@ export function createRerankEndpoint(
         })),
       };
     },
-    clientKey,
-    exposeDetails,
-  });
+  );
 }
 
 /**
@@ -212,26 +248,20 @@ export function createScoreEndpoint(
   service: ClassifierService,
   options: EncoderEndpointOptions = {},
 ): NodeJsonEndpoint {
-  checkService(service, options);
-  const { limits = {}, clientKey, exposeDetails } = options;
-  return createOpenAiEndpoint({
-    parse: (body) => parseScoreRequest(body, limits),
-    complete: async ({ request, call }): Promise<ScoreAnswer> => {
-      const items = await encode(service, request.wanted, limits);
+  return createEncoderEndpoint(
+    service,
+    options,
+    parseScoreRequest,
+    async (_request, items, call): Promise<ScoreAnswer> => {
       const scores = await service.scoreAll(items, call);
-      const tokens = tokensOf(service, items);
-      return {
-        id: newId('score'),
-        object: 'list',
-        created: now(),
-        model: service.id,
-        data: scores.map((score, index) => ({ index, object: 'score', score })),
-        usage: { prompt_tokens: tokens, total_tokens: tokens },
-      };
+      return listAnswer(
+        'score',
+        service,
+        items,
+        scores.map((score) => ({ score })),
+      );
     },
-    clientKey,
-    exposeDetails,
-  });
+  );
 }
 
 /**
@@ -247,36 +277,29 @@ export function createClassifyEndpoint(
   service: ClassifierService,
   options: EncoderEndpointOptions = {},
 ): NodeJsonEndpoint {
-  checkService(service, options);
-  const { limits = {}, clientKey, exposeDetails } = options;
-  return createOpenAiEndpoint({
-    parse: (body) => parseClassifyRequest(body, limits),
-    complete: async ({ request, call }): Promise<ClassifyAnswer> => {
-      const items = await encode(service, request.wanted, limits);
+  return createEncoderEndpoint(
+    service,
+    options,
+    parseClassifyRequest,
+    async (_request, items, call): Promise<ClassifyAnswer> => {
       const all = await service.classifyAll(items, call);
-      const tokens = tokensOf(service, items);
-      return {
-        id: newId('classify'),
-        object: 'list',
-        created: now(),
-        model: service.id,
-        data: all.map((probabilities, index) => {
+      const list = listAnswer(
+        'classify',
+        service,
+        items,
+        all.map((probabilities) => {
           let best = 0;
           for (let i = 1; i < probabilities.length; i += 1) {
             if ((probabilities[i] as number) > (probabilities[best] as number)) best = i;
           }
           return {
-            index,
-            object: 'classify',
             label: service.labels[best] as string,
             probs: Array.from(probabilities),
             num_classes: probabilities.length,
           };
         }),
-        usage: { prompt_tokens: tokens, total_tokens: tokens, completion_tokens: 0 },
-      };
+      );
+      return { ...list, usage: { ...list.usage, completion_tokens: 0 } };
     },
-    clientKey,
-    exposeDetails,
-  });
+  );
 }
