@@ -6,8 +6,7 @@ import { BatchError, ErrorCode } from '@microbatch/core';
 import { checkOneOf } from '@microbatch/core/util';
 import { loadTokenizer } from '@microbatch/inference';
 import type { ModelDtype, OnnxInput, OnnxOutput } from '@microbatch/inference';
-import type { LogLine, Logger } from './batch-log.js';
-import { encoderFolder, encoderGraph, startEncoderBatcher } from './encoder-batcher.js';
+import { type EncoderBatcherOptions, encoderFolder, encoderGraph, startEncoderBatcher } from './encoder-batcher.js';
 import { type Pooling, poolEmbedding } from './embedding-pooling.js';
 import type { EmbeddingService } from './embedding-service.js';
 
@@ -21,7 +20,7 @@ const POOLINGS: readonly Pooling[] = ['mean', 'cls', 'last_token'];
  * const options: EmbeddingModelOptions = { model: 'models/all-MiniLM-L6-v2', maxBatchCost: 8192 };
  * ```
  */
-export interface EmbeddingModelOptions {
+export interface EmbeddingModelOptions extends EncoderBatcherOptions {
   /**
    * The model folder in transformers.js layout: `config.json`, `tokenizer.json`, an ONNX graph under `onnx/` (which
    * one: `dtype`) with a `last_hidden_state` output; sentence-transformers' `1_Pooling/config.json` and
@@ -56,39 +55,8 @@ export interface EmbeddingModelOptions {
    * @default false
    */
   readonly truncatableDimensions?: boolean;
-  /**
-   * The most inputs one model call holds.
-   * @default 64
-   */
-  readonly maxBatchSize?: number;
-  /**
-   * The most tokens one model call holds (each input costs its token count), so one call never pads past this.
-   * @default 8192
-   */
-  readonly maxBatchCost?: number;
-  /**
-   * Inputs are batched only with inputs of the same length bucket (token counts rounded up to a multiple of this),
-   * so a model call pads each input by less than this many tokens instead of to the longest of a mixed batch.
-   * `0` turns bucketing off (one queue; each call padded to its longest input).
-   * @default 8
-   */
-  readonly lengthBucket?: number;
-  /** @default 0 (work-conserving) */
-  readonly batchWaitTimeoutMs?: number;
-  /** @default Infinity */
-  readonly maxLatencyMs?: number;
   /** @default 1024 */
   readonly maxQueueSize?: number;
-  /** @default 1 */
-  readonly workers?: number;
-  /** @default 1 */
-  readonly threads?: number;
-  /** @default 'cpu' */
-  readonly executionProvider?: string;
-  /** Where the one-line-per-batch log goes; `false` turns it off. @default console.log */
-  readonly log?: LogLine | false;
-  /** A pino-compatible logger, instead of `log`. */
-  readonly logger?: Logger;
 }
 
 interface ModelConfig {

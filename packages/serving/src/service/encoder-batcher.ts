@@ -16,18 +16,48 @@ import {
 import type { ModelDtype, OnnxInput, OnnxOutput, TokenizerThreads, WorkerPool } from '@microbatch/inference';
 import { type LogLine, type Logger, logBatches, logRefusals } from './batch-log.js';
 
-/** The options both encoder services take for their batcher and workers (see each service's own for the docs). */
+/**
+ * The options both encoder services take for their batcher and workers (`EmbeddingModelOptions`,
+ * `SequenceClassifierOptions` extend it). An item is one text, pair or input.
+ *
+ * @example
+ * ```ts
+ * const options: EncoderBatcherOptions = { maxBatchCost: 4096, workers: 2 };
+ * ```
+ */
 export interface EncoderBatcherOptions {
+  /**
+   * The most items one model call holds.
+   * @default 64
+   */
   readonly maxBatchSize?: number;
+  /**
+   * The most tokens one model call holds (each item costs its token count), so one call never pads past this.
+   * @default 8192
+   */
   readonly maxBatchCost?: number;
+  /**
+   * Items are batched only with items of the same length bucket (token counts rounded up to a multiple of this),
+   * so a model call pads each item by less than this many tokens instead of to the longest of a mixed batch.
+   * `0` turns bucketing off (one queue; each call padded to its longest item).
+   * @default 8
+   */
   readonly lengthBucket?: number;
+  /** @default 0 (work-conserving) */
   readonly batchWaitTimeoutMs?: number;
+  /** @default Infinity */
   readonly maxLatencyMs?: number;
+  /** The most items waiting (the default is each service's own). */
   readonly maxQueueSize?: number;
+  /** @default 1 */
   readonly workers?: number;
+  /** @default 1 */
   readonly threads?: number;
+  /** @default 'cpu' */
   readonly executionProvider?: string;
+  /** Where the one-line-per-batch log goes; `false` turns it off. @default console.log */
   readonly log?: LogLine | false;
+  /** A pino-compatible logger, instead of `log`. */
   readonly logger?: Logger;
 }
 

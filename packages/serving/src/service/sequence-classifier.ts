@@ -6,9 +6,8 @@ import { readFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { checkOneOf } from '@microbatch/core/util';
 import type { ModelDtype, OnnxOutput } from '@microbatch/inference';
-import type { LogLine, Logger } from './batch-log.js';
 import type { ClassifierItem, ClassifierService, ClassifierTask } from './classifier-service.js';
-import { encoderFolder, encoderGraph, startEncoderBatcher } from './encoder-batcher.js';
+import { type EncoderBatcherOptions, encoderFolder, encoderGraph, startEncoderBatcher } from './encoder-batcher.js';
 import { labelActivation, labelProbabilities, sigmoid } from './label-scores.js';
 
 const TASKS: readonly ClassifierTask[] = ['text-classification', 'rerank'];
@@ -21,7 +20,7 @@ const TASKS: readonly ClassifierTask[] = ['text-classification', 'rerank'];
  * const options: SequenceClassifierOptions = { model: 'models/ms-marco-MiniLM-L-6-v2', task: 'rerank' };
  * ```
  */
-export interface SequenceClassifierOptions {
+export interface SequenceClassifierOptions extends EncoderBatcherOptions {
   /**
    * The model folder in transformers.js layout: `config.json` (with `id2label`), `tokenizer.json`, an ONNX graph
    * under `onnx/` (which one: `dtype`) with a `logits` output (`[batch, labels]`).
@@ -42,36 +41,12 @@ export interface SequenceClassifierOptions {
    * @default the folder's name
    */
   readonly id?: string;
-  /** The most texts or pairs one model call holds. @default 64 */
-  readonly maxBatchSize?: number;
-  /** The most tokens one model call holds (each item costs its token count). @default 8192 */
-  readonly maxBatchCost?: number;
-  /**
-   * Items are batched only with items of the same length bucket (token counts rounded up to a multiple of this);
-   * `0` turns bucketing off.
-   * @default 8
-   */
-  readonly lengthBucket?: number;
-  /** @default 0 (work-conserving) */
-  readonly batchWaitTimeoutMs?: number;
-  /** @default Infinity */
-  readonly maxLatencyMs?: number;
   /**
    * The most items waiting; one rerank request's documents are one group, so keep it above the endpoint's
    * `maxDocuments`.
    * @default 4096
    */
   readonly maxQueueSize?: number;
-  /** @default 1 */
-  readonly workers?: number;
-  /** @default 1 */
-  readonly threads?: number;
-  /** @default 'cpu' */
-  readonly executionProvider?: string;
-  /** Where the one-line-per-batch log goes; `false` turns it off. @default console.log */
-  readonly log?: LogLine | false;
-  /** A pino-compatible logger, instead of `log`. */
-  readonly logger?: Logger;
 }
 
 interface ClassifierConfig {
