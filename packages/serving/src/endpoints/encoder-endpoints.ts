@@ -159,25 +159,28 @@ const tokensOf = (service: ClassifierService, items: readonly ClassifierItem[]):
   items.reduce((sum, item) => sum + service.tokens(item), 0);
 const newId = (kind: string) => `${kind}-${randomBytes(12).toString('hex')}`;
 
+/** What an encoder endpoint maker returns: the endpoint over a service, with its options. */
+export type EncoderEndpointFactory = (service: ClassifierService, options?: EncoderEndpointOptions) => NodeJsonEndpoint;
+
 /**
  * The skeleton of the three encoder endpoints: the request parsed against the limits, its texts or pairs encoded and
  * checked ({@link encode}), then `answer` over the items (which calls the service with the request's `call`).
  */
-function createEncoderEndpoint<Request extends { readonly wanted: EncoderTexts }, Answer>(
-  service: ClassifierService,
-  options: EncoderEndpointOptions,
+function encoderEndpoint<Request extends { readonly wanted: EncoderTexts }, Answer>(
   parse: (body: unknown, limits: EncoderRequestLimits) => Request,
-  answer: (request: Request, items: ClassifierItem[], call: CallOptions) => Promise<Answer>,
-): NodeJsonEndpoint {
-  checkService(service, options);
-  const { limits = {}, clientKey, exposeDetails } = options;
-  return createOpenAiEndpoint({
-    parse: (body) => parse(body, limits),
-    complete: async ({ request, call }): Promise<Answer> =>
-      answer(request, await encode(service, request.wanted, limits), call),
-    clientKey,
-    exposeDetails,
-  });
+  answer: (service: ClassifierService, request: Request, items: ClassifierItem[], call: CallOptions) => Promise<Answer>,
+): EncoderEndpointFactory {
+  return (service, options = {}) => {
+    checkService(service, options);
+    const { limits = {}, clientKey, exposeDetails } = options;
+    return createOpenAiEndpoint({
+      parse: (body) => parse(body, limits),
+      complete: async ({ request, call }): Promise<Answer> =>
+        answer(service, request, await encode(service, request.wanted, limits), call),
+      clientKey,
+      exposeDetails,
+    });
+  };
 }
 
 /** vLLM's list answer (score, classify): one entry per item in request order, the items' tokens as usage. */
@@ -210,30 +213,23 @@ function listAnswer<Kind extends 'score' | 'classify', Entry>(
  * app.post('/v1/rerank', jsonBody(), (req, res) => rerank(req.body, res));
  * ```
  */
-export function createRerankEndpoint(
-  service: ClassifierService,
-  options: EncoderEndpointOptions = {},
-): NodeJsonEndpoint {
-  return createEncoderEndpoint(
-    service,
-    options,
-    parseRerankRequest,
-    async (request, items, call): Promise<RerankAnswer> => {
-      const scores = await service.scoreAll(items, call);
-      const order = scores.map((_, index) => index).sort((a, b) => (scores[b] as number) - (scores[a] as number));
-      return {
-        id: newId('rerank'),
-        model: service.id,
-        usage: { total_tokens: tokensOf(service, items) },
-        results: order.slice(0, request.topN).map((index) => ({
-          index,
-          relevance_score: scores[index] as number,
-          ...(request.returnDocuments ? { document: { text: request.documents[index] as string } } : {}),
-        })),
-      };
-    },
-  );
-}
+export const createRerankEndpoint: EncoderEndpointFactory = encoderEndpoint(
+  parseRerankRequest,
+  async (service, request, items, call): Promise<RerankAnswer> => {
+    const scores = await service.scoreAll(items, call);
+    const order = scores.map((_, index) => index).sort((a, b) => (scores[b] as number) - (scores[a] as number));
+    return {
+      id: newId('rerank'),
+      model: service.id,
+      usage: { total_tokens: tokensOf(service, items) },
+      results: order.slice(0, request.topN).map((index) => ({
+        index,
+        relevance_score: scores[index] as number,
+        ...(request.returnDocuments ? { document: { text: request.documents[index] as string } } : {}),
+      })),
+    };
+  },
+);
 
 /**
  * Creates vLLM's score endpoint (`POST /v1/score`): `text_1` against one or many `text_2`, each pair one batched
@@ -244,25 +240,18 @@ export function createRerankEndpoint(
  * app.post('/v1/score', jsonBody(), (req, res) => createScoreEndpoint(reranker)(req.body, res));
  * ```
  */
-export function createScoreEndpoint(
-  service: ClassifierService,
-  options: EncoderEndpointOptions = {},
-): NodeJsonEndpoint {
-  return createEncoderEndpoint(
-    service,
-    options,
-    parseScoreRequest,
-    async (_request, items, call): Promise<ScoreAnswer> => {
-      const scores = await service.scoreAll(items, call);
-      return listAnswer(
-        'score',
-        service,
-        items,
-        scores.map((score) => ({ score })),
-      );
-    },
-  );
-}
+export const createScoreEndpoint: EncoderEndpointFactory = encoderEndpoint(
+  parseScoreRequest,
+  async (service, _request, items, call): Promise<ScoreAnswer> => {
+    const scores = await service.scoreAll(items, call);
+    return listAnswer(
+      'score',
+      service,
+      items,
+      scores.map((score) => ({ score })),
+    );
+  },
+);
 
 /**
  * Creates vLLM's classify endpoint (`POST /classify`): each input one batched item, a request's inputs admitted all
@@ -273,33 +262,26 @@ export function createScoreEndpoint(
  * app.post('/classify', jsonBody(), (req, res) => createClassifyEndpoint(classifier)(req.body, res));
  * ```
  */
-export function createClassifyEndpoint(
-  service: ClassifierService,
-  options: EncoderEndpointOptions = {},
-): NodeJsonEndpoint {
-  return createEncoderEndpoint(
-    service,
-    options,
-    parseClassifyRequest,
-    async (_request, items, call): Promise<ClassifyAnswer> => {
-      const all = await service.classifyAll(items, call);
-      const list = listAnswer(
-        'classify',
-        service,
-        items,
-        all.map((probabilities) => {
-          let best = 0;
-          for (let i = 1; i < probabilities.length; i += 1) {
-            if ((probabilities[i] as number) > (probabilities[best] as number)) best = i;
-          }
-          return {
-            label: service.labels[best] as string,
-            probs: Array.from(probabilities),
-            num_classes: probabilities.length,
-          };
-        }),
-      );
-      return { ...list, usage: { ...list.usage, completion_tokens: 0 } };
-    },
-  );
-}
+export const createClassifyEndpoint: EncoderEndpointFactory = encoderEndpoint(
+  parseClassifyRequest,
+  async (service, _request, items, call): Promise<ClassifyAnswer> => {
+    const all = await service.classifyAll(items, call);
+    const list = listAnswer(
+      'classify',
+      service,
+      items,
+      all.map((probabilities) => {
+        let best = 0;
+        for (let i = 1; i < probabilities.length; i += 1) {
+          if ((probabilities[i] as number) > (probabilities[best] as number)) best = i;
+        }
+        return {
+          label: service.labels[best] as string,
+          probs: Array.from(probabilities),
+          num_classes: probabilities.length,
+        };
+      }),
+    );
+    return { ...list, usage: { ...list.usage, completion_tokens: 0 } };
+  },
+);
