@@ -8,7 +8,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { writeBertEncoder } from '../../packages/inference/test/helpers/bert-encoder.js';
 import { fileURLToPath } from 'node:url';
 import { type ServerProcess, startServerProcess } from '@microbatch/test-kit';
-import { errorBody, leaksInternals, send } from './helpers/http.js';
+import { send } from './helpers/http.js';
+import { expectOpenAiRefusal } from './helpers/openai-refusal.js';
 
 const BIN = fileURLToPath(new URL('../../packages/cli/bin/microbatch.js', import.meta.url));
 const INVALID = 'INVALID_INPUT';
@@ -74,14 +75,8 @@ describe.each(['express', 'koa', 'nest'])('bad embeddings inputs against microba
       body,
       timeoutMs: 30_000,
     });
-    expect(outcome.kind).toBe('answered');
-    if (outcome.kind !== 'answered') return;
-    const error = errorBody(outcome.answer.body);
-    expect([outcome.answer.status, error?.code]).toEqual([status, code]);
-    expect(leaksInternals(outcome.answer.body)).toBe(false);
-    expect((error?.details as { field?: string } | undefined)?.field).toBe(field);
     // OpenAI's shape, as on every /v1/* endpoint: `type`, and `param` naming the field (or null).
-    expect(error).toMatchObject({ type: 'invalid_request_error', param: field ?? null });
+    expectOpenAiRefusal(outcome, { status, code, field });
   });
 
   it('still embeds afterwards', async () => {

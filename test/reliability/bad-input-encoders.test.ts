@@ -1,8 +1,10 @@
-// The encoder endpoints' hostile corpus (`bad-input-encoder-corpus.ts`) against `microbatch serve --task rerank` and
-// `--task text-classification` on all five frameworks (a BERT-shaped classifier generated here from the real MiniLM
-// tokenizer): every request is answered with its exact 4xx in OpenAI's shape naming the field, none carries a stack
-// trace, and the server still answers afterwards.
-import { mkdtemp, rm } from 'node:fs/promises';
+// The encoder endpoints' hostile corpus (`bad-input-encoder-corpus.ts`) against every way `microbatch serve` serves
+// them, on all five frameworks: `serve --task rerank` and `--task text-classification` (a server per task), and a
+// multi-model server (`serve --config`: a cross-encoder and a classifier, each request routed by its `model`, a body
+// without `model` going to the first model of the endpoint's task), with BERT-shaped encoders generated here from the
+// real MiniLM tokenizer. Every request is answered with its exact 4xx (the same on both) in OpenAI's shape naming the
+// field, none carries a stack trace, and the server still answers afterwards.
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -10,12 +12,15 @@ import { type ServerProcess, startServerProcess } from '@microbatch/test-kit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { writeBertEncoder } from '../../packages/inference/test/helpers/bert-encoder.js';
 import { ENCODER_BAD_INPUTS } from './bad-input-encoder-corpus.js';
-import { errorBody, leaksInternals, send } from './helpers/http.js';
+import { send } from './helpers/http.js';
+import { expectOpenAiRefusal } from './helpers/openai-refusal.js';
 
 const BIN = fileURLToPath(new URL('../../packages/cli/bin/microbatch.js', import.meta.url));
+const FRAMEWORKS = ['express', 'koa', 'fastify', 'hono', 'nest'];
+type Task = 'rerank' | 'text-classification';
 
 let scratch: string;
-let models: Record<'rerank' | 'text-classification', string>;
+let models: Record<Task, string>;
 beforeAll(async () => {
   scratch = await mkdtemp(join(tmpdir(), 'microbatch-bad-encoders-'));
   models = {
@@ -25,8 +30,60 @@ beforeAll(async () => {
       labels: ['no', 'yes'],
     }),
   };
-});
+}, 120_000);
 afterAll(() => rm(scratch, { recursive: true, force: true }));
+
+const serve = (args: readonly string[]) =>
+  startServerProcess({
+    args: [BIN, 'serve', ...args, '--port', '0'],
+    env: { ...process.env },
+    ready: /"url":"(http:[^"]+)","msg":"ready"/,
+  });
+
+/** The servers a driver started: which answers each task, by which `model` name (none: the one-model servers). */
+interface EncoderServers {
+  readonly servers: Readonly<Record<Task, ServerProcess>>;
+  readonly names: Readonly<Record<Task, string | undefined>>;
+}
+
+/** How each way of serving the encoders is started on a framework. */
+const DRIVERS: Readonly<Record<string, (framework: string) => Promise<EncoderServers>>> = {
+  'microbatch serve --task': async (framework) => {
+    const rerank = await serve(['--task', 'rerank', '--model', models.rerank, '--framework', framework]);
+    const classify = await serve([
+      '--task',
+      'text-classification',
+      '--model',
+      models['text-classification'],
+      '--framework',
+      framework,
+    ]).catch(async (error: unknown) => {
+      await rerank.stop();
+      throw error;
+    });
+    return {
+      servers: { rerank, 'text-classification': classify },
+      names: { rerank: undefined, 'text-classification': undefined },
+    };
+  },
+  'a multi-model server': async (framework) => {
+    const config = join(scratch, `encoders-${framework}.yaml`);
+    await writeFile(
+      config,
+      [
+        'models:',
+        `  - { name: rerank, path: ${models.rerank}, task: rerank }`,
+        `  - { name: mood, path: ${models['text-classification']}, task: text-classification }`,
+        '',
+      ].join('\n'),
+    );
+    const server = await serve(['--config', config, '--framework', framework, '--max-threads', '2']);
+    return {
+      servers: { rerank: server, 'text-classification': server },
+      names: { rerank: 'rerank', 'text-classification': 'mood' },
+    };
+  },
+};
 
 const post = (server: ServerProcess, path: string, body: string) =>
   send(server.url, path, {
@@ -36,50 +93,38 @@ const post = (server: ServerProcess, path: string, body: string) =>
     timeoutMs: 30_000,
   });
 
-describe.each(['express', 'koa', 'fastify', 'hono', 'nest'])(
-  'bad encoder inputs against microbatch serve (%s)',
-  (framework) => {
-    const servers: Partial<Record<'rerank' | 'text-classification', ServerProcess>> = {};
+describe.each(Object.keys(DRIVERS).flatMap((driver) => FRAMEWORKS.map((framework) => [driver, framework])))(
+  'bad encoder inputs against %s (%s)',
+  (driver, framework) => {
+    let started: EncoderServers | undefined;
+    const server = (task: Task) => started?.servers[task] as ServerProcess;
     beforeAll(async () => {
-      for (const task of ['rerank', 'text-classification'] as const) {
-        servers[task] = await startServerProcess({
-          args: [BIN, 'serve', '--task', task, '--model', models[task], '--port', '0', '--framework', framework],
-          env: { ...process.env },
-          ready: /"url":"(http:[^"]+)","msg":"ready"/,
-        });
-      }
-    });
+      started = await (DRIVERS[driver] as (framework: string) => Promise<EncoderServers>)(framework);
+    }, 120_000);
     afterAll(async () => {
-      await Promise.all(Object.values(servers).map((server) => server?.stop()));
+      await Promise.all([...new Set(Object.values(started?.servers ?? {}))].map((one) => one.stop()));
     });
 
     it.each(ENCODER_BAD_INPUTS.map((row) => ({ ...row, label: `${row.path} ${row.name}` })))(
       '$label',
       async ({ task, path, body, status, code, field }) => {
-        const outcome = await post(servers[task] as ServerProcess, path, body);
-        expect(outcome.kind).toBe('answered');
-        if (outcome.kind !== 'answered') return;
-        const error = errorBody(outcome.answer.body);
-        expect([outcome.answer.status, error?.code]).toEqual([status, code]);
-        expect(leaksInternals(outcome.answer.body)).toBe(false);
-        expect((error?.details as { field?: string } | undefined)?.field).toBe(field);
         // OpenAI's shape on every encoder path: `type`, and `param` naming the field (or null).
-        expect(error).toMatchObject({ type: 'invalid_request_error', param: field ?? null });
+        const error = expectOpenAiRefusal(await post(server(task), path, body), { status, code, field });
         if (field !== undefined) expect(error?.message).toContain(field);
       },
     );
 
-    it('still answers afterwards', async () => {
-      const rerank = await post(
-        servers.rerank as ServerProcess,
-        '/v1/rerank',
-        JSON.stringify({ query: 'q', documents: ['a', 'b'] }),
-      );
+    it('still answers afterwards (each model by name on the multi-model server)', async () => {
+      const named = (task: Task, body: object) => {
+        const model = started?.names[task];
+        return JSON.stringify(model === undefined ? body : { model, ...body });
+      };
+      const rerank = await post(server('rerank'), '/v1/rerank', named('rerank', { query: 'q', documents: ['a', 'b'] }));
       expect(rerank.kind === 'answered' && rerank.answer.status).toBe(200);
       const classify = await post(
-        servers['text-classification'] as ServerProcess,
+        server('text-classification'),
         '/classify',
-        JSON.stringify({ input: ['a'] }),
+        named('text-classification', { input: ['a'] }),
       );
       expect(classify.kind === 'answered' && classify.answer.status).toBe(200);
     });

@@ -2,19 +2,16 @@
 // tinystories), an embedder and a cross-encoder (generated here) behind one app, each request routed by its `model`;
 // the rerank and score answers equal transformers.js's own on the same folder within 1e-4, as `serve --task rerank`
 // answers them. Then a classifier and a reranker multiplexed with `--max-loaded-models 1`.
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { type ServerProcess, startServerProcess } from '@microbatch/test-kit';
+import type { ServerProcess } from '@microbatch/test-kit';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { writeBertEncoder } from '../../inference/test/helpers/bert-encoder.js';
+import { STORIES, configFile as writeConfig, modelMetric, serveConfig } from './helpers/serve-config.js';
 import { referenceClassify, referenceScores } from '../../inference/test/helpers/transformers-classifier-reference.js';
 
-const BIN = fileURLToPath(new URL('../bin/microbatch.js', import.meta.url));
-const STORIES = fileURLToPath(new URL('../../../models/tinystories-656k', import.meta.url));
-const READY = /"url":"(http:[^"]+)","msg":"ready"/;
 const QUERY = 'How do request batchers pad their inputs?';
 const DOCUMENTS = [
   'Batching pads every input of a call to the longest one, and the mask keeps padding out of attention.',
@@ -31,19 +28,7 @@ let classifier: string;
 let scores: number[];
 let probabilities: Record<string, number>[];
 
-async function configFile(name: string, text: string): Promise<string> {
-  const file = join(scratch, name);
-  await writeFile(file, text);
-  return file;
-}
-
-function serve(config: string, extra: readonly string[] = []): Promise<ServerProcess> {
-  return startServerProcess({
-    args: [BIN, 'serve', '--config', config, '--port', '0', '--log-format', 'json', ...extra],
-    env: { ...process.env },
-    ready: READY,
-  });
-}
+const configFile = (name: string, text: string): Promise<string> => writeConfig(scratch, name, text);
 
 async function post(server: ServerProcess, path: string, body: unknown): Promise<{ status: number; json: any }> {
   const res = await fetch(`${server.url}${path}`, {
@@ -58,14 +43,6 @@ function expectClose(actual: readonly number[], expected: readonly number[]): vo
   expect(actual).toHaveLength(expected.length);
   const worst = Math.max(...actual.map((value, index) => Math.abs(value - (expected[index] as number))));
   expect(worst).toBeLessThan(1e-4);
-}
-
-/** A counter or gauge of `/metrics` for one model. */
-async function modelMetric(server: ServerProcess, metric: string, model: string): Promise<number> {
-  const text = await (await fetch(`${server.url}/metrics`)).text();
-  const line = text.split('\n').find((row) => row.startsWith(`${metric}{model="${model}"}`));
-  if (line === undefined) throw new Error(`no ${metric} for ${model} in /metrics`);
-  return Number(line.split(' ')[1]);
 }
 
 const byScore = (values: readonly number[]) =>
@@ -97,7 +74,7 @@ describe.each(['express', 'nest'])('a RAG server in one config: generator, embed
         '',
       ].join('\n'),
     );
-    server = await serve(config, ['--framework', framework, '--max-threads', '3']);
+    server = await serveConfig(config, ['--framework', framework, '--max-threads', '3']);
     openai = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0 });
   }, 120_000);
   afterAll(() => server?.stop());
@@ -196,7 +173,7 @@ describe('--max-loaded-models 1 with a classifier and a reranker', () => {
         ],
       }),
     );
-    server = await serve(config, ['--max-loaded-models', '1', '--framework', 'fastify']);
+    server = await serveConfig(config, ['--max-loaded-models', '1', '--framework', 'fastify']);
   }, 120_000);
   afterAll(() => server?.stop());
 

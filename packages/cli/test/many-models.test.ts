@@ -4,35 +4,19 @@
 // bad config files refused at start-up, naming the problem.
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { type ServerProcess, startServerProcess } from '@microbatch/test-kit';
+import type { ServerProcess } from '@microbatch/test-kit';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { writeBertEncoder } from '../../inference/test/helpers/bert-encoder.js';
-
-const BIN = fileURLToPath(new URL('../bin/microbatch.js', import.meta.url));
-const STORIES = fileURLToPath(new URL('../../../models/tinystories-656k', import.meta.url));
-const READY = /"url":"(http:[^"]+)","msg":"ready"/;
+import { BIN, STORIES, configFile as writeConfig, modelMetric, serveConfig } from './helpers/serve-config.js';
 
 let scratch: string;
 let encoder: string;
 
-async function configFile(name: string, text: string): Promise<string> {
-  const file = join(scratch, name);
-  await writeFile(file, text);
-  return file;
-}
-
-function serve(config: string, extra: readonly string[] = []): Promise<ServerProcess> {
-  return startServerProcess({
-    args: [BIN, 'serve', '--config', config, '--port', '0', '--log-format', 'json', ...extra],
-    env: { ...process.env },
-    ready: READY,
-  });
-}
+const configFile = (name: string, text: string): Promise<string> => writeConfig(scratch, name, text);
 
 function run(args: readonly string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
@@ -43,14 +27,6 @@ function run(args: readonly string[]): Promise<{ code: number | null; stdout: st
 }
 
 const client = (server: ServerProcess) => new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0 });
-
-/** A counter or gauge of `/metrics` for one model. */
-async function modelMetric(server: ServerProcess, metric: string, model: string): Promise<number> {
-  const text = await (await fetch(`${server.url}/metrics`)).text();
-  const line = text.split('\n').find((row) => row.startsWith(`${metric}{model="${model}"}`));
-  if (line === undefined) throw new Error(`no ${metric} for ${model} in /metrics`);
-  return Number(line.split(' ')[1]);
-}
 
 /** The server process's resident memory, in MiB (Linux). */
 function rssMb(server: ServerProcess): number {
@@ -79,7 +55,7 @@ describe.each(['express', 'nest'])('one server, three models (%s)', (framework) 
         '',
       ].join('\n'),
     );
-    server = await serve(config, ['--framework', framework, '--max-threads', '3']);
+    server = await serveConfig(config, ['--framework', framework, '--max-threads', '3']);
     openai = client(server);
   }, 120_000);
   afterAll(() => server?.stop());
@@ -167,7 +143,7 @@ describe('--max-loaded-models 1 with two generators', () => {
         ],
       }),
     );
-    server = await serve(config, ['--max-loaded-models', '1']);
+    server = await serveConfig(config, ['--max-loaded-models', '1']);
     openai = client(server);
   }, 120_000);
   afterAll(() => server?.stop());

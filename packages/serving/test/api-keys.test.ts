@@ -2,6 +2,8 @@
 // a replacement that keeps the old keys when bad), and the same answers on all five frameworks: every route but the
 // probes and the metrics needs `Authorization: Bearer <key>`, refused 401 in OpenAI's shape with
 // `WWW-Authenticate: Bearer`; the key's name becomes the request's principal, its fairness key and a metrics label.
+import type { AddressInfo } from 'node:net';
+import { createServer } from 'node:http';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   ApiKeys,
@@ -18,6 +20,7 @@ import { startTextCompletionApp as startHono } from '../src/app/hono/index.js';
 import { startTextCompletionApp as startKoa } from '../src/app/koa/index.js';
 import { startTextCompletionApp as startNest } from '../src/app/nest/index.js';
 import { textCompletionHandlers } from '../src/app/text-completion-routes.js';
+import { nodeRoute, resolveRoutes } from '../src/app/route-table.js';
 import { gatedService } from './gated-service.js';
 
 const APPS = { express: startExpress, koa: startKoa, fastify: startFastify, hono: startHono, nest: startNest } as const;
@@ -208,5 +211,47 @@ describe('the key name as fairness key', () => {
     await call(`${running.url}/v1/completions`, completion('Bearer sk-b'));
     expect(seen).toEqual(['key:team-a', 'key:team-b']);
     expect(apiKeyClientKey({} as never)).toBeUndefined();
+  });
+});
+
+describe('where the key check is applied', () => {
+  it('guards every route of a table as it is resolved, a new one included, the probes and metrics left open', async () => {
+    const answered: string[] = [];
+    const ok = (name: string) =>
+      nodeRoute(async (_req, res) => {
+        answered.push(name);
+        res.writeHead(200).end();
+      });
+    const routes = resolveRoutes(
+      [
+        { method: 'GET', path: '/a-new-route', handler: 'newRoute' },
+        { method: 'GET', path: '/healthz', handler: 'liveness' },
+        { method: 'GET', path: '/metrics', handler: 'metrics' },
+      ],
+      {
+        handlers: { newRoute: ok('newRoute'), liveness: ok('liveness'), metrics: ok('metrics') },
+        access: { apiKeys: new ApiKeys([KEY]), protectMetrics: false },
+      },
+    );
+    const server = createServer((req, res) => {
+      const route = routes.find((row) => row.path === req.url);
+      if (route?.kind === 'node') void route.handler(req, res);
+      else res.writeHead(404).end();
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+      const status = async (path: string, authorization?: string) =>
+        (await fetch(`${url}${path}`, authorization === undefined ? {} : { headers: { authorization } })).status;
+      expect(await status('/a-new-route')).toBe(401);
+      expect(await status('/a-new-route', 'Bearer sk-wrong')).toBe(401);
+      expect(await status('/a-new-route', `Bearer ${KEY}`)).toBe(200);
+      expect(await status('/healthz')).toBe(200);
+      expect(await status('/metrics')).toBe(200);
+      expect(answered).toEqual(['newRoute', 'liveness', 'metrics']);
+    } finally {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    }
   });
 });

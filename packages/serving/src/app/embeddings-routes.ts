@@ -4,9 +4,9 @@ import type { BatchError } from '@microbatch/core';
 import { createHealth, instrumentBatcher, metricsHandler, toNodeHandler } from '@microbatch/prometheus';
 import { Registry } from 'prom-client';
 import { type EmbeddingsAppOptions, accessOptions, httpErrorOptions } from './app-options.js';
-import { guardHandlers } from '../auth/route-guard.js';
 import { batchOwner } from '../auth/principal.js';
 import {
+  type AppHandlers,
   type AppRoute,
   type RouteRow,
   allowedMethods,
@@ -52,15 +52,18 @@ export const EMBEDDINGS_TABLE = [
 export const EMBEDDINGS_ROUTES: Readonly<Record<string, readonly string[]>> = allowedMethods(EMBEDDINGS_TABLE);
 
 /**
- * The handlers of {@link EMBEDDINGS_TABLE} over one model: every input of every request is one batched item costing
- * its tokens; errors mapped with the options' `exposeDetails`.
+ * The handlers of {@link EMBEDDINGS_TABLE} over one model, and who may reach them: every input of every request is
+ * one batched item costing its tokens; errors mapped with the options' `exposeDetails`.
  *
  * @example
  * ```ts
- * const { embeddings } = embeddingsHandlers(model);
+ * const { embeddings } = embeddingsHandlers(model).handlers;
  * ```
  */
-export function embeddingsHandlers(service: EmbeddingService, options: EmbeddingsAppOptions = {}) {
+export function embeddingsHandlers(
+  service: EmbeddingService,
+  options: EmbeddingsAppOptions = {},
+): AppHandlers<(typeof EMBEDDINGS_TABLE)[number]['handler']> {
   const errors = httpErrorOptions(options);
   const { apiKeys, protectMetrics, clientKey } = accessOptions(options);
   const health = createHealth({ batchers: service.batchers, ready: () => service.isReady() });
@@ -92,13 +95,7 @@ export function embeddingsHandlers(service: EmbeddingService, options: Embedding
       ),
     ),
   };
-  // With keys, every route but the probes (and the metrics unless `protectMetrics`) requires one.
-  return guardHandlers(
-    handlers,
-    apiKeys,
-    protectMetrics ? ['liveness', 'readiness'] : ['liveness', 'readiness', 'metrics'],
-    registry,
-  );
+  return { handlers, access: { apiKeys, protectMetrics, registry } };
 }
 
 /**

@@ -6,7 +6,6 @@ import { unmatchedRoute } from '@microbatch/core/http';
 import { createHealth, instrumentBatcher, metricsHandler, toNodeHandler } from '@microbatch/prometheus';
 import { Registry } from 'prom-client';
 import type { ApiKeyInput, ApiKeys } from '../auth/api-keys.js';
-import { guardHandlers } from '../auth/route-guard.js';
 import type { ClientKey } from '../endpoints/client-key.js';
 import {
   createClassifyEndpoint,
@@ -19,8 +18,8 @@ import type { EncoderRequestLimits } from '../openai/encoder-fields.js';
 import type { ClassifierService, ClassifierTask } from '../service/classifier-service.js';
 import { accessOptions, httpErrorOptions } from './app-options.js';
 import {
+  type AppHandlers,
   type AppRoute,
-  type JsonRoute,
   type RouteRow,
   allowedMethods,
   jsonRoute,
@@ -108,44 +107,35 @@ export const ENCODER_POST_PATHS: Readonly<Record<ClassifierTask, readonly string
 };
 
 /**
- * The handlers of the service's task table: each request's texts or pairs one all-or-none group of batched items
- * costing their tokens; errors mapped with the options' `exposeDetails`.
+ * The handlers of the service's task table, and who may reach them: each request's texts or pairs one all-or-none
+ * group of batched items costing their tokens; errors mapped with the options' `exposeDetails`.
  *
  * @example
  * ```ts
- * const { rerank } = encoderHandlers(reranker);
+ * const { rerank } = encoderHandlers(reranker).handlers;
  * ```
  */
-export function encoderHandlers(service: ClassifierService, options: EncoderAppOptions = {}) {
+export function encoderHandlers(service: ClassifierService, options: EncoderAppOptions = {}): AppHandlers {
   const errors = httpErrorOptions(options);
   const health = createHealth({ batchers: service.batchers, ready: () => service.isReady() });
   const registry = new Registry();
   for (const batcher of service.batchers) instrumentBatcher(batcher, { registry });
   const { apiKeys, protectMetrics, clientKey } = accessOptions(options);
   const endpoint = { ...errors, limits: documentLimits(service, options.limits ?? {}), clientKey };
-  const reranking = service.task === 'rerank';
-  // With keys, every route but the probes (and the metrics unless `protectMetrics`) requires one, as on every app.
-  const guarded = guardHandlers(
-    {
-      models: jsonValueRoute(modelList(service.id, new Date())),
-      liveness: nodeRoute(toNodeHandler(() => health.liveness())),
-      readiness: nodeRoute(toNodeHandler(() => health.readiness())),
-      metrics: nodeRoute(metricsHandler(registry)),
-      // Made only for the task that serves them: a classifier has no rerank route, a reranker no classify route.
-      ...(reranking
-        ? {
-            rerank: jsonRoute(createRerankEndpoint(service, endpoint)),
-            score: jsonRoute(createScoreEndpoint(service, endpoint)),
-          }
-        : { classify: jsonRoute(createClassifyEndpoint(service, endpoint)) }),
-    },
-    apiKeys,
-    protectMetrics ? ['liveness', 'readiness'] : ['liveness', 'readiness', 'metrics'],
-    registry,
-  );
-  const { models, liveness, readiness, metrics } = guarded;
-  const task = guarded as Partial<Record<'rerank' | 'score' | 'classify', JsonRoute>>;
-  return { rerank: task.rerank, score: task.score, classify: task.classify, models, liveness, readiness, metrics };
+  const handlers = {
+    models: jsonValueRoute(modelList(service.id, new Date())),
+    liveness: nodeRoute(toNodeHandler(() => health.liveness())),
+    readiness: nodeRoute(toNodeHandler(() => health.readiness())),
+    metrics: nodeRoute(metricsHandler(registry)),
+    // Made only for the task that serves them: a classifier has no rerank route, a reranker no classify route.
+    ...(service.task === 'rerank'
+      ? {
+          rerank: jsonRoute(createRerankEndpoint(service, endpoint)),
+          score: jsonRoute(createScoreEndpoint(service, endpoint)),
+        }
+      : { classify: jsonRoute(createClassifyEndpoint(service, endpoint)) }),
+  };
+  return { handlers, access: { apiKeys, protectMetrics, registry } };
 }
 
 /**
@@ -157,26 +147,7 @@ export function encoderHandlers(service: ClassifierService, options: EncoderAppO
  * ```
  */
 export function encoderRoutes(service: ClassifierService, options: EncoderAppOptions = {}): AppRoute[] {
-  const handlers = encoderHandlers(service, options);
-  if (service.task === 'rerank') {
-    const { rerank, score, models, liveness, readiness, metrics } = handlers;
-    return resolveRoutes(ENCODER_TABLES.rerank, {
-      rerank: rerank as NonNullable<typeof rerank>,
-      score: score as NonNullable<typeof score>,
-      models,
-      liveness,
-      readiness,
-      metrics,
-    });
-  }
-  const { classify, models, liveness, readiness, metrics } = handlers;
-  return resolveRoutes(ENCODER_TABLES['text-classification'], {
-    classify: classify as NonNullable<typeof classify>,
-    models,
-    liveness,
-    readiness,
-    metrics,
-  });
+  return resolveRoutes<string>(ENCODER_TABLES[service.task], encoderHandlers(service, options));
 }
 
 /**

@@ -5,7 +5,6 @@ import type { ServerResponse } from 'node:http';
 import { unmatchedRoute, writeJson } from '@microbatch/core/http';
 import { BatchError } from '@microbatch/core';
 import { dashboardHandler, metricsHandler, toNodeHandler } from '@microbatch/prometheus';
-import { guardHandlers } from '../auth/route-guard.js';
 import {
   type EmbeddingsAppOptions,
   type TextCompletionAppOptions,
@@ -13,6 +12,7 @@ import {
   httpErrorOptions,
 } from './app-options.js';
 import {
+  type AppHandlers,
   type AppRoute,
   type NoRoute,
   type RouteRow,
@@ -134,14 +134,17 @@ function modelOf(
 }
 
 /**
- * The handlers of {@link MULTI_MODEL_TABLE} over a registry.
+ * The handlers of {@link MULTI_MODEL_TABLE} over a registry, and who may reach them.
  *
  * @example
  * ```ts
- * const { models } = multiModelHandlers(registry);
+ * const { models } = multiModelHandlers(registry).handlers;
  * ```
  */
-export function multiModelHandlers(registry: ModelRegistry, options: MultiModelAppOptions = {}) {
+export function multiModelHandlers(
+  registry: ModelRegistry,
+  options: MultiModelAppOptions = {},
+): AppHandlers<(typeof MULTI_MODEL_TABLE)[number]['handler']> {
   const errors = httpErrorOptions(options);
   const { apiKeys, protectMetrics, clientKey } = accessOptions(options);
   const servingSince = Math.floor(Date.now() / 1_000);
@@ -232,7 +235,6 @@ export function multiModelHandlers(registry: ModelRegistry, options: MultiModelA
       ? { status: 200, body: { status: 'ok' } }
       : { status: 503, body: { status: 'unavailable', reasons } };
   };
-  // With keys, every route but the probes (and the metrics unless `protectMetrics`) requires one, as on every app.
   const handlers = {
     completions: jsonRoute(routed('completions')),
     chatCompletions: jsonRoute(routed('chatCompletions')),
@@ -246,12 +248,7 @@ export function multiModelHandlers(registry: ModelRegistry, options: MultiModelA
     metrics: nodeRoute(metricsHandler(registry.metrics)),
     dashboard: nodeRoute(dashboardHandler({ registry: registry.metrics, title: 'microbatch · models' })),
   };
-  return guardHandlers(
-    handlers,
-    apiKeys,
-    protectMetrics ? ['liveness', 'readiness'] : ['liveness', 'readiness', 'metrics', 'dashboard'],
-    registry.metrics,
-  );
+  return { handlers, access: { apiKeys, protectMetrics, registry: registry.metrics } };
 }
 
 /**

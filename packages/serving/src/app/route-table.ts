@@ -1,57 +1,24 @@
 // The serving apps' routes as data: one table per app (method, path, which handler), the handlers made once per
 // service, and a framework's app mounting them with three small functions of its own. A route is added here, in the
 // table, and every framework serves it, with the same 405 (`Allow`) / 404 for what it does not answer.
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { BatchError } from '@microbatch/core';
 import { methodNotAllowed, routeNotFound } from '@microbatch/core/http';
 import type { NodeHandler } from '@microbatch/prometheus';
-import type { TextQueryHandler } from '../endpoints/text-query-route.js';
-import type { NodeJsonEndpoint } from '../endpoints/openai-endpoint.js';
+import { type RouteAccess, guardRoutes } from '../auth/route-guard.js';
+import type { NodeJsonEndpoint, RawHandler, RouteHandler, TextQueryHandler } from './route-handlers.js';
 
-export type { NodeJsonEndpoint, TextQueryHandler };
-
-/** A `(req, res)` handler of a `GET` route (probes, metrics, dashboard, model list). */
-export interface NodeRoute {
-  readonly kind: 'node';
-  readonly handler: NodeHandler;
-}
-
-/** A JSON endpoint of a `POST` route (the OpenAI endpoints). */
-export interface JsonRoute {
-  readonly kind: 'json';
-  readonly handler: NodeJsonEndpoint;
-}
-
-/**
- * A `GET` route answering a fixed JSON value (the model list), sent the framework's own way, so that it needs no
- * Node response (Hono's `app.request()` reaches it too).
- */
-export interface JsonValueRoute {
-  readonly kind: 'value';
-  readonly body: unknown;
-}
-
-/** The `GET /?text=` handler. */
-export interface TextQueryRoute {
-  readonly kind: 'text-query';
-  readonly handler: TextQueryHandler;
-}
-
-/**
- * A handler of the raw Node request and response, for any method: it reads the body itself (a multipart upload
- * streamed to disk, never buffered whole), so a framework must hand the request over unread. Its path may have
- * `{param}` segments (`/v1/files/{file_id}`), read with {@link pathParams}.
- */
-export type RawHandler = (req: IncomingMessage, res: ServerResponse) => Promise<void>;
-
-/** A route whose handler reads the raw request (the Files and Batch APIs). */
-export interface RawRoute {
-  readonly kind: 'raw';
-  readonly handler: RawHandler;
-}
-
-/** A handler, tagged with how a framework mounts it. */
-export type RouteHandler = NodeRoute | JsonRoute | JsonValueRoute | TextQueryRoute | RawRoute;
+export type {
+  JsonRoute,
+  JsonValueRoute,
+  NodeJsonEndpoint,
+  NodeRoute,
+  RawHandler,
+  RawRoute,
+  RouteHandler,
+  TextQueryHandler,
+  TextQueryRoute,
+} from './route-handlers.js';
+export { jsonRoute, jsonValueRoute, nodeRoute, rawRoute, rawRoutes, textQueryRoute } from './route-handlers.js';
 
 /**
  * One row of an app's route table: `GET` routes answer `HEAD` too (without a body); `POST` routes take a JSON body
@@ -65,6 +32,15 @@ export interface RouteRow<Name extends string = string> {
 
 /** The methods a row may answer (`DELETE` only with a raw handler). */
 export type RouteMethod = 'GET' | 'POST' | 'DELETE';
+
+/**
+ * An app's handlers, by the names its table uses, and who may reach them: what {@link resolveRoutes} takes, so that no
+ * app's routes are resolved without their key check.
+ */
+export interface AppHandlers<Name extends string = string> {
+  readonly handlers: Readonly<Record<Name, RouteHandler>>;
+  readonly access: RouteAccess;
+}
 
 /** A row with its handler: what a framework mounts. */
 export type AppRoute = { readonly method: RouteMethod; readonly path: string } & RouteHandler;
@@ -89,50 +65,29 @@ export interface RouteMounts {
   readonly raw: (method: RouteMethod, path: string, handler: RawHandler) => void;
 }
 
-/** Tags a `(req, res)` handler (probes, metrics, dashboard, model list). */
-export const nodeRoute = (handler: NodeHandler): NodeRoute => ({ kind: 'node', handler });
-/** Tags a JSON endpoint (the OpenAI endpoints). */
-export const jsonRoute = (handler: NodeJsonEndpoint): JsonRoute => ({ kind: 'json', handler });
-/** Tags the `GET /?text=` handler. */
-export const textQueryRoute = (handler: TextQueryHandler): TextQueryRoute => ({ kind: 'text-query', handler });
-
-/** Tags a fixed JSON answer (the model list). */
-export const jsonValueRoute = (body: unknown): JsonValueRoute => ({ kind: 'value', body });
-
-/** Tags a raw handler (the Files and Batch APIs). */
-export const rawRoute = (handler: RawHandler): RawRoute => ({ kind: 'raw', handler });
-
-/**
- * Tags every raw handler of a record (the Batch API's handlers).
- *
- * @example
- * ```ts
- * const routes = rawRoutes({ getFile: (req, res) => answer(req, res) }); // { getFile: { kind: 'raw', handler } }
- * ```
- */
-export function rawRoutes<Name extends string>(handlers: Readonly<Record<Name, RawHandler>>): Record<Name, RawRoute> {
-  const routes = {} as Record<Name, RawRoute>;
-  for (const name of Object.keys(handlers) as Name[]) routes[name] = rawRoute(handlers[name]);
-  return routes;
-}
-
 const METHOD_OF_KIND = { node: 'GET', json: 'POST', value: 'GET', 'text-query': 'GET', raw: undefined } as const;
 
 /**
- * The table's rows with their handlers, in the table's order. A row whose method is not its handler's (a `POST`
- * row for a probe) throws: the table and the handlers are the package's own, so that is a bug caught at startup.
+ * The table's rows with their handlers, in the table's order, each guarded by the app's API keys here, the one
+ * place every framework's app gets its routes from (the probes, and the metrics unless `protectMetrics`, stay open:
+ * `guardRoutes`). A row whose method is not its handler's (a `POST` row for a probe) throws: the table and the
+ * handlers are the package's own, so that is a bug caught at startup.
  *
  * @example
  * ```ts
- * resolveRoutes([{ method: 'GET', path: '/healthz', handler: 'liveness' }], { liveness: nodeRoute(probe) });
+ * resolveRoutes([{ method: 'GET', path: '/healthz', handler: 'liveness' }], {
+ *   handlers: { liveness: nodeRoute(probe) },
+ *   access: { apiKeys: undefined, protectMetrics: false },
+ * });
  * ```
  */
 export function resolveRoutes<Name extends string>(
   table: readonly RouteRow<Name>[],
-  handlers: Readonly<Record<Name, RouteHandler>>,
+  app: AppHandlers<Name>,
 ): AppRoute[] {
+  const handlers: Readonly<Record<string, RouteHandler>> = guardRoutes(app.handlers, app.access);
   return table.map((row) => {
-    const handler: RouteHandler = handlers[row.handler];
+    const handler = handlers[row.handler] as RouteHandler;
     const method = METHOD_OF_KIND[handler.kind];
     if (method !== undefined && method !== row.method) {
       throw new Error(`Route ${row.method} ${row.path}: its handler \`${row.handler}\` answers ${handler.kind}`);

@@ -12,9 +12,9 @@ import {
 } from '@microbatch/prometheus';
 import { Registry } from 'prom-client';
 import { type TextCompletionAppOptions, accessOptions, httpErrorOptions } from './app-options.js';
-import { guardHandlers } from '../auth/route-guard.js';
 import { batchOwner } from '../auth/principal.js';
 import {
+  type AppHandlers,
   type AppRoute,
   type RouteRow,
   allowedMethods,
@@ -74,15 +74,19 @@ export const TEXT_COMPLETION_ROUTES: Readonly<Record<string, readonly string[]>>
   allowedMethods(TEXT_COMPLETION_TABLE);
 
 /**
- * The handlers of {@link TEXT_COMPLETION_TABLE} over one service: one registry for the metrics and the dashboard,
- * every route through the service's own batchers, errors mapped with the options' `exposeDetails`.
+ * The handlers of {@link TEXT_COMPLETION_TABLE} over one service, and who may reach them: one registry for the
+ * metrics and the dashboard, every route through the service's own batchers, errors mapped with the options'
+ * `exposeDetails`.
  *
  * @example
  * ```ts
- * const { liveness } = textCompletionHandlers(model);
+ * const { liveness } = textCompletionHandlers(model).handlers;
  * ```
  */
-export function textCompletionHandlers(service: TextCompletionService, options: TextCompletionAppOptions = {}) {
+export function textCompletionHandlers(
+  service: TextCompletionService,
+  options: TextCompletionAppOptions = {},
+): AppHandlers<(typeof TEXT_COMPLETION_TABLE)[number]['handler']> {
   const errors = httpErrorOptions(options);
   const { apiKeys, protectMetrics, clientKey } = accessOptions(options);
   const registry = new Registry();
@@ -108,13 +112,7 @@ export function textCompletionHandlers(service: TextCompletionService, options: 
     dashboard: nodeRoute(dashboardHandler({ registry, title: `microbatch · ${service.id}` })),
     ...batchApiRoutes(service, options, errors),
   };
-  // With keys, every route but the probes (and the metrics unless `protectMetrics`) requires one.
-  return guardHandlers(
-    handlers,
-    apiKeys,
-    protectMetrics ? ['liveness', 'readiness'] : ['liveness', 'readiness', 'metrics', 'dashboard'],
-    registry,
-  );
+  return { handlers, access: { apiKeys, protectMetrics, registry } };
 }
 
 /**

@@ -1,14 +1,15 @@
-// The API-key check of the serving apps' routes, applied to an app's handlers once (`textCompletionHandlers`,
-// `embeddingsHandlers`), so every framework (Express, Koa, Fastify, Hono, Nest: they all run these handlers) checks
-// the same routes the same way: a request without a known `Authorization: Bearer <key>` is answered 401 (OpenAI's
-// shape on `/v1/*`, `WWW-Authenticate: Bearer`) before its handler runs and before it reaches a batcher.
+// The API-key check of the serving apps' routes, applied once, where an app's table is resolved (`resolveRoutes`,
+// which every app of every framework mounts: Express, Koa, Fastify, Hono, Nest), so every route of every app is
+// checked the same way and a new route is guarded unless this file's `OPEN_HANDLERS` names its handler: a request
+// without a known `Authorization: Bearer <key>` is answered 401 (OpenAI's shape on `/v1/*`, `WWW-Authenticate:
+// Bearer`) before its handler runs and before it reaches a batcher.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { BatchError } from '@microbatch/core';
 import { writeJson } from '@microbatch/core/http';
 import { Counter, type Registry } from 'prom-client';
 import type { ClientKey } from '../endpoints/client-key.js';
 import { writeRouteError } from '../app/route-errors.js';
-import type { JsonValueRoute, NodeRoute, RouteHandler } from '../app/route-table.js';
+import type { JsonValueRoute, NodeRoute, RouteHandler } from '../app/route-handlers.js';
 import type { ApiKeys } from './api-keys.js';
 import { principalOf, setPrincipal } from './principal.js';
 
@@ -85,6 +86,52 @@ export function keyCheck(
     writeRouteError(res, path, new BatchError('UNAUTHORIZED', message));
     return false;
   };
+}
+
+/**
+ * Who may reach an app's routes: its keys (none: everyone), whether the metrics need one too, and the registry that
+ * counts admissions and refusals per key.
+ *
+ * @example
+ * ```ts
+ * const access: RouteAccess = { apiKeys: new ApiKeys(['sk-1']), protectMetrics: false, registry };
+ * ```
+ */
+export interface RouteAccess {
+  readonly apiKeys: ApiKeys | undefined;
+  readonly protectMetrics: boolean;
+  readonly registry?: Registry;
+}
+
+/**
+ * The handlers every app serves without a key, by name (the same names in every table): the probes always, the
+ * metrics and the dashboard unless `protectMetrics`. Every other handler requires a key.
+ */
+const OPEN_HANDLERS: Readonly<Record<string, 'always' | 'unless-protected'>> = {
+  liveness: 'always',
+  readiness: 'always',
+  metrics: 'unless-protected',
+  dashboard: 'unless-protected',
+};
+
+/**
+ * `handlers` guarded as `access` says (see {@link guardHandlers}), the open ones picked by the one table of open
+ * handlers: what `resolveRoutes` mounts.
+ *
+ * @example
+ * ```ts
+ * guardRoutes({ liveness, completions }, { apiKeys: keys, protectMetrics: false }); // completions needs a key
+ * ```
+ */
+export function guardRoutes<H extends Readonly<Record<string, RouteHandler>>>(
+  handlers: H,
+  access: RouteAccess,
+): GuardedHandlers<H> {
+  const open = Object.keys(handlers).filter((name) => {
+    const rule = OPEN_HANDLERS[name];
+    return rule === 'always' || (rule === 'unless-protected' && !access.protectMetrics);
+  });
+  return guardHandlers(handlers, access.apiKeys, open as (keyof H & string)[], access.registry);
 }
 
 /**

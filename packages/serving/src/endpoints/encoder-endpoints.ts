@@ -3,6 +3,7 @@
 // request's texts or pairs are tokenized on the service's tokenizer thread, then are one all-or-none group of batched
 // items costing their tokens, so the documents of one query and those of concurrent requests share padded calls.
 import { randomBytes } from 'node:crypto';
+import type { CallOptions } from '@microbatch/core';
 import { fail } from '@microbatch/core/util';
 import {
   type EncoderRequestLimits,
@@ -157,7 +158,48 @@ async function encode(
 const tokensOf = (service: ClassifierService, items: readonly ClassifierItem[]): number =>
   items.reduce((sum, item) => sum + service.tokens(item), 0);
 const newId = (kind: string) => `${kind}-${randomBytes(12).toString('hex')}`;
-const now = () => Math.floor(Date.now() / 1000);
+
+/** What an encoder endpoint maker returns: the endpoint over a service, with its options. */
+export type EncoderEndpointFactory = (service: ClassifierService, options?: EncoderEndpointOptions) => NodeJsonEndpoint;
+
+/**
+ * The skeleton of the three encoder endpoints: the request parsed against the limits, its texts or pairs encoded and
+ * checked ({@link encode}), then `answer` over the items (which calls the service with the request's `call`).
+ */
+function encoderEndpoint<Request extends { readonly wanted: EncoderTexts }, Answer>(
+  parse: (body: unknown, limits: EncoderRequestLimits) => Request,
+  answer: (service: ClassifierService, request: Request, items: ClassifierItem[], call: CallOptions) => Promise<Answer>,
+): EncoderEndpointFactory {
+  return (service, options = {}) => {
+    checkService(service, options);
+    const { limits = {}, clientKey, exposeDetails } = options;
+    return createOpenAiEndpoint({
+      parse: (body) => parse(body, limits),
+      complete: async ({ request, call }): Promise<Answer> =>
+        answer(service, request, await encode(service, request.wanted, limits), call),
+      clientKey,
+      exposeDetails,
+    });
+  };
+}
+
+/** vLLM's list answer (score, classify): one entry per item in request order, the items' tokens as usage. */
+function listAnswer<Kind extends 'score' | 'classify', Entry>(
+  kind: Kind,
+  service: ClassifierService,
+  items: readonly ClassifierItem[],
+  data: readonly Entry[],
+) {
+  const tokens = tokensOf(service, items);
+  return {
+    id: newId(kind),
+    object: 'list' as const,
+    created: Math.floor(Date.now() / 1000),
+    model: service.id,
+    data: data.map((entry, index) => ({ index, object: kind, ...entry })),
+    usage: { prompt_tokens: tokens, total_tokens: tokens },
+  };
+}
 
 /**
  * Creates the rerank endpoint (`POST /v1/rerank`, `/rerank`, the Jina / Cohere shape): each document paired with the
@@ -171,33 +213,23 @@ const now = () => Math.floor(Date.now() / 1000);
  * app.post('/v1/rerank', jsonBody(), (req, res) => rerank(req.body, res));
  * ```
  */
-export function createRerankEndpoint(
-  service: ClassifierService,
-  options: EncoderEndpointOptions = {},
-): NodeJsonEndpoint {
-  checkService(service, options);
-  const { limits = {}, clientKey, exposeDetails } = options;
-  return createOpenAiEndpoint({
-    parse: (body) => parseRerankRequest(body, limits),
-    complete: async ({ request, call }): Promise<RerankAnswer> => {
-      const items = await encode(service, request.wanted, limits);
-      const scores = await service.scoreAll(items, call);
-      const order = scores.map((_, index) => index).sort((a, b) => (scores[b] as number) - (scores[a] as number));
-      return {
-        id: newId('rerank'),
-        model: service.id,
-        usage: { total_tokens: tokensOf(service, items) },
-        results: order.slice(0, request.topN).map((index) => ({
-          index,
-          relevance_score: scores[index] as number,
-          ...(request.returnDocuments ? { document: { text: request.documents[index] as string } } : {}),
-        })),
-      };
-    },
-    clientKey,
-    exposeDetails,
-  });
-}
+export const createRerankEndpoint: EncoderEndpointFactory = encoderEndpoint(
+  parseRerankRequest,
+  async (service, request, items, call): Promise<RerankAnswer> => {
+    const scores = await service.scoreAll(items, call);
+    const order = scores.map((_, index) => index).sort((a, b) => (scores[b] as number) - (scores[a] as number));
+    return {
+      id: newId('rerank'),
+      model: service.id,
+      usage: { total_tokens: tokensOf(service, items) },
+      results: order.slice(0, request.topN).map((index) => ({
+        index,
+        relevance_score: scores[index] as number,
+        ...(request.returnDocuments ? { document: { text: request.documents[index] as string } } : {}),
+      })),
+    };
+  },
+);
 
 /**
  * Creates vLLM's score endpoint (`POST /v1/score`): `text_1` against one or many `text_2`, each pair one batched
@@ -208,31 +240,18 @@ export function createRerankEndpoint(
  * app.post('/v1/score', jsonBody(), (req, res) => createScoreEndpoint(reranker)(req.body, res));
  * ```
  */
-export function createScoreEndpoint(
-  service: ClassifierService,
-  options: EncoderEndpointOptions = {},
-): NodeJsonEndpoint {
-  checkService(service, options);
-  const { limits = {}, clientKey, exposeDetails } = options;
-  return createOpenAiEndpoint({
-    parse: (body) => parseScoreRequest(body, limits),
-    complete: async ({ request, call }): Promise<ScoreAnswer> => {
-      const items = await encode(service, request.wanted, limits);
-      const scores = await service.scoreAll(items, call);
-      const tokens = tokensOf(service, items);
-      return {
-        id: newId('score'),
-        object: 'list',
-        created: now(),
-        model: service.id,
-        data: scores.map((score, index) => ({ index, object: 'score', score })),
-        usage: { prompt_tokens: tokens, total_tokens: tokens },
-      };
-    },
-    clientKey,
-    exposeDetails,
-  });
-}
+export const createScoreEndpoint: EncoderEndpointFactory = encoderEndpoint(
+  parseScoreRequest,
+  async (service, _request, items, call): Promise<ScoreAnswer> => {
+    const scores = await service.scoreAll(items, call);
+    return listAnswer(
+      'score',
+      service,
+      items,
+      scores.map((score) => ({ score })),
+    );
+  },
+);
 
 /**
  * Creates vLLM's classify endpoint (`POST /classify`): each input one batched item, a request's inputs admitted all
@@ -243,40 +262,26 @@ export function createScoreEndpoint(
  * app.post('/classify', jsonBody(), (req, res) => createClassifyEndpoint(classifier)(req.body, res));
  * ```
  */
-export function createClassifyEndpoint(
-  service: ClassifierService,
-  options: EncoderEndpointOptions = {},
-): NodeJsonEndpoint {
-  checkService(service, options);
-  const { limits = {}, clientKey, exposeDetails } = options;
-  return createOpenAiEndpoint({
-    parse: (body) => parseClassifyRequest(body, limits),
-    complete: async ({ request, call }): Promise<ClassifyAnswer> => {
-      const items = await encode(service, request.wanted, limits);
-      const all = await service.classifyAll(items, call);
-      const tokens = tokensOf(service, items);
-      return {
-        id: newId('classify'),
-        object: 'list',
-        created: now(),
-        model: service.id,
-        data: all.map((probabilities, index) => {
-          let best = 0;
-          for (let i = 1; i < probabilities.length; i += 1) {
-            if ((probabilities[i] as number) > (probabilities[best] as number)) best = i;
-          }
-          return {
-            index,
-            object: 'classify',
-            label: service.labels[best] as string,
-            probs: Array.from(probabilities),
-            num_classes: probabilities.length,
-          };
-        }),
-        usage: { prompt_tokens: tokens, total_tokens: tokens, completion_tokens: 0 },
-      };
-    },
-    clientKey,
-    exposeDetails,
-  });
-}
+export const createClassifyEndpoint: EncoderEndpointFactory = encoderEndpoint(
+  parseClassifyRequest,
+  async (service, _request, items, call): Promise<ClassifyAnswer> => {
+    const all = await service.classifyAll(items, call);
+    const list = listAnswer(
+      'classify',
+      service,
+      items,
+      all.map((probabilities) => {
+        let best = 0;
+        for (let i = 1; i < probabilities.length; i += 1) {
+          if ((probabilities[i] as number) > (probabilities[best] as number)) best = i;
+        }
+        return {
+          label: service.labels[best] as string,
+          probs: Array.from(probabilities),
+          num_classes: probabilities.length,
+        };
+      }),
+    );
+    return { ...list, usage: { ...list.usage, completion_tokens: 0 } };
+  },
+);

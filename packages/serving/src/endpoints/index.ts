@@ -14,4 +14,10 @@ export type { EmbeddingList, EmbeddingsEndpoint, EmbeddingsEndpointOptions } fro
 export { mergeStreams } from './merge-streams.js';
 export { TEXT_QUERY_DEFAULTS, parseTextQuery, textQueryAnswer } from './text-query.js';
 export { createClassifyEndpoint, createRerankEndpoint, createScoreEndpoint } from './encoder-endpoints.js';
-export type { ClassifyAnswer, EncoderEndpointOptions, RerankAnswer, ScoreAnswer } from './encoder-endpoints.js';
+export type {
+  ClassifyAnswer,
+  EncoderEndpointFactory,
+  EncoderEndpointOptions,
+  RerankAnswer,
+  ScoreAnswer,
+} from './encoder-endpoints.js';

@@ -1,19 +1,12 @@
 // An embedding model in worker threads of this process behind one batcher: the `EmbeddingService` the embeddings
 // apps serve, its pooling and normalisation read from the model folder where it says.
 import { existsSync, readFileSync } from 'node:fs';
-import { basename, join, resolve } from 'node:path';
-import { BatchError, ErrorCode, createBatcher } from '@microbatch/core';
-import { checkInteger, checkOneOf, dropUndefined } from '@microbatch/core/util';
-import {
-  DTYPE_CHOICES,
-  GRAPH_NAMES,
-  createTokenizerThreads,
-  createWorkerPool,
-  findModelFile,
-  loadTokenizer,
-} from '@microbatch/inference';
-import type { ModelDtype, OnnxInput, OnnxOutput, WorkerPool } from '@microbatch/inference';
-import { type LogLine, type Logger, logBatches, logRefusals } from './batch-log.js';
+import { basename, join } from 'node:path';
+import { BatchError, ErrorCode } from '@microbatch/core';
+import { checkOneOf } from '@microbatch/core/util';
+import { loadTokenizer } from '@microbatch/inference';
+import type { ModelDtype, OnnxInput, OnnxOutput } from '@microbatch/inference';
+import { type EncoderBatcherOptions, encoderFolder, encoderGraph, startEncoderBatcher } from './encoder-batcher.js';
 import { type Pooling, poolEmbedding } from './embedding-pooling.js';
 import type { EmbeddingService } from './embedding-service.js';
 
@@ -27,7 +20,7 @@ const POOLINGS: readonly Pooling[] = ['mean', 'cls', 'last_token'];
  * const options: EmbeddingModelOptions = { model: 'models/all-MiniLM-L6-v2', maxBatchCost: 8192 };
  * ```
  */
-export interface EmbeddingModelOptions {
+export interface EmbeddingModelOptions extends EncoderBatcherOptions {
   /**
    * The model folder in transformers.js layout: `config.json`, `tokenizer.json`, an ONNX graph under `onnx/` (which
    * one: `dtype`) with a `last_hidden_state` output; sentence-transformers' `1_Pooling/config.json` and
@@ -62,39 +55,8 @@ export interface EmbeddingModelOptions {
    * @default false
    */
   readonly truncatableDimensions?: boolean;
-  /**
-   * The most inputs one model call holds.
-   * @default 64
-   */
-  readonly maxBatchSize?: number;
-  /**
-   * The most tokens one model call holds (each input costs its token count), so one call never pads past this.
-   * @default 8192
-   */
-  readonly maxBatchCost?: number;
-  /**
-   * Inputs are batched only with inputs of the same length bucket (token counts rounded up to a multiple of this),
-   * so a model call pads each input by less than this many tokens instead of to the longest of a mixed batch.
-   * `0` turns bucketing off (one queue; each call padded to its longest input).
-   * @default 8
-   */
-  readonly lengthBucket?: number;
-  /** @default 0 (work-conserving) */
-  readonly batchWaitTimeoutMs?: number;
-  /** @default Infinity */
-  readonly maxLatencyMs?: number;
   /** @default 1024 */
   readonly maxQueueSize?: number;
-  /** @default 1 */
-  readonly workers?: number;
-  /** @default 1 */
-  readonly threads?: number;
-  /** @default 'cpu' */
-  readonly executionProvider?: string;
-  /** Where the one-line-per-batch log goes; `false` turns it off. @default console.log */
-  readonly log?: LogLine | false;
-  /** A pino-compatible logger, instead of `log`. */
-  readonly logger?: Logger;
 }
 
 interface ModelConfig {
@@ -143,13 +105,8 @@ export function folderPooling(dir: string): { pooling: Pooling | undefined; norm
  * ```
  */
 export function createEmbeddingModel(options: EmbeddingModelOptions): EmbeddingService {
-  const dir = resolve(options.model);
-  for (const file of ['config.json', 'tokenizer.json']) {
-    if (!existsSync(join(dir, file))) throw new Error(`${dir} is not a transformers.js embedding model: no ${file}`);
-  }
-  // The file transformers.js would load with this dtype, picked here (not in the worker) because the raw `onnx`
-  // runner takes a file: a missing one fails now, naming what the folder has. By names only: the worker opens it.
-  const graph = findModelFile(dir, checkOneOf('dtype', options.dtype ?? 'auto', DTYPE_CHOICES), GRAPH_NAMES.encoder);
+  const dir = encoderFolder(options.model, 'embedding model');
+  const graph = encoderGraph(dir, options.dtype);
   const config = readJson<ModelConfig>(join(dir, 'config.json')) ?? {};
   const dimensions = config.hidden_size;
   if (!Number.isInteger(dimensions) || (dimensions as number) < 1) {
@@ -158,49 +115,15 @@ export function createEmbeddingModel(options: EmbeddingModelOptions): EmbeddingS
   const folder = folderPooling(dir);
   const pooling = checkOneOf('pooling', options.pooling ?? folder.pooling ?? 'mean', POOLINGS);
   const normalize = options.normalize ?? folder.normalize ?? true;
-  const settings = {
-    maxBatchSize: 64,
-    maxBatchCost: 8192,
-    batchWaitTimeoutMs: 0,
-    maxLatencyMs: Number.POSITIVE_INFINITY,
-    maxQueueSize: 1024,
-    ...dropUndefined({
-      maxBatchSize: options.maxBatchSize,
-      maxBatchCost: options.maxBatchCost,
-      batchWaitTimeoutMs: options.batchWaitTimeoutMs,
-      maxLatencyMs: options.maxLatencyMs,
-      maxQueueSize: options.maxQueueSize,
-    }),
-  };
-  const maxTokens = Math.min(config.max_position_embeddings ?? 512, settings.maxBatchCost);
-  const pool: WorkerPool<OnnxInput, OnnxOutput> = createWorkerPool({
-    runner: {
-      task: 'onnx',
-      model: graph.path,
-      outputs: ['last_hidden_state'],
-      paddingSide: 'right',
-    },
-    size: options.workers ?? 1,
-    threads: options.threads ?? 1,
-    executionProvider: options.executionProvider ?? 'cpu',
-  });
-  const bucket = checkInteger('lengthBucket', options.lengthBucket ?? 8, 0);
-  const tokensOf = (item: OnnxInput) => (item.input_ids as readonly number[]).length;
-  // A running encoder call is never cancelled: it takes milliseconds, while stopping it means retiring its worker
-  // and loading the model again (onnxruntime cannot be interrupted). A cancelled input still leaves its queue at
-  // once, and the answer of one cancelled while its call runs is dropped.
-  const batcher = createBatcher<OnnxInput, OnnxOutput>((inputs) => pool.run(inputs), {
-    ...settings,
-    ...pool.batcherOptions,
-    ...(bucket > 0 ? { batchKey: (item: OnnxInput) => Math.ceil(tokensOf(item) / bucket) } : {}),
-    cost: tokensOf,
+  const encoder = startEncoderBatcher(options, {
+    dir,
+    graph,
+    output: 'last_hidden_state',
     name: 'embed',
+    maxQueueSize: 1024,
+    maxPositions: config.max_position_embeddings,
   });
-  const log = options.logger ?? options.log ?? console.log;
-  if (log !== false) {
-    logBatches(batcher, log);
-    logRefusals(batcher, log);
-  }
+  const { batcher } = encoder;
   // BERT-style encoders take segment ids too (all 0: one segment).
   const withTypes = config.type_vocab_size !== undefined;
   const item = (ids: readonly number[]): OnnxInput =>
@@ -213,14 +136,13 @@ export function createEmbeddingModel(options: EmbeddingModelOptions): EmbeddingS
     encode = (text) => loaded.encode(text);
   });
   // Requests are tokenized on a thread of their own; `tokenize` (this thread) stays for callers that want it.
-  const threads = createTokenizerThreads(dir);
-  const ready = Promise.all([pool.ready, tokenizer, threads.ready]).then(() => undefined);
+  const threads = encoder.tokenizer;
+  const ready = Promise.all([encoder.ready, tokenizer]).then(() => undefined);
   ready.catch(() => undefined);
-  const drain = () => batcher.close();
   return {
     id: options.id ?? basename(dir),
     dimensions: dimensions as number,
-    maxTokens,
+    maxTokens: encoder.maxTokens,
     vocabSize: config.vocab_size ?? Number.MAX_SAFE_INTEGER,
     pooling,
     normalize,
@@ -228,7 +150,7 @@ export function createEmbeddingModel(options: EmbeddingModelOptions): EmbeddingS
     batcher,
     batchers: [batcher],
     ready,
-    isReady: () => pool.isReady && encode !== undefined && threads.isReady() && !batcher.closed,
+    isReady: () => encoder.isReady() && encode !== undefined,
     tokenize: (text) => {
       if (encode === undefined) throw new BatchError(ErrorCode.UNAVAILABLE, 'The model is still loading');
       return encode(text);
@@ -239,10 +161,7 @@ export function createEmbeddingModel(options: EmbeddingModelOptions): EmbeddingS
     },
     embed: async (ids, call) => vector(await batcher(item(ids), call)),
     embedAll: async (all, call) => (await batcher.callAll(all.map(item), call)).map(vector),
-    drain,
-    close: async () => {
-      await drain();
-      await Promise.all([pool.close(), threads.close()]);
-    },
+    drain: encoder.drain,
+    close: encoder.close,
   };
 }

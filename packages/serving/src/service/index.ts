@@ -15,6 +15,7 @@ export { TEXT_COMPLETION_HANDLERS, createQueuedTextCompletionService } from './q
 export type { QueuedTextCompletionServiceOptions, TextCompletionQueue } from './queued-service.js';
 export { createEmbeddingModel, folderPooling } from './embedding-model.js';
 export type { EmbeddingModelOptions } from './embedding-model.js';
+export type { EncoderBatcherOptions } from './encoder-batcher.js';
 export type { EmbeddingItem, EmbeddingService } from './embedding-service.js';
 export { normalized, poolEmbedding } from './embedding-pooling.js';
 export type { Pooling } from './embedding-pooling.js';

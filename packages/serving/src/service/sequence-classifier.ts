@@ -2,20 +2,12 @@
 // `ClassifierService` the classify, rerank and score apps serve. Texts and pairs are tokenized on a tokenizer thread
 // of their own (never the main thread), before anything is queued, so cost, usage and the length checks are exact;
 // the workers run the raw ONNX graph (`logits`), and the scores are computed here as transformers.js computes them.
-import { existsSync, readFileSync } from 'node:fs';
-import { basename, join, resolve } from 'node:path';
-import { createBatcher } from '@microbatch/core';
-import { checkInteger, checkOneOf, dropUndefined } from '@microbatch/core/util';
-import {
-  DTYPE_CHOICES,
-  GRAPH_NAMES,
-  createTokenizerThreads,
-  createWorkerPool,
-  findModelFile,
-} from '@microbatch/inference';
-import type { ModelDtype, OnnxOutput, WorkerPool } from '@microbatch/inference';
-import { type LogLine, type Logger, logBatches, logRefusals } from './batch-log.js';
+import { readFileSync } from 'node:fs';
+import { basename, join } from 'node:path';
+import { checkOneOf } from '@microbatch/core/util';
+import type { ModelDtype, OnnxOutput } from '@microbatch/inference';
 import type { ClassifierItem, ClassifierService, ClassifierTask } from './classifier-service.js';
+import { type EncoderBatcherOptions, encoderFolder, encoderGraph, startEncoderBatcher } from './encoder-batcher.js';
 import { labelActivation, labelProbabilities, sigmoid } from './label-scores.js';
 
 const TASKS: readonly ClassifierTask[] = ['text-classification', 'rerank'];
@@ -28,7 +20,7 @@ const TASKS: readonly ClassifierTask[] = ['text-classification', 'rerank'];
  * const options: SequenceClassifierOptions = { model: 'models/ms-marco-MiniLM-L-6-v2', task: 'rerank' };
  * ```
  */
-export interface SequenceClassifierOptions {
+export interface SequenceClassifierOptions extends EncoderBatcherOptions {
   /**
    * The model folder in transformers.js layout: `config.json` (with `id2label`), `tokenizer.json`, an ONNX graph
    * under `onnx/` (which one: `dtype`) with a `logits` output (`[batch, labels]`).
@@ -49,36 +41,12 @@ export interface SequenceClassifierOptions {
    * @default the folder's name
    */
   readonly id?: string;
-  /** The most texts or pairs one model call holds. @default 64 */
-  readonly maxBatchSize?: number;
-  /** The most tokens one model call holds (each item costs its token count). @default 8192 */
-  readonly maxBatchCost?: number;
-  /**
-   * Items are batched only with items of the same length bucket (token counts rounded up to a multiple of this);
-   * `0` turns bucketing off.
-   * @default 8
-   */
-  readonly lengthBucket?: number;
-  /** @default 0 (work-conserving) */
-  readonly batchWaitTimeoutMs?: number;
-  /** @default Infinity */
-  readonly maxLatencyMs?: number;
   /**
    * The most items waiting; one rerank request's documents are one group, so keep it above the endpoint's
    * `maxDocuments`.
    * @default 4096
    */
   readonly maxQueueSize?: number;
-  /** @default 1 */
-  readonly workers?: number;
-  /** @default 1 */
-  readonly threads?: number;
-  /** @default 'cpu' */
-  readonly executionProvider?: string;
-  /** Where the one-line-per-batch log goes; `false` turns it off. @default console.log */
-  readonly log?: LogLine | false;
-  /** A pino-compatible logger, instead of `log`. */
-  readonly logger?: Logger;
 }
 
 interface ClassifierConfig {
@@ -113,12 +81,9 @@ function labelsOf(config: ClassifierConfig, path: string): string[] {
  */
 export function createSequenceClassifier(options: SequenceClassifierOptions): ClassifierService {
   if (typeof options !== 'object' || options === null) throw new TypeError('Expected `options` to be an object');
-  const dir = resolve(options.model);
-  for (const file of ['config.json', 'tokenizer.json']) {
-    if (!existsSync(join(dir, file))) throw new Error(`${dir} is not a transformers.js model: no ${file}`);
-  }
+  const dir = encoderFolder(options.model, 'model');
   const task = checkOneOf('task', options.task ?? 'text-classification', TASKS);
-  const graph = findModelFile(dir, checkOneOf('dtype', options.dtype ?? 'auto', DTYPE_CHOICES), GRAPH_NAMES.encoder);
+  const graph = encoderGraph(dir, options.dtype);
   const configPath = join(dir, 'config.json');
   const config = JSON.parse(readFileSync(configPath, 'utf8')) as ClassifierConfig;
   const labels = labelsOf(config, configPath);
@@ -128,43 +93,15 @@ export function createSequenceClassifier(options: SequenceClassifierOptions): Cl
     );
   }
   const activation = labelActivation(config, labels.length);
-  const settings = {
-    maxBatchSize: 64,
-    maxBatchCost: 8192,
-    batchWaitTimeoutMs: 0,
-    maxLatencyMs: Number.POSITIVE_INFINITY,
-    maxQueueSize: 4096,
-    ...dropUndefined({
-      maxBatchSize: options.maxBatchSize,
-      maxBatchCost: options.maxBatchCost,
-      batchWaitTimeoutMs: options.batchWaitTimeoutMs,
-      maxLatencyMs: options.maxLatencyMs,
-      maxQueueSize: options.maxQueueSize,
-    }),
-  };
-  const maxTokens = Math.min(config.max_position_embeddings ?? 512, settings.maxBatchCost);
-  const pool: WorkerPool<ClassifierItem, OnnxOutput> = createWorkerPool({
-    runner: { task: 'onnx', model: graph.path, outputs: ['logits'], paddingSide: 'right' },
-    size: options.workers ?? 1,
-    threads: options.threads ?? 1,
-    executionProvider: options.executionProvider ?? 'cpu',
-  });
-  const bucket = checkInteger('lengthBucket', options.lengthBucket ?? 8, 0);
-  const tokens = (item: ClassifierItem) => (item.input_ids as readonly number[]).length;
-  // A running call is never cancelled (milliseconds, and onnxruntime cannot be interrupted); a cancelled item still
-  // leaves its queue at once.
-  const batcher = createBatcher<ClassifierItem, OnnxOutput>((inputs) => pool.run(inputs), {
-    ...settings,
-    ...pool.batcherOptions,
-    ...(bucket > 0 ? { batchKey: (item: ClassifierItem) => Math.ceil(tokens(item) / bucket) } : {}),
-    cost: tokens,
+  const encoder = startEncoderBatcher(options, {
+    dir,
+    graph,
+    output: 'logits',
     name: task === 'rerank' ? 'rerank' : 'classify',
+    maxQueueSize: 4096,
+    maxPositions: config.max_position_embeddings,
   });
-  const log = options.logger ?? options.log ?? console.log;
-  if (log !== false) {
-    logBatches(batcher, log);
-    logRefusals(batcher, log);
-  }
+  const { batcher, tokenizer, tokens } = encoder;
   // BERT-style models take segment ids (0 for a text and a pair's first part, 1 for its second).
   const withTypes = config.type_vocab_size !== undefined;
   const logitsOf = (output: OnnxOutput): Float32Array => {
@@ -174,20 +111,16 @@ export function createSequenceClassifier(options: SequenceClassifierOptions): Cl
     }
     return logits.data as Float32Array;
   };
-  const tokenizer = createTokenizerThreads(dir);
-  const ready = Promise.all([pool.ready, tokenizer.ready]).then(() => undefined);
-  ready.catch(() => undefined);
-  const drain = () => batcher.close();
   return {
     id: options.id ?? basename(dir),
     task,
     labels,
-    maxTokens,
-    maxQueueSize: settings.maxQueueSize,
+    maxTokens: encoder.maxTokens,
+    maxQueueSize: encoder.maxQueueSize,
     batcher,
     batchers: [batcher],
-    ready,
-    isReady: () => pool.isReady && tokenizer.isReady() && !batcher.closed,
+    ready: encoder.ready,
+    isReady: encoder.isReady,
     encodeAll: async (texts, encodeOptions) => {
       const { encodings, stoppedAt } = await tokenizer.encodeAll(texts, encodeOptions);
       const items = encodings.map(({ ids, typeIds }): ClassifierItem =>
@@ -200,10 +133,7 @@ export function createSequenceClassifier(options: SequenceClassifierOptions): Cl
       (await batcher.callAll(items, call)).map((output) => labelProbabilities(logitsOf(output), activation)),
     scoreAll: async (items, call) =>
       (await batcher.callAll(items, call)).map((output) => sigmoid(logitsOf(output)[0] as number)),
-    drain,
-    close: async () => {
-      await drain();
-      await Promise.all([pool.close(), tokenizer.close()]);
-    },
+    drain: encoder.drain,
+    close: encoder.close,
   };
 }
