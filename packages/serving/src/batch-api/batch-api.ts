@@ -1,6 +1,7 @@
-// The Batch API of one app (text completion or embeddings): its stores on the data directory, the endpoints its
-// lines go through (the interactive ones, over the service at the lowest priority), and the runner, which resumes unfinished batches once the
-// service is ready.
+// The Batch API of one app (text completion or embeddings): its stores on the storage (a data directory, or a
+// broker's shared store), the endpoints its lines go through (the interactive ones, over the service at the lowest
+// priority), and the runner, which resumes unfinished batches once the service is ready.
+import { hostname } from 'node:os';
 import type { IncomingMessage } from 'node:http';
 import type { BatcherBase } from '@microbatch/core';
 import type { HttpErrorOptions } from '@microbatch/core/http';
@@ -17,6 +18,8 @@ import { type LineEndpoint, captureAnswer, lowPriorityEmbeddings, lowPrioritySer
 import { BatchRunner } from './batch-runner.js';
 import { type BatchEndpoint, BatchStore } from './batch-store.js';
 import { FileStore } from './file-store.js';
+import { openDiskBatchStorage } from './disk-storage.js';
+import { newId } from './atomic-json.js';
 
 /** Batch lines running at once by default (fewer where the batchers have fewer than twice as many slots). */
 export const DEFAULT_MAX_IN_FLIGHT = 4;
@@ -110,11 +113,17 @@ function openBatchApi(resolved: ResolvedBatchApiOptions, target: BatchApiTarget)
     Math.max(1, Math.min(DEFAULT_MAX_IN_FLIGHT, Math.floor((Number.isFinite(slots) ? slots : 2) / 2)));
   let parts: { files: FileStore; batches: BatchStore; runner: BatchRunner } | undefined;
   const ready = (async () => {
-    const files = await FileStore.open(resolved.dataDir, resolved.now);
-    const batches = await BatchStore.open(resolved.dataDir, resolved.now);
+    const { store } = resolved;
+    const storage = 'storage' in store ? store.storage : await openDiskBatchStorage(store.dataDir);
+    const files = new FileStore(storage, resolved.now);
+    const batches = new BatchStore(storage.records, resolved.now);
     const runner = new BatchRunner({
       files,
       batches,
+      storage,
+      // Unique per process (a restarted replica is another holder: it waits for its old leases to lapse).
+      holder: `${hostname()}-${process.pid}-${newId('')}`,
+      leaseMs: resolved.leaseMs,
       endpoints,
       bounds: { maxLines: resolved.maxLines, maxLineBytes: resolved.maxLineBytes },
       maxInFlight,
