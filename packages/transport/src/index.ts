@@ -64,3 +64,4 @@ export type {
   ResultEntry,
   ResultLogStorage,
 } from './batch-storage-port.js';
+export { BlobIntake, BlobTooLarge, checkLease, checkResultEntry, checkStorageKey } from './batch-storage-kit.js';
