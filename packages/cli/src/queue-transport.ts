@@ -4,7 +4,7 @@
 // itself installs engine-strict on Node 20.
 import type * as Nats from '@microbatch/nats';
 import type { NatsQueueOptions, NatsWorkerOptions } from '@microbatch/nats';
-import { createRedisQueue, createRedisWorker } from '@microbatch/redis';
+import { createRedisQueue, createRedisWorker, openRedisBatchStorage } from '@microbatch/redis';
 import type { RedisQueueOptions, RedisWorkerOptions } from '@microbatch/redis';
 
 /** The broker a `--queue` URL names, as logs say it. */
@@ -61,4 +61,13 @@ export async function startQueueWorker<I, O, C>(
 ) {
   const target = { url, queue, ...options };
   return brokerOf(url) === 'NATS' ? (await loadNats(fail)).createNatsWorker(target) : createRedisWorker(target);
+}
+
+/**
+ * The Batch API's storage in the broker `url` names (`serve --queue … --batch-api`): Redis keys and streams (NATS
+ * JetStream KV and Object Store: not yet). The caller closes it once the server has stopped.
+ */
+export async function openBatchStorage(url: string, fail: (message: string) => never) {
+  if (brokerOf(url) === 'NATS') return fail('--batch-api is not supported with a nats:// queue yet (redis:// is)');
+  return openRedisBatchStorage({ url });
 }

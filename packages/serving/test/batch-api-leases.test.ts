@@ -130,8 +130,8 @@ describe('Batch API runners on a shared store', () => {
     const output = await lines(done.batch.output_file_id);
     expect(output.map((line) => line.custom_id).sort()).toEqual([...ids].sort());
     expect(done.batch.error_file_id).toBeNull();
-    const byOf = (customId: string) =>
-      (output.find((line) => line.custom_id === customId)?.response?.body as { by: string }).by;
+    const byOf = (customId: string): unknown =>
+      (output.find((line) => line.custom_id === customId)?.response?.body as { by?: unknown } | undefined)?.by;
     expect(['c0', 'c1', 'c2', 'c3'].map(byOf)).toEqual(['A', 'A', 'A', 'A']);
     expect(['c4', 'c5', 'c9'].map(byOf)).toEqual(['B', 'B', 'B']);
     // A fed nothing once it had lost the lease; B ran every line not done when it took over, c2 and c3 twice over.

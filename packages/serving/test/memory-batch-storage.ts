@@ -94,7 +94,7 @@ export function memoryBatchStorage(now: () => number): MemoryBatchStorage {
         return true;
       },
       async *read(log) {
-        yield* [...(logs.get(log) ?? [])];
+        yield* (logs.get(log) ?? []).slice();
       },
       async counts(log) {
         const entries = logs.get(log) ?? [];

@@ -84,7 +84,7 @@ export class BatchResults {
 
   /** Resolves once every append asked for so far is stored. */
   async settled(): Promise<void> {
-    while (this.#pending.size > 0) await Promise.allSettled([...this.#pending]);
+    while (this.#pending.size > 0) await Promise.allSettled(this.#pending);
   }
 
   /** Removes the log (the batch's files hold its results now). */

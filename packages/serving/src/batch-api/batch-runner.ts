@@ -248,6 +248,8 @@ export class BatchRunner {
     const { batch } = stored;
     const endpoint = this.#parts.endpoints[batch.endpoint];
     const source = await this.#inputOf(stored);
+    // A cancel asked on another replica while this one validated (or before it took the batch up).
+    if (await this.#parts.batches.cancelMarked(batch.id)) this.#cancelled.add(batch.id);
     const running = new Set<Promise<void>>();
     const stop = (): Exclude<Stop, 'lost'> | undefined => {
       if (this.#closed || this.#lost.has(batch.id)) return 'stopped';

@@ -1,7 +1,7 @@
 // The Batch API's embedded storage (`--data-dir`): the storage port on one local folder, for one process at a time
 // (`shared: false`). Blobs are files written to a part file and renamed whole; records are JSON files replaced
 // atomically; a result log is one JSONL file appended one entry at a time, whose torn last line (a SIGKILL
-// mid-append) is cut off when it is first opened; a lease is always granted (no other process shares the folder).
+// mid-append) is cut off when it is first opened; leases are kept in the process (no other shares the folder).
 import { createReadStream, createWriteStream } from 'node:fs';
 import { appendFile, link, mkdir, readFile, readdir, rename, rm, stat, truncate } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -41,19 +41,33 @@ const isMissing = (error: unknown): boolean => (error as { code?: unknown } | nu
 export async function openDiskBatchStorage(dataDir: string): Promise<BatchStorage> {
   const dirs = { blobs: join(dataDir, 'blobs'), records: join(dataDir, 'records'), results: join(dataDir, 'results') };
   for (const dir of Object.values(dirs)) await mkdir(dir, { recursive: true });
-  const leases: LeaseStorage = {
-    // One process owns the folder: it always runs its batches.
-    acquire: async () => true,
-    release: async () => undefined,
-  };
   return {
     description: `data directory ${dataDir}`,
     shared: false,
     blobs: diskBlobs(dirs.blobs),
     records: diskRecords(dirs.records),
     results: new DiskResultLogs(dirs.results),
-    leases,
+    leases: processLeases(),
     close: async () => undefined,
+  };
+}
+
+/**
+ * Leases within this process: one process owns the folder, so its one runner always gets them; kept honest all the
+ * same (one holder at a time, lapsing when not renewed), so the port's contract holds here too.
+ */
+function processLeases(now: () => number = Date.now): LeaseStorage {
+  const held = new Map<string, { readonly holder: string; readonly until: number }>();
+  return {
+    async acquire(key, holder, ttlMs) {
+      const lease = held.get(checkKey(key));
+      if (lease !== undefined && lease.holder !== holder && now() < lease.until) return false;
+      held.set(key, { holder, until: now() + ttlMs });
+      return true;
+    },
+    async release(key, holder) {
+      if (held.get(key)?.holder === holder) held.delete(key);
+    },
   };
 }
 
