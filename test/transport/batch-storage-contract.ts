@@ -185,6 +185,10 @@ export function batchStorageContract(name: string, open: () => Promise<StorageBa
         }
         const failed = Array.from({ length: 50 }, (_, k) => k).filter((k) => k % 3 === 0).length;
         expect(await a.results.counts(log)).toEqual({ ok: 50 - failed, failed });
+        // Counts follow later appends, from either instance.
+        expect(await b.results.append(log, { customId: 'late', ok: false, line: '{}' })).toBe(true);
+        expect(await a.results.counts(log)).toEqual({ ok: 50 - failed, failed: failed + 1 });
+        expect(await b.results.counts(log)).toEqual({ ok: 50 - failed, failed: failed + 1 });
       });
 
       it('reads entries in the order they were appended, with their lines as written', async () => {
@@ -206,11 +210,13 @@ export function batchStorageContract(name: string, open: () => Promise<StorageBa
         const log = fresh('delete');
         await a.results.append(log, { customId: 'x', ok: true, line: '1' });
         await a.results.append(log, { customId: 'y', ok: false, line: '2' });
+        expect(await a.results.counts(log)).toEqual({ ok: 1, failed: 1 });
         await b.results.delete(log);
         expect(await entriesOf(a.results.read(log))).toEqual([]);
         expect(await a.results.counts(log)).toEqual({ ok: 0, failed: 0 });
         expect(await a.results.append(log, { customId: 'x', ok: false, line: '3' })).toBe(true);
         expect(await entriesOf(b.results.read(log))).toEqual([{ customId: 'x', ok: false, line: '3' }]);
+        expect(await a.results.counts(log)).toEqual({ ok: 0, failed: 1 });
       });
     });
 

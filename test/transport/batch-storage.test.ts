@@ -1,7 +1,10 @@
 // The Batch API's storage port (batch-storage-contract.ts) on each broker's own storage: Redis keys, and NATS
 // JetStream KV and Object Store, each on a server this test starts on a free port.
+import { batchBuckets, openNatsBatchStorage } from '@microbatch/nats';
 import { openRedisBatchStorage } from '@microbatch/redis';
-import { startRedisServer } from '@microbatch/test-kit';
+import { startNatsServer, startRedisServer } from '@microbatch/test-kit';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { connect } from '@nats-io/transport-node';
 import { createClient } from 'redis';
 import { describe, expect, it } from 'vitest';
 import { batchStorageContract } from './batch-storage-contract.js';
@@ -25,6 +28,36 @@ batchStorageContract('Redis', async () => {
   };
 });
 
+batchStorageContract('NATS', async () => {
+  const nats = await startNatsServer();
+  const { blobs } = batchBuckets('microbatch');
+  return {
+    open: () => openNatsBatchStorage({ url: nats.url }),
+    // Chunks no object owns: the blob stream's messages less each live object's chunks and the metadata messages.
+    leftovers: async () => {
+      const connection = await connect({ servers: nats.url.replace('nats://', '') });
+      try {
+        const manager = await jetstreamManager(connection);
+        const stream = `OBJ_${blobs}`;
+        const { state } = await manager.streams.info(stream, { subjects_filter: `$O.${blobs}.M.>` });
+        const metadata = Object.keys(state.subjects ?? {});
+        let owned = 0;
+        for (const subject of metadata) {
+          const info = (await manager.streams.getMessage(stream, { last_by_subj: subject }))?.json<{
+            chunks: number;
+            deleted?: boolean;
+          }>();
+          owned += info === undefined || info.deleted === true ? 0 : info.chunks;
+        }
+        return state.messages - metadata.length - owned;
+      } finally {
+        await connection.close();
+      }
+    },
+    stop: () => nats.stop(),
+  };
+});
+
 describe('openRedisBatchStorage', () => {
   it('refuses bad options by name', async () => {
     await expect(openRedisBatchStorage({ url: 'http://x' })).rejects.toThrow(/`url`/);
@@ -38,6 +71,20 @@ describe('openRedisBatchStorage', () => {
     const opening = openRedisBatchStorage({ url: 'redis://user:secret@127.0.0.1:1', connectTimeoutMs: 200 });
     await expect(opening).rejects.toMatchObject({ code: 'UNAVAILABLE' });
     await expect(opening).rejects.toThrow('redis://127.0.0.1:1');
+    await expect(opening).rejects.not.toThrow('secret');
+  });
+});
+
+describe('openNatsBatchStorage', () => {
+  it('refuses bad options by name', async () => {
+    await expect(openNatsBatchStorage({ url: 'redis://x' })).rejects.toThrow(/`url`/);
+    await expect(openNatsBatchStorage({ url: 'nats://x', prefix: 'a.b' })).rejects.toThrow(/`prefix`/);
+  });
+
+  it('fails with 503 UNAVAILABLE when NATS does not answer, naming it without its password', async () => {
+    const opening = openNatsBatchStorage({ url: 'nats://user:secret@127.0.0.1:1', connectTimeoutMs: 200 });
+    await expect(opening).rejects.toMatchObject({ code: 'UNAVAILABLE' });
+    await expect(opening).rejects.toThrow('nats://127.0.0.1:1');
     await expect(opening).rejects.not.toThrow('secret');
   });
 });

@@ -2,7 +2,7 @@
 // sharing the Redis answers for any batch and runs any batch's lines. The parts: batch-blobs.ts (files),
 // batch-records.ts (records, result logs, leases); their keys and scripts: batch-keys.ts.
 import type { BatchStorage } from '@microbatch/transport';
-import { unavailable } from '@microbatch/transport';
+import { unavailable, withoutCredentials } from '@microbatch/transport';
 import { MAX_FINITE, checkNumber, checkString, definedEntries, fail, isObjectLike } from '@microbatch/core/util';
 import { RedisBlobs } from './batch-blobs.js';
 import { RedisCommands } from './batch-commands.js';
@@ -62,7 +62,7 @@ export async function openRedisBatchStorage(options: RedisBatchStorageOptions): 
   if (/[\s{}]/.test(resolved.prefix)) fail('prefix', 'a prefix without spaces or braces', resolved.prefix);
   checkNumber('commandTimeoutMs', resolved.commandTimeoutMs, 0, MAX_FINITE, true);
   checkNumber('connectTimeoutMs', resolved.connectTimeoutMs, 0, MAX_FINITE, true);
-  const description = describeUrl(url);
+  const description = withoutCredentials(url);
   const connection = openConnection(url, 'microbatch-batch-storage', resolved.commandTimeoutMs);
   if (!(await ready(connection, resolved.connectTimeoutMs))) {
     await closeConnection(connection, true);
@@ -95,12 +95,4 @@ function ready(connection: Connection, timeoutMs: number): Promise<boolean> {
     };
     connection.once('ready', onReady);
   });
-}
-
-/** The URL without its credentials, for logs. */
-function describeUrl(url: string): string {
-  const parsed = new URL(url);
-  parsed.username = '';
-  parsed.password = '';
-  return parsed.toString().replace(/\/$/, '');
 }

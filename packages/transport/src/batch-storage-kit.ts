@@ -51,6 +51,21 @@ export function checkResultEntry(entry: unknown): void {
   if (typeof line !== 'string') fail('entry.line', 'a string', line);
 }
 
+/**
+ * A broker's URL without its user and password: a store's `description`, for logs.
+ *
+ * @example
+ * ```ts
+ * withoutCredentials('redis://user:secret@10.0.0.5:6379/2'); // 'redis://10.0.0.5:6379/2'
+ * ```
+ */
+export function withoutCredentials(url: string): string {
+  const parsed = new URL(url);
+  parsed.username = '';
+  parsed.password = '';
+  return parsed.toString().replace(/\/$/, '');
+}
+
 /** Thrown by {@link BlobIntake.chunks} once the source is past the bound: the store drops what it wrote. */
 export class BlobTooLarge extends Error {
   override readonly name = 'BlobTooLarge';
