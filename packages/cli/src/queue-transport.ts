@@ -64,10 +64,11 @@ export async function startQueueWorker<I, O, C>(
 }
 
 /**
- * The Batch API's storage in the broker `url` names (`serve --queue … --batch-api`): Redis keys and streams (NATS
- * JetStream KV and Object Store: not yet). The caller closes it once the server has stopped.
+ * The Batch API's storage in the broker `url` names (`serve --queue … --batch-api`): Redis keys and streams, or NATS
+ * JetStream KV and Object Store. The caller closes it once the server has stopped.
  */
 export async function openBatchStorage(url: string, fail: (message: string) => never) {
-  if (brokerOf(url) === 'NATS') return fail('--batch-api is not supported with a nats:// queue yet (redis:// is)');
-  return openRedisBatchStorage({ url });
+  return brokerOf(url) === 'NATS'
+    ? (await loadNats(fail)).openNatsBatchStorage({ url })
+    : openRedisBatchStorage({ url });
 }

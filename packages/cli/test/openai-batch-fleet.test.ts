@@ -11,6 +11,7 @@ import {
   type ChildHandle,
   type ServerProcess,
   pollUntil,
+  startNatsServer,
   startProcess,
   startRedisServer,
   startServerProcess,
@@ -32,6 +33,7 @@ interface Broker {
 /** The brokers the suite runs on: the same tests, the URL's scheme picking the storage. */
 const DRIVERS: readonly { readonly name: string; readonly start: () => Promise<Broker> }[] = [
   { name: 'Redis', start: startRedisServer },
+  { name: 'NATS', start: startNatsServer },
 ];
 
 const replicaOf = (url: string): Promise<ServerProcess> =>
