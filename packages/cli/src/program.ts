@@ -532,9 +532,9 @@ export function createProgram(
     )
     .option(
       '--batch-max-in-flight <n>',
-      'with --data-dir or --batch-api: batch lines running at once, across every batch, while no interactive request runs (an ' +
-        "eighth of it beside them; default: 4, or half the batchers' slots when fewer); more: faster batches, " +
-        'slower interactive requests beside them',
+      'with --data-dir or --batch-api: batch lines running at once, across every batch, while no interactive request runs (none ' +
+        "runs beside them: they are preempted and fed again later; default: the batchers' slots less an eighth); " +
+        'more: faster batches on an idle server, more work thrown away when interactive requests arrive',
       integer(1),
     )
     .option('--api-key <key>', API_KEY_HELP, collect)

@@ -10,6 +10,7 @@ import { describe, expect, it } from 'vitest';
 import { BatchRunner } from '../src/batch-api/batch-runner.js';
 import { BatchStore, type StoredBatch } from '../src/batch-api/batch-store.js';
 import { FileStore } from '../src/batch-api/file-store.js';
+import { SpareCapacity } from '../src/batch-api/spare-capacity.js';
 import type { LineEndpoint } from '../src/batch-api/batch-lines.js';
 import type { ResultLine } from '../src/batch-api/batch-results.js';
 import { type MemoryBatchStorage, memoryBatchStorage } from './memory-batch-storage.js';
@@ -39,8 +40,14 @@ function endpointOf(tag: string, holds: (customId: string) => boolean) {
   return { endpoint, calls, held, release };
 }
 
-/** Batchers with room always: the feeding is bounded by `maxInFlight` only. */
-const idle = { queueLength: 0, inFlightBatches: 0, maxConcurrentBatches: 100 } as unknown as BatcherBase;
+/** Batchers with room always, no interactive request: the feeding is bounded by `maxInFlight` only. */
+const idle = {
+  queueLength: 0,
+  inFlightBatches: 0,
+  maxConcurrentBatches: 100,
+  // No batch ever starts: the gate's listener is never called (and unsubscribing does nothing).
+  on: () => () => undefined,
+} as unknown as BatcherBase;
 
 async function setUp() {
   const clock = { now: 1_000_000 };
@@ -70,9 +77,7 @@ async function setUp() {
       leaseMs: LEASE_MS,
       endpoints: { '/v1/completions': endpoint },
       bounds: { maxLines: 100, maxLineBytes: 10_000 },
-      maxInFlight: 2,
-      batchers: [idle],
-      batchItemsInFlight: () => 0,
+      gate: new SpareCapacity({ batchers: [idle], batchItemsInFlight: () => 0, maxInFlight: 2 }),
       onError: (error) => errors.push(error),
     });
   const id = created.batch.id;

@@ -56,9 +56,10 @@ export interface BatchApiOptions {
    */
   readonly maxActiveBatches?: number;
   /**
-   * Batch lines running at once, across every batch, while no interactive request runs; beside interactive requests
-   * an eighth of it (at least 1); and never more than the service's batchers have free slots.
-   * @default 4, or half the service's `maxConcurrentBatches` when that is fewer (at least 1)
+   * Batch lines running at once, across every batch, on an otherwise idle server, and never more than the service's
+   * batchers have free slots. None runs beside interactive requests: the lines running when one arrives are
+   * preempted (aborted, and fed again once the server has been idle for a moment).
+   * @default the service's `maxConcurrentBatches` less an eighth (at least 1; 8 when unbounded)
    */
   readonly maxInFlight?: number;
   /**

@@ -1,16 +1,16 @@
 // Runs batches on spare capacity: each batch is validated, then its lines are fed to the endpoints (the service's
-// batchers at the lowest priority) only while there is room, at most `maxInFlight` lines at once across every
-// batch and none while any of the service's batchers has items waiting, so an interactive request that arrives is
-// dispatched next. Results are appended as lines finish. A batch is run by the process holding its lease (renewed
+// batchers at the lowest priority) only while the spare-capacity gate says the server is idle but for them
+// (`spare-capacity.ts`); lines running when an interactive request arrives are preempted by the gate and fed again
+// later. Results are appended as lines finish. A batch is run by the process holding its lease (renewed
 // every third of its time; a runner that loses it stops feeding that batch); on a shared store every runner looks
 // for unfinished batches whose lease lapsed and takes them up, so a batch outlives the replica that started it.
-import type { BatcherBase } from '@microbatch/core';
 import type { BatchStorage } from '@microbatch/transport';
 import { BatchResults } from './batch-results.js';
-import { type BatchInputBounds, checkLine, readLines, validateInput } from './batch-input.js';
+import { type BatchInputBounds, type BatchRequestLine, checkLine, readLines, validateInput } from './batch-input.js';
 import { type BatchEndpoint, type BatchObject, type BatchStore, ENDED, type StoredBatch } from './batch-store.js';
 import type { LineEndpoint } from './batch-lines.js';
 import type { FileStore } from './file-store.js';
+import type { SpareCapacity } from './spare-capacity.js';
 import { unixSeconds } from './atomic-json.js';
 
 /** What a batch runner reads and writes. */
@@ -29,15 +29,8 @@ export interface BatchRunnerParts {
   /** The endpoints this server answers batch lines of. */
   readonly endpoints: Partial<Record<BatchEndpoint, LineEndpoint>>;
   readonly bounds: BatchInputBounds;
-  /** Lines running at once, across every batch. */
-  readonly maxInFlight: number;
-  /** The service's batchers: no line is fed while any has items waiting or every slot busy. */
-  readonly batchers: readonly BatcherBase[];
-  /**
-   * The batch lines' items in the batchers now: more batches in flight than these means interactive requests are
-   * running, and then at most {@link busyInFlight} lines are.
-   */
-  readonly batchItemsInFlight: () => number;
+  /** When a line may be fed, and the preemption of running lines when interactive work arrives. */
+  readonly gate: SpareCapacity;
   /** Where a batch's unexpected failure is reported (never sent to a client). */
   readonly onError: (error: unknown) => void;
 }
@@ -128,11 +121,17 @@ export class BatchRunner {
     return this.#inFlight;
   }
 
+  /** Lines preempted for interactive requests so far (each fed again later): work thrown away. */
+  get preempted(): number {
+    return this.#parts.gate.preempted;
+  }
+
   /** Stops feeding every batch (they stay resumable: their leases are given up) and waits for the lines running. */
   async close(): Promise<void> {
     this.#closed = true;
     if (this.#scanTimer !== undefined) clearInterval(this.#scanTimer);
     await Promise.allSettled(this.#running.values());
+    this.#parts.gate.close();
   }
 
   async #scan(): Promise<void> {
@@ -203,16 +202,6 @@ export class BatchRunner {
     await this.#finalize(stored, results);
   }
 
-  /**
-   * Lines that may run now: `maxInFlight` while only batch lines run; an eighth of it (at least 1) while interactive
-   * requests run too, since every row a batch line holds in a decode step slows the step for the interactive rows.
-   */
-  #limit(): number {
-    const { batchers, batchItemsInFlight, maxInFlight } = this.#parts;
-    const running = batchers.reduce((sum, batcher) => sum + batcher.inFlightBatches, 0);
-    return running > batchItemsInFlight() ? busyInFlight(maxInFlight) : maxInFlight;
-  }
-
   async #validate(stored: StoredBatch): Promise<StoredBatch> {
     const { batch } = stored;
     const input = await this.#parts.files.get(batch.input_file_id);
@@ -243,7 +232,10 @@ export class BatchRunner {
     });
   }
 
-  /** Feeds the batch's lines not yet done; what ended the feeding (`stopped` too when its lease was lost). */
+  /**
+   * Feeds the batch's lines not yet done, the preempted ones again before the next of the file; what ended the
+   * feeding (`stopped` too when its lease was lost).
+   */
   async #feed(stored: StoredBatch, results: BatchResults): Promise<'done' | Exclude<Stop, 'lost'>> {
     const { batch } = stored;
     const endpoint = this.#parts.endpoints[batch.endpoint];
@@ -260,22 +252,46 @@ export class BatchRunner {
     let lastSave = this.#parts.batches.now();
     let ended: Exclude<Stop, 'lost'> | undefined;
     if (source !== undefined && endpoint !== undefined) {
-      const seen = new Set<string>();
-      for await (const raw of readLines(source, this.#parts.bounds.maxLineBytes)) {
-        const line = checkLine(raw, batch.endpoint, seen, this.#parts.bounds.maxLineBytes);
-        if ('code' in line || results.has(line.customId)) continue;
-        ended = await this.#waitForRoom(stop);
-        if (ended !== undefined) break;
-        this.#inFlight += 1;
-        const one = this.#runLine(endpoint, line.customId, line.body, results, stop).finally(() => {
-          this.#inFlight -= 1;
-          running.delete(one);
-        });
-        running.add(one);
-        if (this.#parts.batches.now() - lastSave > SAVE_EVERY_MS && !this.#lost.has(batch.id)) {
-          lastSave = this.#parts.batches.now();
-          await this.#save(stored, results, {});
+      const fresh = this.#unanswered(source, batch.endpoint, results);
+      const preempted: BatchRequestLine[] = [];
+      let fileDone = false;
+      try {
+        for (;;) {
+          if (fileDone && preempted.length === 0) {
+            // Every line fed: wait for one running to end (a preempted one comes back to be fed again).
+            if (running.size === 0) break;
+            await Promise.race(running);
+            continue;
+          }
+          ended = await this.#waitForRoom(stop);
+          if (ended !== undefined) break;
+          let line = preempted.shift();
+          if (line === undefined) {
+            const next = await fresh.next();
+            if (next.done === true) {
+              fileDone = true;
+              continue;
+            }
+            line = next.value;
+          }
+          const fed = line;
+          this.#inFlight += 1;
+          const one = this.#runLine(endpoint, fed.customId, fed.body, results, stop)
+            .then((outcome) => {
+              if (outcome === 'preempted') preempted.push(fed);
+            })
+            .finally(() => {
+              this.#inFlight -= 1;
+              running.delete(one);
+            });
+          running.add(one);
+          if (this.#parts.batches.now() - lastSave > SAVE_EVERY_MS && !this.#lost.has(batch.id)) {
+            lastSave = this.#parts.batches.now();
+            await this.#save(stored, results, {});
+          }
         }
+      } finally {
+        await fresh.return(undefined);
       }
     }
     await Promise.all(running);
@@ -289,19 +305,34 @@ export class BatchRunner {
     return input === undefined ? undefined : this.#parts.files.openContent(input.file.id);
   }
 
+  /** The lines of the input file that are valid and have no result yet, in order. */
+  async *#unanswered(
+    source: AsyncIterable<Uint8Array>,
+    endpoint: BatchEndpoint,
+    results: BatchResults,
+  ): AsyncGenerator<BatchRequestLine> {
+    const seen = new Set<string>();
+    for await (const raw of readLines(source, this.#parts.bounds.maxLineBytes)) {
+      const line = checkLine(raw, endpoint, seen, this.#parts.bounds.maxLineBytes);
+      if ('code' in line || results.has(line.customId)) continue;
+      yield line;
+    }
+  }
+
   /** Resolves once a line may be fed (or with why feeding stops). */
   async #waitForRoom(stop: () => 'expired' | 'cancelled' | 'stopped' | undefined) {
     for (;;) {
       const ended = stop();
       if (ended !== undefined) return ended;
-      if (this.#inFlight < this.#limit() && this.#parts.batchers.every(hasRoom)) return undefined;
+      if (this.#parts.gate.mayFeed(this.#inFlight)) return undefined;
       await sleep(ROOM_POLL_MS);
     }
   }
 
   /**
    * Runs one line to its answer. A refusal for overload or shutdown (503) is not the line's answer: it is tried again
-   * while the batch goes on, and left undone (to run after a restart) when it stops.
+   * while the batch goes on, and left undone (to run after a restart) when it stops. A line preempted by the gate is
+   * not answered either: `'preempted'`, to be fed again.
    */
   async #runLine(
     endpoint: LineEndpoint,
@@ -309,7 +340,7 @@ export class BatchRunner {
     body: Readonly<Record<string, unknown>>,
     results: BatchResults,
     stop: () => 'expired' | 'cancelled' | 'stopped' | undefined,
-  ): Promise<void> {
+  ): Promise<'answered' | 'preempted' | 'left'> {
     if (body.stream === true) {
       await results.answer(customId, 400, {
         error: {
@@ -319,20 +350,22 @@ export class BatchRunner {
           code: 'INVALID_INPUT',
         },
       });
-      return;
+      return 'answered';
     }
     for (;;) {
-      const answer = await endpoint(body);
+      const lease = this.#parts.gate.hold();
+      const answer = await endpoint(body, lease.signal).finally(() => lease.release());
+      if (answer === undefined) return 'preempted';
       if (answer.status !== 503) {
         await results.answer(customId, answer.status, answer.body);
-        return;
+        return 'answered';
       }
       // The service is closing (the server shuts down): nothing more is fed; the batch resumes at the next start.
       if ((answer.body as { error?: { code?: unknown } } | null)?.error?.code === 'CLOSED') {
         this.#closed = true;
-        return;
+        return 'left';
       }
-      if (stop() !== undefined) return;
+      if (stop() !== undefined) return 'left';
       await sleep(RETRY_MS);
     }
   }
@@ -461,16 +494,6 @@ export class BatchRunner {
     });
     return next;
   }
-}
-
-/** The lines that may run beside interactive requests: an eighth of `maxInFlight`, at least 1. */
-export function busyInFlight(maxInFlight: number): number {
-  return Math.max(1, Math.floor(maxInFlight / 8));
-}
-
-/** Whether `batcher` would dispatch an item now: nothing waiting, a slot free. */
-function hasRoom(batcher: BatcherBase): boolean {
-  return batcher.queueLength === 0 && batcher.inFlightBatches < batcher.maxConcurrentBatches;
 }
 
 async function exists(files: FileStore, id: string): Promise<boolean> {
