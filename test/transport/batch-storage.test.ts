@@ -67,6 +67,41 @@ describe('openRedisBatchStorage', () => {
     );
   });
 
+  it('an upload that expired while its writer stalled fails, rather than storing a blob without its start', async () => {
+    const redis = await startRedisServer();
+    const storage = await openRedisBatchStorage({ url: redis.url });
+    const client = createClient({ url: redis.url, RESP: 2 });
+    client.on('error', () => undefined);
+    await client.connect();
+    try {
+      async function* stalling(): AsyncGenerator<Uint8Array> {
+        yield new Uint8Array(300 * 1024);
+        // What Redis does to an upload left alone past its ttl.
+        for (const key of await client.keys('microbatch:batch:upload:*')) await client.del(key);
+        yield new Uint8Array(300 * 1024);
+      }
+      await expect(storage.blobs.put('file-stalled', stalling(), 1e9)).rejects.toThrow(/expired/);
+      expect(await storage.blobs.get('file-stalled')).toBeUndefined();
+      expect(await client.keys('microbatch:batch:*')).toEqual([]);
+    } finally {
+      client.destroy();
+      await storage.close();
+      await redis.stop();
+    }
+  });
+
+  it('answers 503 UNAVAILABLE while Redis is gone', async () => {
+    const redis = await startRedisServer();
+    const storage = await openRedisBatchStorage({ url: redis.url });
+    try {
+      await storage.records.put('batch_x', { status: 'validating' });
+      await redis.stop();
+      await expect(storage.records.get('batch_x')).rejects.toMatchObject({ code: 'UNAVAILABLE' });
+    } finally {
+      await storage.close();
+    }
+  });
+
   it('fails with 503 UNAVAILABLE when Redis does not answer, naming it without its password', async () => {
     const opening = openRedisBatchStorage({ url: 'redis://user:secret@127.0.0.1:1', connectTimeoutMs: 200 });
     await expect(opening).rejects.toMatchObject({ code: 'UNAVAILABLE' });
@@ -76,6 +111,20 @@ describe('openRedisBatchStorage', () => {
 });
 
 describe('openNatsBatchStorage', () => {
+  // A request waits for its JetStream timeout (5 s) before it fails: the hang guard allows for it on a slow machine.
+  it('answers 503 UNAVAILABLE while NATS is gone', { timeout: 60_000 }, async () => {
+    const nats = await startNatsServer();
+    const storage = await openNatsBatchStorage({ url: nats.url });
+    try {
+      await storage.records.put('batch_x', { status: 'validating' });
+      await nats.stop();
+      await expect(storage.records.get('batch_x')).rejects.toMatchObject({ code: 'UNAVAILABLE' });
+    } finally {
+      await storage.close();
+      await nats.stop();
+    }
+  });
+
   it('refuses bad options by name', async () => {
     await expect(openNatsBatchStorage({ url: 'redis://x' })).rejects.toThrow(/`url`/);
     await expect(openNatsBatchStorage({ url: 'nats://x', prefix: 'a.b' })).rejects.toThrow(/`prefix`/);
