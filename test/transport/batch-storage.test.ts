@@ -111,8 +111,8 @@ describe('openRedisBatchStorage', () => {
 });
 
 describe('openNatsBatchStorage', () => {
-  // A request waits for its JetStream timeout (5 s) before it fails: the hang guard allows for it on a slow machine.
-  it('answers 503 UNAVAILABLE while NATS is gone', { timeout: 60_000 }, async () => {
+  // A request waits for its JetStream timeout (5 s) before it fails, well within the suite's hang guard.
+  it('answers 503 UNAVAILABLE while NATS is gone', async () => {
     const nats = await startNatsServer();
     const storage = await openNatsBatchStorage({ url: nats.url });
     try {
