@@ -1,12 +1,14 @@
 // The Batch API's storage port (batch-storage-contract.ts) on each broker's own storage: Redis keys, and NATS
 // JetStream KV and Object Store, each on a server this test starts on a free port.
+import { Readable } from 'node:stream';
 import { batchBuckets, openNatsBatchStorage } from '@microbatch/nats';
 import { openRedisBatchStorage } from '@microbatch/redis';
 import { startNatsServer, startRedisServer } from '@microbatch/test-kit';
-import { jetstreamManager } from '@nats-io/jetstream';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { createClient } from 'redis';
 import { describe, expect, it } from 'vitest';
+import { sweepOrphanChunks } from '../../packages/nats/src/batch-sweep.js';
 import { batchStorageContract } from './batch-storage-contract.js';
 
 batchStorageContract('Redis', async () => {
@@ -111,6 +113,32 @@ describe('openRedisBatchStorage', () => {
 });
 
 describe('openNatsBatchStorage', () => {
+  it('sweeps the chunks of uploads whose writer died once idle, and only those', async () => {
+    const nats = await startNatsServer();
+    const storage = await openNatsBatchStorage({ url: nats.url });
+    const connection = await connect({ servers: nats.url.replace('nats://', '') });
+    try {
+      const { blobs } = batchBuckets('microbatch');
+      const bytes = new Uint8Array(300 * 1024).fill(7);
+      await storage.blobs.put('file-kept', Readable.from([bytes]), 1e9);
+      // What a writer killed mid-put leaves: chunks no object's metadata names.
+      const js = jetstream(connection);
+      for (let k = 0; k < 3; k += 1) await js.publish(`$O.${blobs}.C.deadupload`, new Uint8Array(1024));
+      const manager = await jetstreamManager(connection);
+      const now = new Date(Date.now() + 60_000);
+      expect(await sweepOrphanChunks(manager, blobs, new Date(0))).toBe(0);
+      expect(await sweepOrphanChunks(manager, blobs, now)).toBe(1);
+      expect(await sweepOrphanChunks(manager, blobs, now)).toBe(0);
+      const kept = [];
+      for await (const chunk of (await storage.blobs.get('file-kept')) ?? []) kept.push(chunk);
+      expect(Buffer.concat(kept).equals(Buffer.from(bytes))).toBe(true);
+    } finally {
+      await connection.close();
+      await storage.close();
+      await nats.stop();
+    }
+  });
+
   // A request waits for its JetStream timeout (5 s) before it fails, well within the suite's hang guard.
   it('answers 503 UNAVAILABLE while NATS is gone', async () => {
     const nats = await startNatsServer();
