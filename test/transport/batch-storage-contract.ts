@@ -162,6 +162,8 @@ export function batchStorageContract(name: string, open: () => Promise<StorageBa
         const listed = await b.records.list<{ key: string }>(`${prefix}_`);
         expect(listed.map((record) => record.key).sort()).toEqual(keys.filter((_, k) => k !== 7));
         expect(await b.records.list(fresh('none'))).toEqual([]);
+        const all = await a.records.list<{ key: string }>('');
+        expect(all.filter((record) => record.key === 'sibling' || record.key === 'other')).toHaveLength(2);
       });
     });
 

@@ -10,6 +10,8 @@ import { type BatchStorage, unavailable, withoutCredentials } from '@microbatch/
 import { NatsBlobs } from './batch-blobs.js';
 import { NatsLeases } from './batch-leases.js';
 import { NatsRecords, NatsResultLogs } from './batch-records.js';
+import { ORPHAN_IDLE_MS, sweepOrphanChunks } from './batch-sweep.js';
+import { guarded } from './batch-unavailable.js';
 import { openBroker } from './broker.js';
 
 /** Options of {@link openNatsBatchStorage}. */
@@ -48,7 +50,8 @@ export function batchBuckets(prefix: string) {
  * Opens the Batch API's store on NATS JetStream: blobs in an Object Store (an object exists once complete), records
  * in KV, result logs in KV (a key per custom_id, created once: the first write wins; read in stream order), leases
  * in KV (compare-and-set by revision). Creates the buckets when missing; resolves once NATS answers. The connection
- * then reconnects on its own.
+ * then reconnects on its own (on opening, the chunks of uploads whose writer died and that have been idle for an hour
+ * are purged); a call while NATS is unreachable fails with 503 `UNAVAILABLE`.
  *
  * @example
  * ```ts
@@ -97,13 +100,20 @@ export async function openNatsBatchStorage(options: NatsBatchStorageOptions): Pr
       kvm.create(buckets.results, kvOptions),
       kvm.create(buckets.leases, kvOptions),
     ]);
+    // Uploads cut short by a process that died are dropped once idle long enough (best effort: the store works without).
+    await sweepOrphanChunks(manager, buckets.blobs, new Date(Date.now() - ORPHAN_IDLE_MS)).catch(() => 0);
     return {
       description,
       shared: true,
-      blobs: new NatsBlobs(blobs, js, manager, buckets.blobs),
-      records: new NatsRecords(records),
-      results: new NatsResultLogs(results, js, manager, buckets.results),
-      leases: new NatsLeases(leases),
+      blobs: guarded(new NatsBlobs(blobs, js, manager, buckets.blobs), ['put', 'get', 'delete']),
+      records: guarded(new NatsRecords(records), ['get', 'put', 'create', 'delete', 'list']),
+      results: guarded(new NatsResultLogs(results, js, manager, buckets.results), [
+        'append',
+        'read',
+        'counts',
+        'delete',
+      ]),
+      leases: guarded(new NatsLeases(leases), ['acquire', 'release']),
       close: () => broker.close(),
     };
   } catch (error) {

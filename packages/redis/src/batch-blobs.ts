@@ -44,12 +44,15 @@ export class RedisBlobs implements BlobStorage {
     try {
       let chunks = 0;
       for await (const chunk of intake.chunks()) {
-        await this.#redis.script(PUSH_CHUNK, [upload], [asBuffer(chunk), ttl]);
+        await this.#redis.script(PUSH_CHUNK, [upload], [asBuffer(chunk), ttl, String(chunks)]);
         chunks += 1;
       }
       // A list cannot be empty in Redis: an empty blob is one empty chunk.
-      if (chunks === 0) await this.#redis.script(PUSH_CHUNK, [upload], ['', ttl]);
-      await this.#redis.script(FINISH_UPLOAD, [upload, this.#keys.blob(key)], []);
+      if (chunks === 0) {
+        await this.#redis.script(PUSH_CHUNK, [upload], ['', ttl, '0']);
+        chunks = 1;
+      }
+      await this.#redis.script(FINISH_UPLOAD, [upload, this.#keys.blob(key)], [String(chunks)]);
       return { bytes: intake.bytes, tooLarge: false };
     } catch (error) {
       await this.#redis.send(['DEL', upload]).catch(() => undefined);

@@ -35,15 +35,24 @@ export function batchKeys(prefix: string) {
 
 export type BatchKeys = ReturnType<typeof batchKeys>;
 
-/** KEYS: upload. ARGV: chunk, ttl ms. Appends a chunk to an upload and keeps the upload alive for `ttl` more. */
+/**
+ * KEYS: upload. ARGV: chunk, ttl ms, chunks pushed so far. Appends a chunk to an upload and keeps the upload alive
+ * for `ttl` more; fails when the upload does not hold exactly the chunks pushed so far (it expired while its writer
+ * stalled: `RPUSH` would start a new list without the blob's start).
+ */
 export const PUSH_CHUNK = `
+if redis.call('LLEN', KEYS[1]) ~= tonumber(ARGV[3]) then return redis.error_reply('ERR the upload expired') end
 redis.call('RPUSH', KEYS[1], ARGV[1])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1
 `;
 
-/** KEYS: upload, blob. Makes a complete upload the blob (replacing any older one), for good (no expiry). */
+/**
+ * KEYS: upload, blob. ARGV: chunks pushed. Makes a complete upload the blob (replacing any older one), for good
+ * (no expiry); fails when the upload does not hold every chunk (it expired).
+ */
 export const FINISH_UPLOAD = `
+if redis.call('LLEN', KEYS[1]) ~= tonumber(ARGV[1]) then return redis.error_reply('ERR the upload expired') end
 redis.call('RENAME', KEYS[1], KEYS[2])
 redis.call('PERSIST', KEYS[2])
 return 1
