@@ -1,6 +1,6 @@
 // The Batch API's runner on a service whose batches wait for the test: batch lines are fed only while the server is
 // idle but for them (an interactive request, queued behind them or running, preempts the lines running, which are
-// fed again once it ended and answered exactly once; none runs beside it), and a batch past its window ends
+// fed again once it ended, one then more as they finish, and answered exactly once; none runs beside it), and a batch past its window ends
 // `expired` with the lines it finished in the output and the others as `batch_expired` errors. Work is counted,
 // never timed.
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -164,9 +164,13 @@ describe('batch API runner', () => {
     expect((await (await interactive).json()) as { choices: { text: string }[] }).toMatchObject({
       choices: [{ text: 'answer to now' }],
     });
-    // Idle again: the preempted lines are fed first, then the rest, to the end.
+    // Idle again: the preempted lines are fed first, one at first (slow start), then one more per line finished.
+    await waitFor('a line again', () => held.length === 1);
+    await settle();
+    expect(held.map((entry) => entry.prompt)).toEqual(['b0']);
+    release('b0');
     await waitFor('two lines again', () => held.length === 2);
-    expect(calls.slice(3)).toEqual(['b0', 'b1']);
+    expect(calls.slice(3)).toEqual(['b0', 'b1', 'b2']);
     await releaseUntilEnded(url, id, held, release);
     const batch = await batchOf(url, id);
     expect(batch.status).toBe('completed');
@@ -194,8 +198,10 @@ describe('batch API runner', () => {
     expect(calls).toEqual(['b0', 'b1', 'now']);
     release('now');
     await interactive;
+    await waitFor('a line again', () => held.length === 1);
+    release('b0');
     await waitFor('two lines again', () => held.length === 2);
-    expect(calls.slice(3)).toEqual(['b0', 'b1']);
+    expect(calls.slice(3)).toEqual(['b0', 'b1', 'b2']);
     await releaseUntilEnded(url, id, held, release);
     const batch = await batchOf(url, id);
     expect(batch.request_counts).toEqual({ total: 6, completed: 6, failed: 0 });

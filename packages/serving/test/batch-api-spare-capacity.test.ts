@@ -1,7 +1,7 @@
 // The Batch API's spare-capacity gate on fake batchers and a hand-driven clock: a line is fed only once no
 // interactive request has run or waited for the quiet period, a slot is free and fewer than maxInFlight lines run;
 // an interactive arrival (a batch started, or an item queued, seen at the next poll) preempts every held line;
-// feeding resumes once idle.
+// feeding resumes once idle, one line at first, one more per line finished.
 import type { BatcherBase, BatcherEvents } from '@microbatch/core';
 import { describe, expect, it } from 'vitest';
 import { defaultMaxInFlight } from '../src/batch-api/batch-api.js';
@@ -121,6 +121,30 @@ describe('SpareCapacity', () => {
     expect(gate.mayFeed(0)).toBe(false);
     time.advance(1);
     expect(gate.mayFeed(0)).toBe(true);
+  });
+
+  it('after a preemption, feeds one line, then one more per line that finishes unpreempted, up to maxInFlight', async () => {
+    const { gate, fake, time, startLine, endLine } = gateOf(16, 3);
+    const first = [startLine(), startLine(), startLine()];
+    expect(gate.window).toBe(3);
+    fake.start();
+    await microtasks();
+    expect(gate.window).toBe(1);
+    for (const lease of first) endLine(lease); // preempted: their ends widen nothing
+    fake.batcher.inFlightBatches -= 1;
+    time.advance(50);
+    expect(gate.window).toBe(1);
+    expect(gate.mayFeed(0)).toBe(true);
+    const one = startLine();
+    expect(gate.mayFeed(1)).toBe(false);
+    endLine(one);
+    expect(gate.window).toBe(2);
+    const two = [startLine(), startLine()];
+    expect(gate.mayFeed(2)).toBe(false);
+    for (const lease of two) endLine(lease);
+    expect(gate.window).toBe(3);
+    endLine(startLine());
+    expect(gate.window).toBe(3);
   });
 
   it('an interactive request that starts while no line runs restarts the quiet period', async () => {

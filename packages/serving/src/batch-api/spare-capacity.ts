@@ -6,7 +6,9 @@
 // its row until it ends: a preempted line frees its row at the loop's next step, is not an answer, and is fed again
 // once idle. The quiet period keeps lines out of the short gaps between steady interactive requests, where they
 // could not finish and would only be preempted (bench:batch: 31 lines fed into every gap were preempted 5,690 times
-// in 15 s, finished 29, and tripled interactive p99).
+// in 15 s, finished 29, and tripled interactive p99). After a preemption the lines come back as TCP's slow start
+// sends: one, then one more for each that finishes unpreempted, up to `maxInFlight`, so a lull between interactive
+// requests is probed by a few lines rather than filled by a burst whose prefill the next request would wait for.
 import type { BatcherBase, Clock } from '@microbatch/core';
 
 /** What the gate reads. */
@@ -84,6 +86,8 @@ export class SpareCapacity {
   #checkQueued = false;
   #preempted = 0;
   #closed = false;
+  /** Lines allowed now: 1 after a preemption, one more per line that finished since, at most `maxInFlight`. */
+  #window: number;
   /** When interactive work was last seen (never: idle since the start). */
   #lastBusy = Number.NEGATIVE_INFINITY;
 
@@ -101,6 +105,7 @@ export class SpareCapacity {
     this.#batchers = parts.batchers;
     this.#batchItemsInFlight = parts.batchItemsInFlight;
     this.#maxInFlight = maxInFlight;
+    this.#window = maxInFlight;
     this.#pollMs = pollMs;
     this.#quietMs = quietMs;
     this.#clock = parts.clock ?? realClock;
@@ -122,6 +127,11 @@ export class SpareCapacity {
   /** Lines running at once on an idle server. */
   get maxInFlight(): number {
     return this.#maxInFlight;
+  }
+
+  /** Lines that may run now: 1 after a preemption, growing by one per line finished since, to `maxInFlight`. */
+  get window(): number {
+    return this.#window;
   }
 
   /** Lines preempted so far: work done and thrown away, the cost of keeping interactive latency level. */
@@ -151,7 +161,7 @@ export class SpareCapacity {
    */
   mayFeed(running: number): boolean {
     return (
-      running < this.#maxInFlight &&
+      running < this.#window &&
       !this.interactive() &&
       this.#clock.now() - this.#lastBusy >= this.#quietMs &&
       this.#batchers.every(hasRoom)
@@ -166,7 +176,8 @@ export class SpareCapacity {
     return {
       signal: controller.signal,
       release: () => {
-        this.#held.delete(controller);
+        // A line that ended unpreempted widens the window (a preempted one was let go at its preemption).
+        if (this.#held.delete(controller)) this.#window = Math.min(this.#maxInFlight, this.#window + 1);
       },
     };
   }
@@ -177,6 +188,7 @@ export class SpareCapacity {
     const held = [...this.#held];
     this.#held.clear();
     this.#preempted += held.length;
+    this.#window = 1;
     const reason = new DOMException('Preempted by an interactive request', 'AbortError');
     for (const controller of held) controller.abort(reason);
     return held.length;
