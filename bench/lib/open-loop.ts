@@ -14,6 +14,8 @@ export interface OpenLoopOptions {
   readonly seconds: number;
   /** Called about every 250 ms with the requests sent and answered so far. */
   readonly onTick?: (sent: number, answered: number, elapsedS: number) => void;
+  /** Where every 200's latency (ms) is also pushed: to pool several windows into one percentile. */
+  readonly latencies?: number[];
 }
 
 /** One request's fate. */
@@ -133,6 +135,7 @@ export async function runOpenLoop(options: OpenLoopOptions): Promise<OpenLoopRes
     .filter((o) => o.status === 200)
     .map((o) => o.ms)
     .sort((a, b) => a - b);
+  options.latencies?.push(...accepted);
   const refusals = outcomes.filter((o) => o.status === 503);
   const refusalMs = refusals.map((o) => o.ms).sort((a, b) => a - b);
   const refused: Record<string, number> = {};

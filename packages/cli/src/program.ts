@@ -40,6 +40,7 @@ const ENCODER_REFUSED = [
   'normalize',
   'truncatableDimensions',
   'dataDir',
+  'batchApi',
   'maxUploadMb',
   'batchMaxInFlight',
   'sharedPrefixCache',
@@ -112,9 +113,14 @@ export interface ServeFlags {
   readonly maxBatchCost?: number;
   /** OpenAI's Files and Batch APIs, kept in this folder (batches resume after a restart on it); absent: off. */
   readonly dataDir?: string;
-  /** With `dataDir`: the largest upload, in MiB (413 past it). */
+  /**
+   * With `queue`: OpenAI's Files and Batch APIs on the broker's storage, shared by every replica (any replica
+   * answers for any batch; any worker runs its lines); absent: off.
+   */
+  readonly batchApi?: boolean;
+  /** With `dataDir` or `batchApi`: the largest upload, in MiB (413 past it). */
   readonly maxUploadMb?: number;
-  /** With `dataDir`: batch lines running at once (default: 4, or half the batchers' slots when fewer). */
+  /** With `dataDir` or `batchApi`: batch lines running at once (default: 4, or half the batchers' slots when fewer). */
   readonly batchMaxInFlight?: number;
   /** feature-extraction: how token vectors are pooled (default: the folder's `1_Pooling/config.json`, else mean). */
   readonly pooling?: 'mean' | 'cls' | 'last_token';
@@ -259,7 +265,7 @@ const CONFIG_HELP =
 
 /** With `--config`, the model flags are the file's: one given on the command line is refused, naming it. */
 /** Serve flags the multi-model app does not take yet (the Batch API's). */
-const CONFIG_NOT_YET = ['dataDir', 'maxUploadMb', 'batchMaxInFlight'] as const;
+const CONFIG_NOT_YET = ['dataDir', 'batchApi', 'maxUploadMb', 'batchMaxInFlight'] as const;
 
 function configFlagError(flags: ServeFlags, command: Command): string | undefined {
   if (flags.config === undefined) {
@@ -530,15 +536,22 @@ export function createProgram(
         'unfinished batches (default: off)',
     )
     .option(
+      '--batch-api',
+      "with --queue: turn on OpenAI's Files and Batch APIs with files, batches and results kept in the broker " +
+        '(Redis keys and streams, NATS JetStream KV and Object Store): any replica answers for any batch, any worker ' +
+        "runs its lines, and a batch whose replica died is taken up by another (default: off; without --queue it's " +
+        '--data-dir)',
+    )
+    .option(
       '--max-upload-mb <mb>',
-      'with --data-dir: the largest file upload, in MiB (default: 100); 413 past it',
+      'with --data-dir or --batch-api: the largest file upload, in MiB (default: 100); 413 past it',
       uploadMegabytes,
     )
     .option(
       '--batch-max-in-flight <n>',
-      'with --data-dir: batch lines running at once, across every batch, while no interactive request runs (an ' +
-        "eighth of it beside them; default: 4, or half the batchers' slots when fewer); more: faster batches, " +
-        'slower interactive requests beside them',
+      'with --data-dir or --batch-api: batch lines running at once, across every batch, while no interactive request runs (none ' +
+        "runs beside them: they are preempted and fed again later; default: the batchers' slots less an eighth); " +
+        'more: faster batches on an idle server, more work thrown away when interactive requests arrive',
       integer(1),
     )
     .option('--api-key <key>', API_KEY_HELP, collect)
@@ -575,14 +588,20 @@ export function createProgram(
         [flags.maxUploadMb, '--max-upload-mb'],
         [flags.batchMaxInFlight, '--batch-max-in-flight'],
       ] as const) {
-        if (value !== undefined && flags.dataDir === undefined)
-          command.error(`error: ${flag} has no effect without --data-dir`);
+        if (value !== undefined && flags.dataDir === undefined && flags.batchApi !== true)
+          command.error(`error: ${flag} has no effect without --data-dir or --batch-api`);
       }
       // Batches kept by one replica would be answered by that replica only, and resumed by every replica sharing
-      // the folder: the broker's storage is what a fleet needs, and it is not there yet.
+      // the folder: a fleet keeps them in its broker (--batch-api).
       if (flags.dataDir !== undefined && flags.queue !== undefined) {
         command.error(
-          'error: --data-dir is not supported with --queue yet (the Batch API keeps batches on local disk)',
+          "error: --data-dir keeps the Batch API on this replica's disk, which the other replicas cannot see: with " +
+            '--queue use --batch-api (files, batches and results kept in the broker)',
+        );
+      }
+      if (flags.batchApi === true && flags.queue === undefined) {
+        command.error(
+          'error: --batch-api applies with --queue only (the Batch API of a server on its own is --data-dir <dir>)',
         );
       }
       // An encoder replica tokenizes and bounds requests; how its workers batch them is theirs.

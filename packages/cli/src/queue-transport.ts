@@ -4,7 +4,7 @@
 // itself installs engine-strict on Node 20.
 import type * as Nats from '@microbatch/nats';
 import type { NatsQueueOptions, NatsWorkerOptions } from '@microbatch/nats';
-import { createRedisQueue, createRedisWorker } from '@microbatch/redis';
+import { createRedisQueue, createRedisWorker, openRedisBatchStorage } from '@microbatch/redis';
 import type { QueueStatus, RedisQueueOptions, RedisWorkerOptions } from '@microbatch/redis';
 import type { createLogger } from './logger.js';
 
@@ -87,4 +87,14 @@ export function redact(url: string): string {
   } catch {
     return 'redis://(unparsable)';
   }
+}
+
+/**
+ * The Batch API's storage in the broker `url` names (`serve --queue … --batch-api`): Redis keys and streams, or NATS
+ * JetStream KV and Object Store. The caller closes it once the server has stopped.
+ */
+export async function openBatchStorage(url: string, fail: (message: string) => never) {
+  return brokerOf(url) === 'NATS'
+    ? (await loadNats(fail)).openNatsBatchStorage({ url })
+    : openRedisBatchStorage({ url });
 }

@@ -12,7 +12,7 @@ import { dropUndefined } from '@microbatch/core/util';
 import type { SchedulingChoice } from '@microbatch/inference';
 import { createQueuedTextCompletionService, createTextCompletionModel } from '@microbatch/serving';
 import { loadAccess } from './access-flags.js';
-import { brokerOf, loadTransport, logQueueStatus, openQueue, redact } from './queue-transport.js';
+import { brokerOf, loadTransport, logQueueStatus, openBatchStorage, openQueue, redact } from './queue-transport.js';
 import { serveUntilSignal } from './lifecycle.js';
 import { loadFramework } from './load-framework.js';
 import { batchApiOf } from './batch-api-flags.js';
@@ -166,11 +166,31 @@ async function serveFromQueue(flags: ServeFlags, url: string, fail: (message: st
       );
       // A waiting client must get its 504 before the server could close its connection.
       checkDeadlineFits(redisQueue.timeoutMs);
-      return startTextCompletionApp(
+      // `--batch-api`: files, batches and results in the broker, shared by every replica; batch lines go through
+      // the queued service like interactive requests (at the lowest priority), so the workers run them.
+      const storage = flags.batchApi === true ? await openBatchStorage(url, fail) : undefined;
+      const running = await startTextCompletionApp(
         createQueuedTextCompletionService(redisQueue, { id: queue, maxLatencyMs: flags.maxLatencyMs }),
         where,
-        { readiness: flags.readiness, sharedPrefixCache: flags.sharedPrefixCache === true, ...access.options },
+        {
+          readiness: flags.readiness,
+          sharedPrefixCache: flags.sharedPrefixCache === true,
+          ...access.options,
+          ...batchApiOf(flags, storage),
+        },
       );
+      if (storage === undefined) return running;
+      logger.info({ batchStorage: storage.description }, 'Batch API on the broker');
+      // The broker's connections are closed once the server has stopped (its last batch writes are done).
+      const stop = async (): Promise<void> => {
+        try {
+          await running.shutdown();
+        } finally {
+          await storage.close();
+        }
+      };
+      let stopping: Promise<void> | undefined;
+      return { ...running, shutdown: () => (stopping ??= stop()) };
     },
     { port: flags.port, host: flags.host },
     logger,

@@ -85,7 +85,7 @@ async function readBatchRecord(
   dir: string,
   id: string,
 ): Promise<OpenAI.Batch & { request_counts: OpenAI.BatchRequestCounts }> {
-  const text = await readFile(join(dir, 'batches', `${id}.json`), 'utf8');
+  const text = await readFile(join(dir, 'records', `${id}.json`), 'utf8');
   return (JSON.parse(text) as { batch: OpenAI.Batch & { request_counts: OpenAI.BatchRequestCounts } }).batch;
 }
 

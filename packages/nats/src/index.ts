@@ -13,3 +13,5 @@ export { MAX_STREAM_NAME, encodeQueueName } from './names.js';
 export type { WorkerLogger } from '@microbatch/transport';
 export { createNatsWorker } from './nats-worker.js';
 export type { NatsWorker, NatsWorkerStats } from './nats-worker.js';
+export { NATS_BATCH_STORAGE_DEFAULTS, batchBuckets, openNatsBatchStorage } from './batch-storage.js';
+export type { NatsBatchStorageOptions } from './batch-storage.js';

@@ -197,11 +197,11 @@ export function scriptSha(script: string): string {
  * restart).
  */
 export async function runScript(
-  send: (args: string[]) => Promise<unknown>,
+  send: (args: Array<string | Buffer>) => Promise<unknown>,
   script: string,
   sha: string,
   keys: readonly string[],
-  args: readonly string[],
+  args: ReadonlyArray<string | Buffer>,
 ): Promise<unknown> {
   const rest = [String(keys.length), ...keys, ...args];
   try {

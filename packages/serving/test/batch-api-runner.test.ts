@@ -1,7 +1,8 @@
-// The Batch API's runner on a service whose batches wait for the test: batch lines are fed only while there is room
-// (an interactive request queued behind them is dispatched before any further line, and beside a running
-// interactive request fewer lines run), and a batch past its window ends `expired` with the lines it finished in
-// the output and the others as `batch_expired` errors. Work is counted, never timed.
+// The Batch API's runner on a service whose batches wait for the test: batch lines are fed only while the server is
+// idle but for them (an interactive request, queued behind them or running, preempts the lines running, which are
+// fed again once it ended, one then more as they finish, and answered exactly once; none runs beside it), and a batch past its window ends
+// `expired` with the lines it finished in the output and the others as `batch_expired` errors. Work is counted,
+// never timed.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -13,15 +14,29 @@ import type { RunningServer, TextCompletionService } from '../src/index.js';
 import { startTextCompletionApp } from '../src/app/express/index.js';
 import { FAKE_USAGE as usage, fakeTextService } from './fake-text-service.js';
 
-/** A service running at most `slots` requests at once, each until the test releases it; the prompts in call order. */
+/**
+ * A service running at most `slots` requests at once, each until the test releases it or its signal aborts (as a
+ * decode loop drops a cancelled row, freeing its slot); the prompts in call order.
+ */
 function heldService(slots: number) {
   const held: { prompt: string; release: () => void }[] = [];
   const calls: string[] = [];
   const generate = createBatcher(
-    async (inputs: TextGenerationInput[]): Promise<TextGenerationOutput[]> => {
+    async (inputs: TextGenerationInput[], { signal }): Promise<TextGenerationOutput[]> => {
       const prompt = String(inputs[0]?.prompt);
       calls.push(prompt);
-      await new Promise<void>((resolve) => held.push({ prompt, release: resolve }));
+      await new Promise<void>((resolve, reject) => {
+        const entry = { prompt, release: resolve };
+        held.push(entry);
+        signal.addEventListener(
+          'abort',
+          () => {
+            held.splice(held.indexOf(entry), 1);
+            reject(signal.reason as Error);
+          },
+          { once: true },
+        );
+      });
       return inputs.map(() => ({ text: `answer to ${prompt}`, finish_reason: 'length', usage }));
     },
     { name: 'generate', maxBatchSize: 1, maxConcurrentBatches: slots },
@@ -96,71 +111,102 @@ const batchOf = async (url: string, id: string) => (await (await fetch(`${url}/v
 /** Lets the runner's feeding loop (5 ms polls) look at the batchers several times. */
 const settle = () => new Promise((resolve) => setTimeout(resolve, 60));
 
+const postCompletion = (url: string, prompt: string) =>
+  fetch(`${url}/v1/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ prompt, max_tokens: 1 }),
+  });
+
+interface ResultLine {
+  custom_id: string;
+  response: { body: { choices: { text: string }[] } } | null;
+  error: { code: string } | null;
+}
+
+const contentLines = async (url: string, fileId: string): Promise<ResultLine[]> =>
+  (await (await fetch(`${url}/v1/files/${fileId}/content`)).text())
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => JSON.parse(line) as ResultLine);
+
+/** Releases the running lines one by one until batch `id` has ended (bounded: a hang fails the test). */
+async function releaseUntilEnded(
+  url: string,
+  id: string,
+  held: readonly { prompt: string }[],
+  release: (prompt: string) => void,
+): Promise<void> {
+  for (let tries = 0; tries < 400; tries += 1) {
+    const entry = held[0];
+    if (entry !== undefined) release(entry.prompt);
+    else if (['completed', 'failed', 'cancelled', 'expired'].includes((await batchOf(url, id)).status)) return;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  throw new Error(`batch ${id} did not end`);
+}
+
 describe('batch API runner', () => {
-  it('feeds no line while an interactive request waits; the interactive one runs next, and alone beside fewer lines', async () => {
+  it('an interactive request queued behind the lines preempts them: it runs next and alone; they are fed again and answered once', async () => {
     const { service, held, calls, release } = heldService(2);
     const url = await start(service, { maxInFlight: 2 });
     const id = await submit(url, 6);
     await waitFor('two batch lines running', () => held.length === 2);
     await settle();
     expect(calls).toEqual(['b0', 'b1']);
-    // Both slots are busy: the interactive request waits in the queue.
-    const interactive = fetch(`${url}/v1/completions`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ prompt: 'now', max_tokens: 1 }),
-    });
-    await waitFor('the interactive request queued', () => service.generate.queueLength === 1);
-    release('b0');
-    await waitFor('a slot taken again', () => held.length === 2);
+    // Both slots are busy: the interactive request waits in the queue, until the lines yield theirs.
+    const interactive = postCompletion(url, 'now');
+    await waitFor('the interactive request running', () => held.some((entry) => entry.prompt === 'now'));
     await settle();
-    // The freed slot went to the interactive request, not to the next line.
+    expect(held.map((entry) => entry.prompt)).toEqual(['now']);
     expect(calls).toEqual(['b0', 'b1', 'now']);
     release('now');
     expect((await (await interactive).json()) as { choices: { text: string }[] }).toMatchObject({
       choices: [{ text: 'answer to now' }],
     });
-    // Interactive traffic gone: the batch takes both slots again, and runs to the end.
+    // Idle again: the preempted lines are fed first, one at first (slow start), then one more per line finished.
+    await waitFor('a line again', () => held.length === 1);
+    await settle();
+    expect(held.map((entry) => entry.prompt)).toEqual(['b0']);
+    release('b0');
     await waitFor('two lines again', () => held.length === 2);
-    for (let done = 1; done < 6;) {
-      await waitFor('a running line', () => held.length > 0);
-      const entry = held[0];
-      if (entry !== undefined) {
-        release(entry.prompt);
-        done += 1;
-      }
-    }
-    let batch = await batchOf(url, id);
-    for (let tries = 0; batch.status !== 'completed' && tries < 200; tries += 1) {
-      await settle();
-      batch = await batchOf(url, id);
-    }
+    expect(calls.slice(3)).toEqual(['b0', 'b1', 'b2']);
+    await releaseUntilEnded(url, id, held, release);
+    const batch = await batchOf(url, id);
     expect(batch.status).toBe('completed');
     expect(batch.request_counts).toEqual({ total: 6, completed: 6, failed: 0 });
-    expect(calls.filter((prompt) => prompt.startsWith('b')).toSorted()).toEqual(['b0', 'b1', 'b2', 'b3', 'b4', 'b5']);
+    expect(calls.filter((prompt) => prompt.startsWith('b'))).toHaveLength(8);
+    // Each line answered once, with its own answer: a preempted run wrote nothing.
+    const output = await contentLines(url, batch.output_file_id);
+    expect(output.map((line) => line.custom_id).toSorted()).toEqual(['b0', 'b1', 'b2', 'b3', 'b4', 'b5']);
+    expect(output.map((line) => String(line.response?.body.choices[0]?.text)).toSorted()).toEqual(
+      ['b0', 'b1', 'b2', 'b3', 'b4', 'b5'].map((prompt) => `answer to ${prompt}`),
+    );
   }, 30_000);
 
-  it('beside a running interactive request, runs at most an eighth of maxInFlight (at least 1) though slots are free', async () => {
+  it('an interactive request dispatched beside the lines preempts them, and none is fed while it runs', async () => {
     const { service, held, calls, release } = heldService(3);
     const url = await start(service, { maxInFlight: 2 });
-    await submit(url, 6);
+    const id = await submit(url, 6);
     await waitFor('two batch lines running', () => held.length === 2);
-    const interactive = fetch(`${url}/v1/completions`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ prompt: 'now', max_tokens: 1 }),
-    });
-    await waitFor('the interactive request running', () => held.some((entry) => entry.prompt === 'now'));
-    release('b0');
+    const interactive = postCompletion(url, 'now');
+    await waitFor('the lines preempted', () => held.length === 1 && held[0]?.prompt === 'now');
     await settle();
     await settle();
-    // One slot is free, but one line runs beside the interactive request.
-    expect(held.map((entry) => entry.prompt).toSorted()).toEqual(['b1', 'now']);
+    // Two slots free, but no line runs beside the interactive request.
+    expect(held.map((entry) => entry.prompt)).toEqual(['now']);
     expect(calls).toEqual(['b0', 'b1', 'now']);
     release('now');
     await interactive;
+    await waitFor('a line again', () => held.length === 1);
+    release('b0');
     await waitFor('two lines again', () => held.length === 2);
-    expect(calls.slice(3)).toEqual(['b2']);
+    expect(calls.slice(3)).toEqual(['b0', 'b1', 'b2']);
+    await releaseUntilEnded(url, id, held, release);
+    const batch = await batchOf(url, id);
+    expect(batch.request_counts).toEqual({ total: 6, completed: 6, failed: 0 });
+    const output = await contentLines(url, batch.output_file_id);
+    expect(output.map((line) => line.custom_id).toSorted()).toEqual(['b0', 'b1', 'b2', 'b3', 'b4', 'b5']);
   }, 30_000);
 
   it('ends expired past the window: finished lines in the output, the others as batch_expired errors', async () => {
@@ -181,11 +227,7 @@ describe('batch API runner', () => {
     expect(batch.status).toBe('expired');
     expect(batch.expired_at).not.toBeNull();
     expect(batch.request_counts).toEqual({ total: 4, completed: 2, failed: 2 });
-    const lines = async (fileId: string) =>
-      (await (await fetch(`${url}/v1/files/${fileId}/content`)).text())
-        .split('\n')
-        .filter(Boolean)
-        .map((line) => JSON.parse(line) as { custom_id: string; error: { code: string } | null });
+    const lines = (fileId: string) => contentLines(url, fileId);
     expect((await lines(batch.output_file_id)).map((line) => line.custom_id)).toEqual(['b0', 'b1']);
     const errors = await lines(batch.error_file_id);
     expect(errors.map((line) => [line.custom_id, line.error?.code])).toEqual([

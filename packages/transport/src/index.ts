@@ -64,3 +64,11 @@ export type {
   ResultEntry,
   ResultLogStorage,
 } from './batch-storage-port.js';
+export {
+  BlobIntake,
+  BlobTooLarge,
+  checkLease,
+  checkResultEntry,
+  checkStorageKey,
+  withoutCredentials,
+} from './batch-storage-kit.js';

@@ -1,5 +1,7 @@
-// The Batch API's options (`--data-dir` and its bounds), their checks and defaults.
+// The Batch API's options (where it keeps its state: `--data-dir`, or a broker's storage; and its bounds), their
+// checks and defaults.
 import type { IncomingMessage } from 'node:http';
+import type { BatchStorage } from '@microbatch/transport';
 import { checkOptionalFunction, fail } from '@microbatch/core/util';
 
 /**
@@ -11,8 +13,23 @@ import { checkOptionalFunction, fail } from '@microbatch/core/util';
  * ```
  */
 export interface BatchApiOptions {
-  /** Where files, batches and their results are kept; a restart on the same folder resumes unfinished batches. */
-  readonly dataDir: string;
+  /**
+   * The local folder where files, batches and their results are kept (one process at a time); a restart on the same
+   * folder resumes unfinished batches. Exactly one of `dataDir` and `storage`.
+   */
+  readonly dataDir?: string;
+  /**
+   * A shared store for them instead (`openRedisBatchStorage`, `openNatsBatchStorage`): every replica on it answers
+   * for every batch, and runs any batch whose runner died. The caller opens and closes it. Exactly one of `dataDir`
+   * and `storage`.
+   */
+  readonly storage?: BatchStorage;
+  /**
+   * With a shared `storage`: how long a replica's hold on a batch it runs lasts unrenewed (renewed every third of
+   * it); a batch whose replica died is taken up by another after at most about twice this.
+   * @default 10000
+   */
+  readonly leaseMs?: number;
   /**
    * Bytes of one uploaded file; a larger upload is refused with 413.
    * @default 104857600 (100 MiB)
@@ -39,9 +56,10 @@ export interface BatchApiOptions {
    */
   readonly maxActiveBatches?: number;
   /**
-   * Batch lines running at once, across every batch, while no interactive request runs; beside interactive requests
-   * an eighth of it (at least 1); and never more than the service's batchers have free slots.
-   * @default 4, or half the service's `maxConcurrentBatches` when that is fewer (at least 1)
+   * Batch lines running at once, across every batch, on an otherwise idle server, and never more than the service's
+   * batchers have free slots. None runs beside interactive requests: the lines running when one arrives are
+   * preempted (aborted, and fed again once the server has been idle for a moment).
+   * @default the service's `maxConcurrentBatches` less an eighth (at least 1; 8 when unbounded)
    */
   readonly maxInFlight?: number;
   /**
@@ -57,7 +75,9 @@ export interface BatchApiOptions {
 
 /** The options with their defaults, checked: a bad value throws a `TypeError` naming it. */
 export interface ResolvedBatchApiOptions {
-  readonly dataDir: string;
+  /** Where the state is: a folder to open, or a store given. */
+  readonly store: { readonly dataDir: string } | { readonly storage: BatchStorage };
+  readonly leaseMs: number;
   readonly maxFileBytes: number;
   readonly maxLines: number;
   readonly maxLineBytes: number;
@@ -86,6 +106,8 @@ export function resolveBatchApiOptions(options: BatchApiOptions): ResolvedBatchA
   if (typeof options !== 'object' || options === null) fail('batchApi', 'an object', options);
   const known = new Set([
     'dataDir',
+    'storage',
+    'leaseMs',
     'maxFileBytes',
     'maxLines',
     'maxLineBytes',
@@ -96,13 +118,24 @@ export function resolveBatchApiOptions(options: BatchApiOptions): ResolvedBatchA
     'now',
   ]);
   for (const key of Object.keys(options)) if (!known.has(key)) fail(`batchApi.${key}`, 'a known option', key);
-  if (typeof options.dataDir !== 'string' || options.dataDir === '') {
-    fail('batchApi.dataDir', 'a non-empty path', options.dataDir);
+  const { dataDir, storage } = options;
+  if ((dataDir === undefined) === (storage === undefined)) {
+    throw new TypeError('batchApi needs exactly one of `dataDir` (a local folder) and `storage` (a shared store)');
+  }
+  if (dataDir !== undefined && (typeof dataDir !== 'string' || dataDir === '')) {
+    fail('batchApi.dataDir', 'a non-empty path', dataDir);
+  }
+  if (storage !== undefined && !isStorage(storage)) {
+    fail('batchApi.storage', 'a BatchStorage (blobs, records, results, leases)', storage);
+  }
+  if (options.leaseMs !== undefined && storage?.shared !== true) {
+    throw new TypeError('batchApi.leaseMs has no effect without a shared `storage` (one process owns a `dataDir`)');
   }
   checkOptionalFunction('batchApi.principal', options.principal);
   checkOptionalFunction('batchApi.now', options.now);
   return {
-    dataDir: options.dataDir,
+    store: storage === undefined ? { dataDir: dataDir as string } : { storage },
+    leaseMs: positiveInteger('batchApi.leaseMs', options.leaseMs, 10_000),
     maxFileBytes: positiveInteger('batchApi.maxFileBytes', options.maxFileBytes, 100 * 1024 * 1024),
     maxLines: positiveInteger('batchApi.maxLines', options.maxLines, 50_000),
     maxLineBytes: positiveInteger('batchApi.maxLineBytes', options.maxLineBytes, 1024 * 1024),
@@ -113,4 +146,14 @@ export function resolveBatchApiOptions(options: BatchApiOptions): ResolvedBatchA
     principal: options.principal,
     now: options.now ?? Date.now,
   };
+}
+
+function isStorage(value: unknown): value is BatchStorage {
+  if (typeof value !== 'object' || value === null) return false;
+  const store = value as Partial<Record<keyof BatchStorage, unknown>>;
+  return (
+    typeof store.shared === 'boolean' &&
+    typeof store.close === 'function' &&
+    ['blobs', 'records', 'results', 'leases'].every((part) => typeof store[part as keyof BatchStorage] === 'object')
+  );
 }

@@ -1,6 +1,6 @@
 // The Files and Batch APIs over HTTP: the rows of the route table (`/v1/files…`, `/v1/batches…`, paths with
 // `{param}` segments) and their handlers, which read the raw Node request themselves (the upload's multipart body
-// streamed to disk, the JSON of `POST /v1/batches`) and answer in OpenAI's shapes; errors in OpenAI's shape too.
+// streamed to storage, the JSON of `POST /v1/batches`) and answer in OpenAI's shapes; errors in OpenAI's shape too.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { pipeline } from 'node:stream/promises';
 import { BatchError } from '@microbatch/core';
@@ -70,7 +70,7 @@ export function batchApiHandlers(
         if (api === undefined) {
           throw new BatchError(
             'NOT_FOUND',
-            'The Files and Batch APIs are off on this server (start it with --data-dir)',
+            'The Files and Batch APIs are off on this server (start it with --data-dir, or --queue with --batch-api)',
           );
         }
         await api.ready;
@@ -97,10 +97,12 @@ export function batchApiHandlers(
     }),
     fileContent: guard('/v1/files/{file_id}/content', async (a, req, res, { file_id: id = '' }) => {
       const stored = await fileOf(a, id, req);
+      const content = await a.files.openContent(id);
+      if (content === undefined) throw new BatchError('NOT_FOUND', `No such File object: ${quote(id)}`);
       res.statusCode = 200;
       res.setHeader('Content-Type', 'application/jsonl');
       res.setHeader('Content-Length', String(stored.file.bytes));
-      await pipeline(a.files.openContent(id), res);
+      await pipeline(content, res);
     }),
     createBatch: guard('/v1/batches', createBatch),
     listBatches: guard('/v1/batches', async (a, req, res) => {

@@ -1,6 +1,7 @@
-// The Batch API of one app (text completion or embeddings): its stores on the data directory, the endpoints its
-// lines go through (the interactive ones, over the service at the lowest priority), and the runner, which resumes unfinished batches once the
-// service is ready.
+// The Batch API of one app (text completion or embeddings): its stores on the storage (a data directory, or a
+// broker's shared store), the endpoints its lines go through (the interactive ones, over the service at the lowest
+// priority), and the runner, which resumes unfinished batches once the service is ready.
+import { hostname } from 'node:os';
 import type { IncomingMessage } from 'node:http';
 import type { BatcherBase } from '@microbatch/core';
 import type { HttpErrorOptions } from '@microbatch/core/http';
@@ -15,11 +16,28 @@ import type { TextCompletionService } from '../service/text-completion-service.j
 import { type BatchApiOptions, type ResolvedBatchApiOptions, resolveBatchApiOptions } from './batch-api-options.js';
 import { type LineEndpoint, captureAnswer, lowPriorityEmbeddings, lowPriorityService } from './batch-lines.js';
 import { BatchRunner } from './batch-runner.js';
+import { SpareCapacity } from './spare-capacity.js';
 import { type BatchEndpoint, BatchStore } from './batch-store.js';
 import { FileStore } from './file-store.js';
+import { openDiskBatchStorage } from './disk-storage.js';
+import { newId } from './atomic-json.js';
 
-/** Batch lines running at once by default (fewer where the batchers have fewer than twice as many slots). */
-export const DEFAULT_MAX_IN_FLIGHT = 4;
+/**
+ * Batch lines running at once by default on an idle server: the batchers' slots less an eighth (at least 1), so an
+ * interactive request that arrives finds a free slot, is dispatched at once and preempts the lines as its batch
+ * starts; 8 where the slots are unbounded. As many as the loop can take: lines run only while no interactive request
+ * does, so they no longer need to be few (bench:batch: 4 in flight made the batch half as fast as the same lines sent
+ * interactively).
+ *
+ * @example
+ * ```ts
+ * defaultMaxInFlight(36); // 31: a continuous worker's 32 rows and its 4 waiting
+ * ```
+ */
+export function defaultMaxInFlight(slots: number): number {
+  if (!Number.isFinite(slots)) return 8;
+  return Math.max(1, slots - Math.ceil(slots / 8));
+}
 
 /** What the Batch API's handlers read: the stores, the runner, the endpoints, the options. */
 export interface BatchApi {
@@ -56,8 +74,8 @@ export function createTextCompletionBatchApi(
   const chat = createChatCompletionsEndpoint(low, { limits: limits.chatLimits ?? {}, ...errors });
   return openBatchApi(resolved, {
     endpoints: {
-      '/v1/completions': (body) => captureAnswer(completions, body),
-      '/v1/chat/completions': (body) => captureAnswer(chat, body),
+      '/v1/completions': (body, signal) => captureAnswer(completions, body, signal),
+      '/v1/chat/completions': (body, signal) => captureAnswer(chat, body, signal),
     },
     batchers: service.batchers,
     ready: service.ready,
@@ -84,7 +102,7 @@ export function createEmbeddingsBatchApi(
   const low = lowPriorityEmbeddings(service);
   const embeddings = createEmbeddingsEndpoint(low, { limits, ...errors });
   return openBatchApi(resolved, {
-    endpoints: { '/v1/embeddings': (body) => captureAnswer(embeddings, body) },
+    endpoints: { '/v1/embeddings': (body, signal) => captureAnswer(embeddings, body, signal) },
     batchers: service.batchers,
     ready: service.ready,
     itemsInFlight: low.itemsInFlight,
@@ -102,24 +120,23 @@ interface BatchApiTarget {
 function openBatchApi(resolved: ResolvedBatchApiOptions, target: BatchApiTarget): BatchApi {
   const { endpoints } = target;
   const slots = Math.min(...target.batchers.map((batcher) => batcher.maxConcurrentBatches));
-  // Few by default: on a CPU every row a batch line holds makes each decode step slower for the interactive rows
-  // beside it (bench:batch: 18 lines in flight tripled interactive p99; 4 kept it level, with the batch still faster
-  // than the same lines sent interactively).
-  const maxInFlight =
-    resolved.maxInFlight ??
-    Math.max(1, Math.min(DEFAULT_MAX_IN_FLIGHT, Math.floor((Number.isFinite(slots) ? slots : 2) / 2)));
+  const maxInFlight = resolved.maxInFlight ?? defaultMaxInFlight(slots);
   let parts: { files: FileStore; batches: BatchStore; runner: BatchRunner } | undefined;
   const ready = (async () => {
-    const files = await FileStore.open(resolved.dataDir, resolved.now);
-    const batches = await BatchStore.open(resolved.dataDir, resolved.now);
+    const { store } = resolved;
+    const storage = 'storage' in store ? store.storage : await openDiskBatchStorage(store.dataDir);
+    const files = new FileStore(storage, resolved.now);
+    const batches = new BatchStore(storage.records, resolved.now);
     const runner = new BatchRunner({
       files,
       batches,
+      storage,
+      // Unique per process (a restarted replica is another holder: it waits for its old leases to lapse).
+      holder: `${hostname()}-${process.pid}-${newId('')}`,
+      leaseMs: resolved.leaseMs,
       endpoints,
       bounds: { maxLines: resolved.maxLines, maxLineBytes: resolved.maxLineBytes },
-      maxInFlight,
-      batchers: target.batchers,
-      batchItemsInFlight: target.itemsInFlight,
+      gate: new SpareCapacity({ batchers: target.batchers, batchItemsInFlight: target.itemsInFlight, maxInFlight }),
       onError: (error) => console.error(error),
     });
     parts = { files, batches, runner };

@@ -1,7 +1,6 @@
 // A batch's input file, read as OpenAI reads it: JSONL, one request per line (`custom_id`, `method: "POST"`, `url`
 // equal to the batch's endpoint, `body` an object), each line within a byte bound and the file within a line count.
 // The file is streamed, never held whole: a line past its bound is counted and skipped, not buffered.
-import { createReadStream } from 'node:fs';
 import type { BatchEndpoint, BatchInputError } from './batch-store.js';
 
 /**
@@ -39,15 +38,15 @@ const MAX_LISTED_ERRORS = 100;
 const NEWLINE = 0x0a;
 
 /**
- * The lines of the file at `path`, streamed; a line past `maxLineBytes` comes as `text: undefined` without being
+ * The lines of `source` (a stored file's bytes), streamed; a line past `maxLineBytes` comes as `text: undefined` without being
  * buffered, blank lines are skipped.
  *
  * @example
  * ```ts
- * for await (const { line, text } of readLines(path, 1_000_000)) console.log(line, text);
+ * for await (const { line, text } of readLines(await storage.blobs.get(fileId), 1_000_000)) console.log(line, text);
  * ```
  */
-export async function* readLines(path: string, maxLineBytes: number): AsyncGenerator<RawLine> {
+export async function* readLines(source: AsyncIterable<Uint8Array>, maxLineBytes: number): AsyncGenerator<RawLine> {
   let parts: Buffer[] = [];
   let size = 0;
   let overlong = false;
@@ -62,7 +61,8 @@ export async function* readLines(path: string, maxLineBytes: number): AsyncGener
     if (!wasOverlong && text !== undefined && text.trim() === '') return undefined;
     return { line, text };
   };
-  for await (const chunk of createReadStream(path) as AsyncIterable<Buffer>) {
+  for await (const bytes of source) {
+    const chunk = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
     let start = 0;
     while (start < chunk.length) {
       const end = chunk.indexOf(NEWLINE, start);
@@ -134,24 +134,24 @@ export function checkLine(
 }
 
 /**
- * Validates the whole input file: the number of requests, or the errors that fail the batch (each naming its line;
+ * Validates the whole input file (`source`, its bytes streamed): the number of requests, or the errors that fail the batch (each naming its line;
  * at most the first 100 listed).
  *
  * @example
  * ```ts
- * const checked = await validateInput(path, '/v1/completions', { maxLines: 50_000, maxLineBytes: 1e6 });
+ * const checked = await validateInput(source, '/v1/completions', { maxLines: 50_000, maxLineBytes: 1e6 });
  * if ('errors' in checked) fail(checked.errors);
  * ```
  */
 export async function validateInput(
-  path: string,
+  source: AsyncIterable<Uint8Array>,
   endpoint: BatchEndpoint,
   bounds: BatchInputBounds,
 ): Promise<{ readonly total: number } | { readonly errors: readonly BatchInputError[] }> {
   const seen = new Set<string>();
   const errors: BatchInputError[] = [];
   let total = 0;
-  for await (const raw of readLines(path, bounds.maxLineBytes)) {
+  for await (const raw of readLines(source, bounds.maxLineBytes)) {
     total += 1;
     if (total > bounds.maxLines) {
       errors.push({

@@ -24,19 +24,29 @@ export interface LineAnswer {
   readonly body: unknown;
 }
 
-/** Answers one line's body (never rejects). */
-export type LineEndpoint = (body: unknown) => Promise<LineAnswer>;
+/**
+ * Answers one line's body (never rejects); `undefined` when `signal` aborted first: the line was preempted, it has
+ * no answer.
+ */
+export type LineEndpoint = (body: unknown, signal?: AbortSignal) => Promise<LineAnswer | undefined>;
 
 /**
  * `endpoint`'s answer to `body`, captured: the endpoint writes status, headers and JSON on a response that has no
- * connection, and the written bytes are read back.
+ * connection, and the written bytes are read back. When `signal` aborts before the answer is written, the response
+ * is closed as a client that went away closes it (the endpoint cancels the line's items, and a decode loop drops its
+ * rows at its next step) and the result is `undefined`.
  *
  * @example
  * ```ts
  * const { status, body } = await captureAnswer(completions, { prompt: 'Once', max_tokens: 8 });
  * ```
  */
-export function captureAnswer(endpoint: NodeJsonEndpoint, body: unknown): Promise<LineAnswer> {
+export function captureAnswer(
+  endpoint: NodeJsonEndpoint,
+  body: unknown,
+  signal?: AbortSignal,
+): Promise<LineAnswer | undefined> {
+  if (signal?.aborted === true) return Promise.resolve(undefined);
   const req = new IncomingMessage(new Socket());
   req.method = 'POST';
   const res = new ServerResponse(req);
@@ -45,12 +55,20 @@ export function captureAnswer(endpoint: NodeJsonEndpoint, body: unknown): Promis
     if (chunk === undefined || chunk === null || typeof chunk === 'function') return;
     chunks.push(typeof chunk === 'string' ? Buffer.from(chunk) : Buffer.from(chunk as Uint8Array));
   };
-  return new Promise<LineAnswer>((resolve) => {
+  return new Promise<LineAnswer | undefined>((resolve) => {
+    const onAbort = (): void => {
+      // `destroyed` before `close`: a watch that starts after this sees a response already gone.
+      res.destroy();
+      res.emit('close');
+      resolve(undefined);
+    };
+    signal?.addEventListener('abort', onAbort, { once: true });
     res.write = ((chunk: unknown) => {
       collect(chunk);
       return true;
     }) as typeof res.write;
     res.end = ((chunk?: unknown) => {
+      signal?.removeEventListener('abort', onAbort);
       collect(chunk);
       const text = Buffer.concat(chunks).toString('utf8');
       let parsed: unknown = null;

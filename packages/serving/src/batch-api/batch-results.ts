@@ -1,9 +1,8 @@
-// A running batch's results on disk: one JSONL line appended per finished request, to `output.jsonl` (answered 2xx)
-// or `errors.jsonl` (anything else), one append at a time. After a SIGKILL the files are read back: a last line cut
-// short is cut off (its request runs again), and the custom_ids present are the requests already done, so a resumed
-// batch writes each custom_id exactly once.
-import { appendFile, open, readFile, truncate } from 'node:fs/promises';
-import { join } from 'node:path';
+// A running batch's results, on the storage's result log named by the batch's id: one entry per finished request,
+// a success (answered 2xx, for the output file) or a failure (anything else, for the error file). The log keeps the
+// first entry of each custom_id, so a line run twice (after a crash, or by two replicas around a lost lease) still
+// has exactly one result; the custom_ids read back at start are the requests already done.
+import type { ResultEntry, ResultLogStorage } from '@microbatch/transport';
 import { newId } from './atomic-json.js';
 
 /** OpenAI's output line: the request's custom_id and the endpoint's answer, or an error with no answer. */
@@ -15,57 +14,51 @@ export interface ResultLine {
 }
 
 /**
- * The output and error files of one batch, appended as its requests finish.
+ * The results of one batch, appended as its requests finish.
  *
  * @example
  * ```ts
- * const results = await BatchResults.open(workDir);
- * await results.append('req-1', { status: 200, body });
+ * const results = await BatchResults.open(storage.results, batch.id);
+ * await results.answer('req-1', 200, body);
  * ```
  */
 export class BatchResults {
-  readonly #outputPath: string;
-  readonly #errorPath: string;
+  readonly #logs: ResultLogStorage;
+  readonly #log: string;
   readonly #done: Set<string>;
-  #completed: number;
-  #failed: number;
-  #appending: Promise<void> = Promise.resolve();
+  readonly #pending = new Set<Promise<unknown>>();
 
-  private constructor(dir: string, done: Set<string>, completed: number, failed: number) {
-    this.#outputPath = join(dir, 'output.jsonl');
-    this.#errorPath = join(dir, 'errors.jsonl');
+  private constructor(logs: ResultLogStorage, log: string, done: Set<string>) {
+    this.#logs = logs;
+    this.#log = log;
     this.#done = done;
-    this.#completed = completed;
-    this.#failed = failed;
   }
 
-  /** The results already in `dir` (none for a new batch), a torn last line removed. */
-  static async open(dir: string): Promise<BatchResults> {
+  /** The results already in log `log` (none for a new batch). */
+  static async open(logs: ResultLogStorage, log: string): Promise<BatchResults> {
     const done = new Set<string>();
-    const completed = await readDone(join(dir, 'output.jsonl'), done);
-    const failed = await readDone(join(dir, 'errors.jsonl'), done);
-    return new BatchResults(dir, done, completed, failed);
+    for await (const entry of logs.read(log)) done.add(entry.customId);
+    return new BatchResults(logs, log, done);
   }
 
-  /** Whether `customId` already has its line. */
+  /** Whether `customId` had its line when the results were opened, or got it here since. */
   has(customId: string): boolean {
     return this.#done.has(customId);
   }
 
-  get completed(): number {
-    return this.#completed;
+  /** How many successes and failures the log holds (every writer's, not only this one's). */
+  async counts(): Promise<{ readonly completed: number; readonly failed: number }> {
+    await this.settled();
+    const { ok, failed } = await this.#logs.counts(this.#log);
+    return { completed: ok, failed };
   }
 
-  get failed(): number {
-    return this.#failed;
-  }
-
-  get outputPath(): string {
-    return this.#outputPath;
-  }
-
-  get errorPath(): string {
-    return this.#errorPath;
+  /** The log's entries (`ok`: the output file's, else the error file's), in the order they were written. */
+  async *entries(ok: boolean): AsyncIterable<Uint8Array> {
+    await this.settled();
+    for await (const entry of this.#logs.read(this.#log)) {
+      if (entry.ok === ok) yield Buffer.from(`${entry.line}\n`);
+    }
   }
 
   /** Appends the endpoint's answer for `customId`: to the output when 2xx, else to the errors. */
@@ -89,45 +82,27 @@ export class BatchResults {
     });
   }
 
-  /** Resolves once every append asked for so far is on disk. */
-  settled(): Promise<void> {
-    return this.#appending;
+  /** Resolves once every append asked for so far is stored. */
+  async settled(): Promise<void> {
+    while (this.#pending.size > 0) await Promise.allSettled(this.#pending);
   }
 
-  #append(ok: boolean, line: ResultLine): Promise<void> {
-    if (this.#done.has(line.custom_id)) return this.#appending;
+  /** Removes the log (the batch's files hold its results now). */
+  delete(): Promise<void> {
+    return this.#logs.delete(this.#log);
+  }
+
+  async #append(ok: boolean, line: ResultLine): Promise<void> {
+    if (this.#done.has(line.custom_id)) return;
     this.#done.add(line.custom_id);
-    const path = ok ? this.#outputPath : this.#errorPath;
-    const text = `${JSON.stringify(line)}\n`;
-    this.#appending = this.#appending.then(async () => {
-      await appendFile(path, text);
-      if (ok) this.#completed += 1;
-      else this.#failed += 1;
-    });
-    return this.#appending;
-  }
-}
-
-/** Adds the custom_ids of the result file at `path` to `done` (cutting a torn last line off); its line count. */
-async function readDone(path: string, done: Set<string>): Promise<number> {
-  let text: string;
-  try {
-    text = await readFile(path, 'utf8');
-  } catch (error) {
-    if ((error as { code?: unknown }).code === 'ENOENT') {
-      await (await open(path, 'a')).close();
-      return 0;
+    const entry: ResultEntry = { customId: line.custom_id, ok, line: JSON.stringify(line) };
+    // A second entry for the custom_id (another replica wrote one first) is dropped by the log itself.
+    const append = this.#logs.append(this.#log, entry);
+    this.#pending.add(append);
+    try {
+      await append;
+    } finally {
+      this.#pending.delete(append);
     }
-    throw error;
   }
-  const end = text.lastIndexOf('\n') + 1;
-  if (end < text.length) await truncate(path, Buffer.byteLength(text.slice(0, end)));
-  let count = 0;
-  for (const line of text.slice(0, end).split('\n')) {
-    if (line === '') continue;
-    const { custom_id: customId } = JSON.parse(line) as ResultLine;
-    done.add(customId);
-    count += 1;
-  }
-  return count;
 }

@@ -1,47 +1,56 @@
 // Runs batches on spare capacity: each batch is validated, then its lines are fed to the endpoints (the service's
-// batchers at the lowest priority) only while there is room, at most `maxInFlight` lines at once across every
-// batch and none while any of the service's batchers has items waiting, so an interactive request that arrives is
-// dispatched next. Results are appended as lines finish; a batch not ended when the process stops is resumed by
-// the next one on the same data directory.
-import type { BatcherBase } from '@microbatch/core';
+// batchers at the lowest priority) only while the spare-capacity gate says the server is idle but for them
+// (`spare-capacity.ts`); lines running when an interactive request arrives are preempted by the gate and fed again
+// later. Results are appended as lines finish. A batch is run by the process holding its lease (renewed
+// every third of its time; a runner that loses it stops feeding that batch); on a shared store every runner looks
+// for unfinished batches whose lease lapsed and takes them up, so a batch outlives the replica that started it.
+import type { BatchStorage } from '@microbatch/transport';
 import { BatchResults } from './batch-results.js';
-import { type BatchInputBounds, checkLine, readLines, validateInput } from './batch-input.js';
+import { type BatchInputBounds, type BatchRequestLine, checkLine, readLines, validateInput } from './batch-input.js';
 import { type BatchEndpoint, type BatchObject, type BatchStore, ENDED, type StoredBatch } from './batch-store.js';
 import type { LineEndpoint } from './batch-lines.js';
 import type { FileStore } from './file-store.js';
+import type { SpareCapacity } from './spare-capacity.js';
 import { unixSeconds } from './atomic-json.js';
 
 /** What a batch runner reads and writes. */
 export interface BatchRunnerParts {
   readonly files: FileStore;
   readonly batches: BatchStore;
+  /** The storage's result logs and leases (`shared`: other processes run batches of the same store). */
+  readonly storage: Pick<BatchStorage, 'results' | 'leases' | 'shared'>;
+  /** Who this runner is, as its leases name it (unique per process). */
+  readonly holder: string;
+  /**
+   * How long a batch's lease lasts unrenewed: the runner renews it every third of this, and on a shared store looks
+   * for lapsed leases this often.
+   */
+  readonly leaseMs: number;
   /** The endpoints this server answers batch lines of. */
   readonly endpoints: Partial<Record<BatchEndpoint, LineEndpoint>>;
   readonly bounds: BatchInputBounds;
-  /** Lines running at once, across every batch. */
-  readonly maxInFlight: number;
-  /** The service's batchers: no line is fed while any has items waiting or every slot busy. */
-  readonly batchers: readonly BatcherBase[];
-  /**
-   * The batch lines' items in the batchers now: more batches in flight than these means interactive requests are
-   * running, and then at most {@link busyInFlight} lines are.
-   */
-  readonly batchItemsInFlight: () => number;
+  /** When a line may be fed, and the preemption of running lines when interactive work arrives. */
+  readonly gate: SpareCapacity;
   /** Where a batch's unexpected failure is reported (never sent to a client). */
   readonly onError: (error: unknown) => void;
 }
 
+/** Why a batch's feeding stopped before its last line. */
+type Stop = 'expired' | 'cancelled' | 'stopped' | 'lost';
+
 /** How long the feeder waits before looking for room again, or before retrying a line refused for overload. */
 const ROOM_POLL_MS = 5;
 const RETRY_MS = 200;
+/** How often a running batch's counts are saved (and a cancel asked for on another replica read). */
+const SAVE_EVERY_MS = 500;
 
 /**
- * The runner of every batch of one store.
+ * The runner of every batch of one store, in this process.
  *
  * @example
  * ```ts
  * const runner = new BatchRunner(parts);
- * runner.resume(); // batches a previous process left running
+ * await runner.resume(); // batches a previous process left running (and, on a broker, any whose runner died)
  * runner.start(batch.id);
  * ```
  */
@@ -49,22 +58,32 @@ export class BatchRunner {
   readonly #parts: BatchRunnerParts;
   readonly #running = new Map<string, Promise<void>>();
   readonly #cancelled = new Set<string>();
+  /** Batches whose lease this runner lost: fed no more, saved and finalized by the runner that holds it now. */
+  readonly #lost = new Set<string>();
   readonly #writes = new Map<string, Promise<void>>();
   #inFlight = 0;
   #closed = false;
+  #scanTimer: ReturnType<typeof setInterval> | undefined;
 
   constructor(parts: BatchRunnerParts) {
     this.#parts = parts;
   }
 
-  /** Starts every batch of the store that has not ended (after a restart). */
+  /**
+   * Starts every batch of the store that has not ended (after a restart). On a shared store it then looks again
+   * every `leaseMs`: a batch whose runner died (its lease lapsed) is taken up here.
+   */
   async resume(): Promise<void> {
-    for (const stored of await this.#parts.batches.list()) {
-      if (!ENDED.has(stored.batch.status)) this.start(stored.batch.id);
+    await this.#scan();
+    if (this.#parts.storage.shared && this.#scanTimer === undefined && !this.#closed) {
+      this.#scanTimer = setInterval(() => {
+        this.#scan().catch(this.#parts.onError);
+      }, this.#parts.leaseMs);
+      this.#scanTimer.unref();
     }
   }
 
-  /** Runs batch `id` (once: a batch already running is left as it is). */
+  /** Runs batch `id` if no process runs it (once: a batch already running here is left as it is). */
   start(id: string): void {
     if (this.#closed || this.#running.has(id)) return;
     const run = this.#run(id)
@@ -74,12 +93,15 @@ export class BatchRunner {
   }
 
   /**
-   * Stops feeding batch `id`: lines running finish, then it is finalized as cancelled. Resolves with the batch as
-   * it is then (`cancelling`).
+   * Stops feeding batch `id`, wherever it runs: lines running finish, then it is finalized as cancelled. Resolves
+   * with the batch as it is then (`cancelling`).
    */
   async cancel(stored: StoredBatch): Promise<StoredBatch> {
     const { id } = stored.batch;
     this.#cancelled.add(id);
+    // The mark first: the runner (here or on another replica) reads it before each save, so its next save cannot
+    // overwrite the `cancelling` written below with the status it read before.
+    await this.#parts.batches.markCancel(id);
     // Read again under the batch's write order: a batch that ended meanwhile stays as it ended.
     const cancelling = await this.#serial(id, async () => {
       const current = (await this.#parts.batches.get(id)) ?? stored;
@@ -89,6 +111,7 @@ export class BatchRunner {
       await this.#parts.batches.save(next);
       return next;
     });
+    // Not running here: run it if no process holds its lease (one that does sees the mark).
     if (!ENDED.has(cancelling.batch.status) && !this.#running.has(id)) this.start(id);
     return cancelling;
   }
@@ -98,61 +121,100 @@ export class BatchRunner {
     return this.#inFlight;
   }
 
-  /** Stops feeding every batch (they stay resumable) and waits for the lines running. */
-  async close(): Promise<void> {
-    this.#closed = true;
-    await Promise.allSettled(this.#running.values());
+  /** Lines preempted for interactive requests so far (each fed again later): work thrown away. */
+  get preempted(): number {
+    return this.#parts.gate.preempted;
   }
 
+  /** Stops feeding every batch (they stay resumable: their leases are given up) and waits for the lines running. */
+  async close(): Promise<void> {
+    this.#closed = true;
+    if (this.#scanTimer !== undefined) clearInterval(this.#scanTimer);
+    await Promise.allSettled(this.#running.values());
+    this.#parts.gate.close();
+  }
+
+  async #scan(): Promise<void> {
+    if (this.#closed) return;
+    for (const stored of await this.#parts.batches.list()) {
+      if (!ENDED.has(stored.batch.status)) this.start(stored.batch.id);
+    }
+  }
+
+  /** Runs batch `id` under its lease: taken first (else another process runs it), renewed, given up at the end. */
   async #run(id: string): Promise<void> {
-    let stored = await this.#parts.batches.get(id);
-    if (stored === undefined || ENDED.has(stored.batch.status)) return;
+    const { holder, leaseMs, storage, onError } = this.#parts;
+    const first = await this.#parts.batches.get(id);
+    if (first === undefined || ENDED.has(first.batch.status)) return;
+    if (!(await storage.leases.acquire(id, holder, leaseMs))) return;
+    this.#lost.delete(id);
+    let renewing: Promise<void> = Promise.resolve();
+    const renew = setInterval(
+      () => {
+        renewing = this.#renew(id);
+      },
+      Math.max(1, Math.floor(leaseMs / 3)),
+    );
+    renew.unref();
+    try {
+      // Read again under the lease: the runner before this one may have moved it on meanwhile.
+      const stored = await this.#parts.batches.get(id);
+      if (stored !== undefined && !ENDED.has(stored.batch.status)) await this.#runLeased(stored);
+    } finally {
+      clearInterval(renew);
+      await renewing;
+      // Given up at once (not left to lapse), so a batch stopped by a shutdown is taken up by another replica now.
+      if (!this.#lost.delete(id)) await storage.leases.release(id, holder).catch(onError);
+    }
+  }
+
+  /** Renews batch `id`'s lease (lost: its feeding stops) and reads its cancel mark (set on any replica). */
+  async #renew(id: string): Promise<void> {
+    const { holder, leaseMs, storage, onError } = this.#parts;
+    try {
+      if (!(await storage.leases.acquire(id, holder, leaseMs))) this.#lost.add(id);
+      else if (await this.#parts.batches.cancelMarked(id)) this.#cancelled.add(id);
+    } catch (error) {
+      // A broker that does not answer: the lease lapses unless a later renewal gets through; nothing stops here.
+      onError(error);
+    }
+  }
+
+  async #runLeased(first: StoredBatch): Promise<void> {
+    const { id } = first.batch;
+    let stored = first;
     if (stored.batch.status === 'validating') {
       stored = await this.#validate(stored);
       if (stored.batch.status === 'failed') return;
     }
-    const results = await BatchResults.open(this.#parts.batches.workDir(id));
+    const results = await BatchResults.open(this.#parts.storage.results, id);
     if (stored.batch.status === 'in_progress') {
       const outcome = await this.#feed(stored, results);
+      // The runner holding the lease now saves and finalizes it: a save from here would undo its writes.
+      if (this.#lost.has(id)) return;
       if (outcome === 'stopped') {
         await this.#save(stored, results, {});
         return;
       }
-      stored = await this.#save(
-        stored,
-        results,
-        outcome === 'expired'
-          ? { status: 'finalizing' }
-          : outcome === 'cancelled'
-            ? { status: 'cancelling' }
-            : { status: 'finalizing' },
-      );
+      stored = await this.#save(stored, results, { status: outcome === 'cancelled' ? 'cancelling' : 'finalizing' });
     }
+    if (this.#lost.has(id)) return;
     await this.#finalize(stored, results);
-  }
-
-  /**
-   * Lines that may run now: `maxInFlight` while only batch lines run; an eighth of it (at least 1) while interactive
-   * requests run too, since every row a batch line holds in a decode step slows the step for the interactive rows.
-   */
-  #limit(): number {
-    const { batchers, batchItemsInFlight, maxInFlight } = this.#parts;
-    const running = batchers.reduce((sum, batcher) => sum + batcher.inFlightBatches, 0);
-    return running > batchItemsInFlight() ? busyInFlight(maxInFlight) : maxInFlight;
   }
 
   async #validate(stored: StoredBatch): Promise<StoredBatch> {
     const { batch } = stored;
     const input = await this.#parts.files.get(batch.input_file_id);
+    const source = input === undefined ? undefined : await this.#parts.files.openContent(input.file.id);
     const now = unixSeconds(this.#parts.batches.now());
     const checked =
-      input === undefined
+      source === undefined
         ? {
             errors: [
               { code: 'input_file_missing', message: 'The input file was deleted', param: 'input_file_id', line: null },
             ],
           }
-        : await validateInput(this.#parts.files.contentPath(input.file.id), batch.endpoint, this.#parts.bounds);
+        : await validateInput(source, batch.endpoint, this.#parts.bounds);
     if ('errors' in checked) {
       return this.#put({
         ...stored,
@@ -170,40 +232,66 @@ export class BatchRunner {
     });
   }
 
-  /** Feeds the batch's lines not yet done; what ended the feeding. */
-  async #feed(stored: StoredBatch, results: BatchResults): Promise<'done' | 'expired' | 'cancelled' | 'stopped'> {
+  /**
+   * Feeds the batch's lines not yet done, the preempted ones again before the next of the file; what ended the
+   * feeding (`stopped` too when its lease was lost).
+   */
+  async #feed(stored: StoredBatch, results: BatchResults): Promise<'done' | Exclude<Stop, 'lost'>> {
     const { batch } = stored;
     const endpoint = this.#parts.endpoints[batch.endpoint];
-    const input = await this.#parts.files.get(batch.input_file_id);
+    const source = await this.#inputOf(stored);
+    // A cancel asked on another replica while this one validated (or before it took the batch up).
+    if (await this.#parts.batches.cancelMarked(batch.id)) this.#cancelled.add(batch.id);
     const running = new Set<Promise<void>>();
-    const stop = (): 'expired' | 'cancelled' | 'stopped' | undefined => {
-      if (this.#closed) return 'stopped';
+    const stop = (): Exclude<Stop, 'lost'> | undefined => {
+      if (this.#closed || this.#lost.has(batch.id)) return 'stopped';
       if (this.#cancelled.has(batch.id)) return 'cancelled';
       if (this.#parts.batches.now() >= stored.expiresAtMs) return 'expired';
       return undefined;
     };
     let lastSave = this.#parts.batches.now();
-    let ended: 'expired' | 'cancelled' | 'stopped' | undefined;
-    if (input !== undefined && endpoint !== undefined) {
-      const seen = new Set<string>();
-      for await (const raw of readLines(
-        this.#parts.files.contentPath(input.file.id),
-        this.#parts.bounds.maxLineBytes,
-      )) {
-        const line = checkLine(raw, batch.endpoint, seen, this.#parts.bounds.maxLineBytes);
-        if ('code' in line || results.has(line.customId)) continue;
-        ended = await this.#waitForRoom(stop);
-        if (ended !== undefined) break;
-        this.#inFlight += 1;
-        const one = this.#runLine(endpoint, line.customId, line.body, results, stop).finally(() => {
-          this.#inFlight -= 1;
-          running.delete(one);
-        });
-        running.add(one);
-        if (this.#parts.batches.now() - lastSave > 500) {
-          lastSave = this.#parts.batches.now();
-          await this.#save(stored, results, {});
+    let ended: Exclude<Stop, 'lost'> | undefined;
+    if (source !== undefined && endpoint !== undefined) {
+      const fresh = this.#unanswered(source, batch.endpoint, results);
+      const preempted: BatchRequestLine[] = [];
+      let fileDone = false;
+      try {
+        for (;;) {
+          if (fileDone && preempted.length === 0) {
+            // Every line fed: wait for one running to end (a preempted one comes back to be fed again).
+            if (running.size === 0) break;
+            await Promise.race(running);
+            continue;
+          }
+          ended = await this.#waitForRoom(stop);
+          if (ended !== undefined) break;
+          let line = preempted.shift();
+          if (line === undefined) {
+            const next = await fresh.next();
+            if (next.done === true) {
+              fileDone = true;
+              continue;
+            }
+            line = next.value;
+          }
+          const fed = line;
+          this.#inFlight += 1;
+          const one = this.#runLine(endpoint, fed.customId, fed.body, results, stop)
+            .then((outcome) => {
+              if (outcome === 'preempted') preempted.push(fed);
+            })
+            .finally(() => {
+              this.#inFlight -= 1;
+              running.delete(one);
+            });
+          running.add(one);
+          if (this.#parts.batches.now() - lastSave > SAVE_EVERY_MS && !this.#lost.has(batch.id)) {
+            lastSave = this.#parts.batches.now();
+            await this.#save(stored, results, {});
+          }
         }
+      } finally {
+        await fresh.return(undefined);
       }
     }
     await Promise.all(running);
@@ -211,19 +299,40 @@ export class BatchRunner {
     return ended ?? stop() ?? 'done';
   }
 
+  /** The batch's input file's bytes (`undefined` once it was deleted). */
+  async #inputOf(stored: StoredBatch): Promise<AsyncIterable<Uint8Array> | undefined> {
+    const input = await this.#parts.files.get(stored.batch.input_file_id);
+    return input === undefined ? undefined : this.#parts.files.openContent(input.file.id);
+  }
+
+  /** The lines of the input file that are valid and have no result yet, in order. */
+  async *#unanswered(
+    source: AsyncIterable<Uint8Array>,
+    endpoint: BatchEndpoint,
+    results: BatchResults,
+  ): AsyncGenerator<BatchRequestLine> {
+    const seen = new Set<string>();
+    for await (const raw of readLines(source, this.#parts.bounds.maxLineBytes)) {
+      const line = checkLine(raw, endpoint, seen, this.#parts.bounds.maxLineBytes);
+      if ('code' in line || results.has(line.customId)) continue;
+      yield line;
+    }
+  }
+
   /** Resolves once a line may be fed (or with why feeding stops). */
   async #waitForRoom(stop: () => 'expired' | 'cancelled' | 'stopped' | undefined) {
     for (;;) {
       const ended = stop();
       if (ended !== undefined) return ended;
-      if (this.#inFlight < this.#limit() && this.#parts.batchers.every(hasRoom)) return undefined;
+      if (this.#parts.gate.mayFeed(this.#inFlight)) return undefined;
       await sleep(ROOM_POLL_MS);
     }
   }
 
   /**
    * Runs one line to its answer. A refusal for overload or shutdown (503) is not the line's answer: it is tried again
-   * while the batch goes on, and left undone (to run after a restart) when it stops.
+   * while the batch goes on, and left undone (to run after a restart) when it stops. A line preempted by the gate is
+   * not answered either: `'preempted'`, to be fed again.
    */
   async #runLine(
     endpoint: LineEndpoint,
@@ -231,7 +340,7 @@ export class BatchRunner {
     body: Readonly<Record<string, unknown>>,
     results: BatchResults,
     stop: () => 'expired' | 'cancelled' | 'stopped' | undefined,
-  ): Promise<void> {
+  ): Promise<'answered' | 'preempted' | 'left'> {
     if (body.stream === true) {
       await results.answer(customId, 400, {
         error: {
@@ -241,37 +350,41 @@ export class BatchRunner {
           code: 'INVALID_INPUT',
         },
       });
-      return;
+      return 'answered';
     }
     for (;;) {
-      const answer = await endpoint(body);
+      const lease = this.#parts.gate.hold();
+      const answer = await endpoint(body, lease.signal).finally(() => lease.release());
+      if (answer === undefined) return 'preempted';
       if (answer.status !== 503) {
         await results.answer(customId, answer.status, answer.body);
-        return;
+        return 'answered';
       }
       // The service is closing (the server shuts down): nothing more is fed; the batch resumes at the next start.
       if ((answer.body as { error?: { code?: unknown } } | null)?.error?.code === 'CLOSED') {
         this.#closed = true;
-        return;
+        return 'left';
       }
-      if (stop() !== undefined) return;
+      if (stop() !== undefined) return 'left';
       await sleep(RETRY_MS);
     }
   }
 
   async #finalize(stored: StoredBatch, results: BatchResults): Promise<void> {
     const { files } = this.#parts;
+    const { id } = stored.batch;
     let current = stored;
+    let plan = current.plannedFiles;
     const expiring =
       current.batch.status === 'finalizing' &&
       this.#parts.batches.now() >= current.expiresAtMs &&
-      results.completed + results.failed < current.batch.request_counts.total;
-    if (expiring) {
+      (plan === undefined ? await sumOf(results) : plan.completed + plan.failed) < current.batch.request_counts.total;
+    if (expiring && plan === undefined) {
       // OpenAI's behaviour: the requests that never ran get `batch_expired` in the error file.
-      const input = await files.get(current.batch.input_file_id);
-      if (input !== undefined) {
+      const source = await this.#inputOf(current);
+      if (source !== undefined) {
         const seen = new Set<string>();
-        for await (const raw of readLines(files.contentPath(input.file.id), this.#parts.bounds.maxLineBytes)) {
+        for await (const raw of readLines(source, this.#parts.bounds.maxLineBytes)) {
           const line = checkLine(raw, current.batch.endpoint, seen, this.#parts.bounds.maxLineBytes);
           if ('code' in line || results.has(line.customId)) continue;
           void results.fail(
@@ -283,22 +396,27 @@ export class BatchRunner {
         await results.settled();
       }
     }
-    // File ids chosen and recorded before the move, so a restart mid-finalization finishes under the same ids.
-    const plan = current.plannedFiles ?? { output: files.newId(), errors: files.newId() };
-    current = await this.#put({ ...current, plannedFiles: plan });
-    const owner = current.owner;
+    // File ids and counts chosen and recorded before the files are written, so a finalization cut short (or run
+    // again by another replica) finishes under the same ids with the same counts.
+    if (plan === undefined) {
+      const counts = await results.counts();
+      plan = { output: files.newId(), errors: files.newId(), ...counts };
+      current = await this.#put({ ...current, plannedFiles: plan });
+    }
+    const { owner } = current;
+    const planned = plan;
     const output =
-      results.completed > 0 || (await exists(files, plan.output))
-        ? await files.adopt(plan.output, results.outputPath, {
-            filename: `${current.batch.id}_output.jsonl`,
+      planned.completed > 0 || (await exists(files, planned.output))
+        ? await files.adopt(planned.output, () => results.entries(true), {
+            filename: `${id}_output.jsonl`,
             purpose: 'batch_output',
             owner,
           })
         : undefined;
     const errors =
-      results.failed > 0 || (await exists(files, plan.errors))
-        ? await files.adopt(plan.errors, results.errorPath, {
-            filename: `${current.batch.id}_error.jsonl`,
+      planned.failed > 0 || (await exists(files, planned.errors))
+        ? await files.adopt(planned.errors, () => results.entries(false), {
+            filename: `${id}_error.jsonl`,
             purpose: 'batch_output',
             owner,
           })
@@ -315,8 +433,8 @@ export class BatchRunner {
         error_file_id: errors?.file.id ?? null,
         request_counts: {
           total: current.batch.request_counts.total,
-          completed: results.completed,
-          failed: results.failed,
+          completed: planned.completed,
+          failed: planned.failed,
         },
         ...(status === 'cancelled'
           ? { cancelled_at: now }
@@ -325,26 +443,28 @@ export class BatchRunner {
             : { completed_at: now }),
       },
     });
-    this.#cancelled.delete(current.batch.id);
+    this.#cancelled.delete(id);
+    // The files hold the results now; a crash before these two leaves only garbage, never a wrong answer.
+    await results.delete();
+    await this.#parts.batches.clearCancel(id);
   }
 
   /** Saves the batch's counts (and a new status, stamped) as they are now. */
-  #save(
+  async #save(
     stored: StoredBatch,
     results: BatchResults,
     change: { readonly status?: 'finalizing' | 'cancelling' },
   ): Promise<StoredBatch> {
+    const { id } = stored.batch;
+    // A cancel asked for on any replica shows at the next save, whatever this save was for.
+    if (!this.#cancelled.has(id) && (await this.#parts.batches.cancelMarked(id))) this.#cancelled.add(id);
+    const counts = await results.counts();
     const now = unixSeconds(this.#parts.batches.now());
-    // A cancel asked for while the batch runs shows at once, whatever this save was for.
-    const cancelling = this.#cancelled.has(stored.batch.id) && stored.batch.status === 'in_progress';
+    const cancelling = this.#cancelled.has(id) && stored.batch.status === 'in_progress';
     const batch: BatchObject = {
       ...stored.batch,
       ...(cancelling ? { status: 'cancelling', cancelling_at: stored.batch.cancelling_at ?? now } : {}),
-      request_counts: {
-        total: stored.batch.request_counts.total,
-        completed: results.completed,
-        failed: results.failed,
-      },
+      request_counts: { total: stored.batch.request_counts.total, completed: counts.completed, failed: counts.failed },
       ...(change.status === 'finalizing' ? { status: 'finalizing', finalizing_at: now } : {}),
       ...(change.status === 'cancelling'
         ? { status: 'cancelling', cancelling_at: stored.batch.cancelling_at ?? now }
@@ -376,18 +496,14 @@ export class BatchRunner {
   }
 }
 
-/** The lines that may run beside interactive requests: an eighth of `maxInFlight`, at least 1. */
-export function busyInFlight(maxInFlight: number): number {
-  return Math.max(1, Math.floor(maxInFlight / 8));
-}
-
-/** Whether `batcher` would dispatch an item now: nothing waiting, a slot free. */
-function hasRoom(batcher: BatcherBase): boolean {
-  return batcher.queueLength === 0 && batcher.inFlightBatches < batcher.maxConcurrentBatches;
-}
-
 async function exists(files: FileStore, id: string): Promise<boolean> {
   return (await files.get(id)) !== undefined;
+}
+
+/** The results a batch's log holds, successes and failures. */
+async function sumOf(results: BatchResults): Promise<number> {
+  const { completed, failed } = await results.counts();
+  return completed + failed;
 }
 
 const sleep = (ms: number): Promise<void> =>

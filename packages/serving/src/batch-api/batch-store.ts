@@ -1,9 +1,8 @@
-// The Batch API's embedded store: each batch's object in `<dataDir>/batches/<id>.json` (rewritten whole at each
-// change of status or counts), and its results appended, as lines finish, to `<id>/output.jsonl` and
-// `<id>/errors.jsonl`. After a restart the batches not yet ended are found here and resumed.
-import { mkdir, readdir } from 'node:fs/promises';
-import { join } from 'node:path';
-import { isId, newId, readJsonRecord, unixSeconds, writeJsonAtomic } from './atomic-json.js';
+// The Batch API's batches, on its storage: each batch's object a record (rewritten whole at each change of status
+// or counts), and beside it, once a cancel is asked for, a cancel mark no runner's save can overwrite. After a
+// restart (or a replica's death, on a broker) the batches not yet ended are found here and resumed.
+import type { RecordStorage } from '@microbatch/transport';
+import { isId, newId, unixSeconds } from './atomic-json.js';
 
 /** The endpoints a batch may target (OpenAI's, those this server serves). */
 export const BATCH_ENDPOINTS = ['/v1/chat/completions', '/v1/completions', '/v1/embeddings'] as const;
@@ -69,34 +68,38 @@ export interface StoredBatch {
   readonly expiresAtMs: number;
   /** Milliseconds since the epoch when it was created, to order batches made within one second. */
   readonly createdAtMs: number;
-  /** The ids its output and error files get, chosen when it is finalized (so a restart then keeps them). */
-  readonly plannedFiles?: { readonly output: string; readonly errors: string };
+  /**
+   * The ids its output and error files get and the counts they hold, chosen when it is finalized (so a restart, or
+   * another replica, finishing it keeps them).
+   */
+  readonly plannedFiles?: {
+    readonly output: string;
+    readonly errors: string;
+    readonly completed: number;
+    readonly failed: number;
+  };
 }
 
 const BATCH_PREFIX = 'batch_';
 
+/** The cancel mark's key: another prefix, so listing batches never lists marks. */
+const cancelKey = (id: string): string => `cancel_${id}`;
+
 /**
- * Batches on local disk under `<dataDir>/batches`.
+ * Batches on the Batch API's storage.
  *
  * @example
  * ```ts
- * const batches = await BatchStore.open('/var/lib/microbatch');
+ * const batches = new BatchStore(storage.records);
  * ```
  */
 export class BatchStore {
-  readonly #dir: string;
+  readonly #records: RecordStorage;
   readonly #now: () => number;
 
-  private constructor(dir: string, now: () => number) {
-    this.#dir = dir;
+  constructor(records: RecordStorage, now: () => number = Date.now) {
+    this.#records = records;
     this.#now = now;
-  }
-
-  /** The store under `<dataDir>/batches`, created if missing. */
-  static async open(dataDir: string, now: () => number = Date.now): Promise<BatchStore> {
-    const dir = join(dataDir, 'batches');
-    await mkdir(dir, { recursive: true });
-    return new BatchStore(dir, now);
   }
 
   /** A new batch in `validating`, recorded before it is answered. */
@@ -136,36 +139,44 @@ export class BatchStore {
       expiresAtMs: now + input.windowMs,
       createdAtMs: now,
     };
-    await mkdir(this.workDir(id), { recursive: true });
     await this.save(stored);
     return stored;
   }
 
   /** Writes `stored` whole (atomically). */
   save(stored: StoredBatch): Promise<void> {
-    return writeJsonAtomic(join(this.#dir, `${stored.batch.id}.json`), stored);
+    return this.#records.put(stored.batch.id, stored);
   }
 
-  /** Batch `id`, or `undefined` (an id of another shape is never looked up on disk). */
+  /** Batch `id`, or `undefined` (an id of another shape is never looked up). */
   async get(id: string): Promise<StoredBatch | undefined> {
     if (!isId(BATCH_PREFIX, id)) return undefined;
-    return readJsonRecord<StoredBatch>(join(this.#dir, `${id}.json`));
+    return this.#records.get<StoredBatch>(id);
   }
 
   /** Every batch, newest first (ties by id, so pages are stable). */
   async list(): Promise<StoredBatch[]> {
-    const batches: StoredBatch[] = [];
-    for (const name of await readdir(this.#dir)) {
-      if (!name.endsWith('.json')) continue;
-      const stored = await readJsonRecord<StoredBatch>(join(this.#dir, name));
-      if (stored !== undefined) batches.push(stored);
-    }
+    const batches = await this.#records.list<StoredBatch>(BATCH_PREFIX);
     return batches.sort((a, b) => b.createdAtMs - a.createdAtMs || (a.batch.id < b.batch.id ? -1 : 1));
   }
 
-  /** Where batch `id`'s results are appended while it runs. */
-  workDir(id: string): string {
-    return join(this.#dir, id);
+  /**
+   * Marks batch `id` to be cancelled. The mark is its own record: the replica running the batch rewrites the batch's
+   * record with its counts, and could overwrite a `cancelling` written between its read and its write; the mark
+   * stays, and the runner reads it before each save.
+   */
+  async markCancel(id: string): Promise<void> {
+    await this.#records.create(cancelKey(id), { at: this.#now() });
+  }
+
+  /** Whether a cancel of batch `id` was asked for (by any replica). */
+  async cancelMarked(id: string): Promise<boolean> {
+    return (await this.#records.get(cancelKey(id))) !== undefined;
+  }
+
+  /** Removes batch `id`'s cancel mark (once it ended). */
+  clearCancel(id: string): Promise<void> {
+    return this.#records.delete(cancelKey(id));
   }
 
   /** The time now, in ms, on the store's clock. */

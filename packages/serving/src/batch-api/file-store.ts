@@ -1,13 +1,9 @@
-// The Files API's embedded store: each file's bytes in `<dir>/files/<id>.data` and its object in `<id>.json`,
-// written last, so a file exists (is listed, served) only once its bytes are all on disk; an upload cut short, or a
-// batch's output not yet finalized, is never served as a file.
-import { createReadStream, createWriteStream } from 'node:fs';
-import { mkdir, readdir, rename, rm, stat } from 'node:fs/promises';
-import { join } from 'node:path';
-import type { Readable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
+// The Files API's store, on the Batch API's storage: each file's bytes a blob and its object a record written
+// last, so a file exists (is listed, served) only once its bytes are all stored; an upload cut short, or a batch's
+// output not yet finalized, is never served as a file.
+import type { BatchStorage } from '@microbatch/transport';
 import { BatchError } from '@microbatch/core';
-import { isId, newId, readJsonRecord, unixSeconds, writeJsonAtomic } from './atomic-json.js';
+import { isId, newId, unixSeconds } from './atomic-json.js';
 
 /** The purposes a stored file may have: uploaded batch input, and a batch's output and error files. */
 export type FilePurpose = 'batch' | 'batch_output';
@@ -47,103 +43,78 @@ export interface FileMeta {
   readonly owner: string | null;
 }
 
-/** An upload on disk that is not a file yet (see {@link FileStore.receive}). */
+/** An upload stored as a blob that is not a file yet (see {@link FileStore.receive}). */
 export interface PendingFile {
   readonly id: string;
-  readonly path: string;
   readonly bytes: number;
 }
 
+/** No bound on a file the server writes itself (a batch's output, already bounded by its input). */
+const UNBOUNDED = Number.MAX_SAFE_INTEGER;
+
 /**
- * Files on local disk under `dir`, for the Files API and the batches that read and write them.
+ * Files on the Batch API's storage, for the Files API and the batches that read and write them.
  *
  * @example
  * ```ts
- * const files = await FileStore.open('/var/lib/microbatch');
+ * const files = new FileStore(await openDiskBatchStorage('/var/lib/microbatch'));
  * const pending = await files.receive(stream, 1e8);
  * const stored = await files.commit(pending, { filename: 'in.jsonl', purpose: 'batch', owner: null });
  * ```
  */
 export class FileStore {
-  readonly #dir: string;
+  readonly #storage: BatchStorage;
   readonly #now: () => number;
 
-  private constructor(dir: string, now: () => number) {
-    this.#dir = dir;
+  constructor(storage: BatchStorage, now: () => number = Date.now) {
+    this.#storage = storage;
     this.#now = now;
   }
 
-  /** The store under `<dataDir>/files`, created if missing. */
-  static async open(dataDir: string, now: () => number = Date.now): Promise<FileStore> {
-    const dir = join(dataDir, 'files');
-    await mkdir(dir, { recursive: true });
-    return new FileStore(dir, now);
-  }
-
   /**
-   * Streams `source` to a part file (never held in memory whole), not yet a file: {@link commit} makes it one,
-   * {@link discard} removes it. Past `maxBytes` the part is removed and `ITEM_TOO_LARGE` (413) thrown; a source that
+   * Stores `source` as a blob (never held in memory whole), not yet a file: {@link commit} makes it one,
+   * {@link discard} removes it. Past `maxBytes` nothing is kept and `ITEM_TOO_LARGE` (413) thrown; a source that
    * fails leaves nothing behind.
    */
-  async receive(source: Readable, maxBytes: number): Promise<PendingFile> {
+  async receive(source: AsyncIterable<Uint8Array>, maxBytes: number): Promise<PendingFile> {
     const id = newId(FILE_PREFIX);
-    const path = join(this.#dir, `${id}.part`);
-    let bytes = 0;
-    try {
-      await pipeline(
-        source,
-        // Past the bound nothing more is written, but the source is read to its end: destroying it mid-way would
-        // stall a multipart parser still feeding it, and the client would never get its 413.
-        async function* (chunks: AsyncIterable<Buffer>) {
-          for await (const chunk of chunks) {
-            bytes += chunk.length;
-            if (bytes <= maxBytes) yield chunk;
-          }
-        },
-        createWriteStream(path),
-      );
-    } catch (error) {
-      await rm(path, { force: true });
-      throw error;
-    }
-    if (bytes > maxBytes) {
-      await rm(path, { force: true });
+    const { bytes, tooLarge } = await this.#storage.blobs.put(id, source, maxBytes);
+    if (tooLarge) {
       throw new BatchError('ITEM_TOO_LARGE', `The file is larger than ${maxBytes} bytes`, {
         details: { field: 'file', limit: maxBytes },
       });
     }
-    return { id, path, bytes };
+    return { id, bytes };
   }
 
-  /** Makes a received part a stored file. */
+  /** Makes a received blob a stored file. */
   commit(pending: PendingFile, meta: FileMeta): Promise<StoredFile> {
-    return this.#record(pending.id, pending.path, pending.bytes, meta);
+    return this.#record(pending.id, pending.bytes, meta);
   }
 
-  /** Removes a received part that will not be a file. */
+  /** Removes a received blob that will not be a file. */
   async discard(pending: PendingFile): Promise<void> {
-    await rm(pending.path, { force: true });
+    await this.#storage.blobs.delete(pending.id);
   }
 
-  /** A new file id, chosen before a batch's output is adopted under it (so a restart finds it). */
+  /** A new file id, chosen before a batch's output is written under it (so a restart finds it). */
   newId(): string {
     return newId(FILE_PREFIX);
   }
 
   /**
-   * Records a file already written whole at `path` (a batch's output) as file `id`, moving it into the store; a
-   * second call with the same id answers the file the first made.
+   * Stores `source` (a batch's output, written by the server) as file `id`; a second call with the same id answers
+   * the file the first made, reading nothing.
    */
-  async adopt(id: string, path: string, meta: FileMeta): Promise<StoredFile> {
-    // Idempotent: a finalization cut short after the move is finished by the next one.
+  async adopt(id: string, source: () => AsyncIterable<Uint8Array>, meta: FileMeta): Promise<StoredFile> {
+    // Idempotent: a finalization cut short (or run by two replicas) is finished by the next one.
     const existing = await this.get(id);
     if (existing !== undefined) return existing;
-    const { size } = await stat(path);
-    return this.#record(id, path, size, meta);
+    const { bytes } = await this.#storage.blobs.put(id, source(), UNBOUNDED);
+    return this.#record(id, bytes, meta);
   }
 
-  async #record(id: string, path: string, bytes: number, meta: FileMeta): Promise<StoredFile> {
-    await rename(path, this.#dataPath(id));
+  async #record(id: string, bytes: number, meta: FileMeta): Promise<StoredFile> {
     const stored: StoredFile = {
       file: {
         id,
@@ -157,58 +128,39 @@ export class FileStore {
       },
       owner: meta.owner,
     };
-    // Written last: the file exists once this record does.
-    await writeJsonAtomic(this.#metaPath(id), stored);
-    return stored;
+    // Written last: the file exists once this record does (the first of two finalizers wins).
+    if (await this.#storage.records.create(id, stored)) return stored;
+    return (await this.get(id)) ?? stored;
   }
 
-  /** The stored file `id`, or `undefined` (an id of another shape is never looked up on disk). */
+  /** The stored file `id`, or `undefined` (an id of another shape is never looked up). */
   async get(id: string): Promise<StoredFile | undefined> {
     if (!isId(FILE_PREFIX, id)) return undefined;
-    return readJsonRecord<StoredFile>(this.#metaPath(id));
+    return this.#storage.records.get<StoredFile>(id);
   }
 
   /** Every stored file, newest first (ties by id, so pages are stable). */
   async list(): Promise<StoredFile[]> {
-    const names = await readdir(this.#dir);
-    const files: StoredFile[] = [];
-    for (const name of names) {
-      if (!name.endsWith('.json')) continue;
-      const stored = await readJsonRecord<StoredFile>(join(this.#dir, name));
-      if (stored !== undefined) files.push(stored);
-    }
+    const files = await this.#storage.records.list<StoredFile>(FILE_PREFIX);
     return files.sort((a, b) => b.file.created_at - a.file.created_at || (a.file.id < b.file.id ? -1 : 1));
   }
 
   /** How many files are stored. */
   async count(): Promise<number> {
-    return (await readdir(this.#dir)).filter((name) => name.endsWith('.json')).length;
+    return (await this.#storage.records.list(FILE_PREFIX)).length;
   }
 
-  /** The bytes of stored file `id`, streamed. */
-  openContent(id: string): Readable {
-    return createReadStream(this.#dataPath(id));
-  }
-
-  /** The path of stored file `id`'s bytes, for a batch reading its input. */
-  contentPath(id: string): string {
-    return this.#dataPath(id);
+  /** The bytes of stored file `id`, streamed (`undefined` once its blob is gone). */
+  openContent(id: string): Promise<AsyncIterable<Uint8Array> | undefined> {
+    return this.#storage.blobs.get(id);
   }
 
   /** Removes file `id`: its record first, so it is gone for readers before its bytes are. */
   async delete(id: string): Promise<boolean> {
     if (!isId(FILE_PREFIX, id)) return false;
     const existed = (await this.get(id)) !== undefined;
-    await rm(this.#metaPath(id), { force: true });
-    await rm(this.#dataPath(id), { force: true });
+    await this.#storage.records.delete(id);
+    await this.#storage.blobs.delete(id);
     return existed;
-  }
-
-  #metaPath(id: string): string {
-    return join(this.#dir, `${id}.json`);
-  }
-
-  #dataPath(id: string): string {
-    return join(this.#dir, `${id}.data`);
   }
 }

@@ -1,5 +1,5 @@
 // `POST /v1/files`'s body: a multipart form (`file`, `purpose`) parsed by busboy as it arrives, the file's bytes
-// streamed to the store's part file and never held whole. Fields may come in either order (the official clients
+// streamed to the storage as a blob and never held whole. Fields may come in either order (the official clients
 // send `file` first), so the purpose is checked once the form has ended.
 import type { IncomingMessage } from 'node:http';
 import { BatchError } from '@microbatch/core';
