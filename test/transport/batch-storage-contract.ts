@@ -208,6 +208,21 @@ export function batchStorageContract(name: string, open: () => Promise<StorageBa
         expect(await a.results.counts(fresh('empty'))).toEqual({ ok: 0, failed: 0 });
       });
 
+      it('keeps a line of 3 MiB (past a broker message bound) whole, first write winning as for any line', async () => {
+        const log = fresh('large');
+        const line = JSON.stringify({ data: 'é'.repeat(1_600_000) });
+        expect(await a.results.append(log, { customId: 'big', ok: true, line })).toBe(true);
+        expect(await b.results.append(log, { customId: 'big', ok: false, line: `${line} ` })).toBe(false);
+        expect(await a.results.append(log, { customId: 'small', ok: false, line: '{}' })).toBe(true);
+        expect(await entriesOf(b.results.read(log))).toEqual([
+          { customId: 'big', ok: true, line },
+          { customId: 'small', ok: false, line: '{}' },
+        ]);
+        expect(await b.results.counts(log)).toEqual({ ok: 1, failed: 1 });
+        await a.results.delete(log);
+        expect(await entriesOf(b.results.read(log))).toEqual([]);
+      });
+
       it('delete removes the log (entries, counts and custom_ids)', async () => {
         const log = fresh('delete');
         await a.results.append(log, { customId: 'x', ok: true, line: '1' });

@@ -1,11 +1,12 @@
 // The Batch API's small state in JetStream KV: records (file and batch objects, one key each), result logs (a key
 // per custom_id, written with `create` so the first write wins; read back in the order the stream stored them) and
 // leases (the holder and its ttl, changed only by revision: compare-and-set).
-import { createHash } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { JetStreamApiCodes, JetStreamApiError } from '@nats-io/jetstream';
 import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
 import type { KV, KvEntry } from '@nats-io/kv';
 import {
+  type BlobStorage,
   type RecordStorage,
   type ResultEntry,
   type ResultLogStorage,
@@ -18,6 +19,20 @@ import { readSubject } from './subject-reader.js';
 const LIST_GETS = 32;
 /** Result logs whose counts an instance remembers (so `counts` reads only what was appended since). */
 const COUNTED_LOGS = 1_024;
+/**
+ * An entry's value past this many bytes is kept as a blob, its KV entry holding only the blob's key: a KV value is
+ * one NATS message, bounded by the server's `max_payload` (1 MiB by default), and one answer can be larger (an
+ * embeddings request of many inputs).
+ */
+export const SPILL_BYTES = 256 * 1024;
+
+/** A log entry's KV value: the entry, or where its line was spilled. */
+interface StoredEntry {
+  readonly customId: string;
+  readonly ok: boolean;
+  readonly line?: string;
+  readonly spill?: string;
+}
 
 /** Whether a KV write lost its compare-and-set (the key's revision moved, or it exists for `create`). */
 export function isConflict(error: unknown): boolean {
@@ -105,14 +120,17 @@ export class NatsResultLogs implements ResultLogStorage {
   readonly #js: JetStreamClient;
   readonly #manager: JetStreamManager;
   readonly #bucket: string;
+  readonly #spills: BlobStorage;
   /** Per log: the last stream sequence counted and the counts up to it. */
   readonly #counted = new Map<string, { last: number; ok: number; failed: number }>();
 
-  constructor(kv: KV, js: JetStreamClient, manager: JetStreamManager, bucket: string) {
+  /** `spills` keeps the lines too large for a KV value (see {@link SPILL_BYTES}). */
+  constructor(kv: KV, js: JetStreamClient, manager: JetStreamManager, bucket: string, spills: BlobStorage) {
     this.#kv = kv;
     this.#js = js;
     this.#manager = manager;
     this.#bucket = bucket;
+    this.#spills = spills;
   }
 
   async append(log: string, entry: ResultEntry): Promise<boolean> {
@@ -120,17 +138,38 @@ export class NatsResultLogs implements ResultLogStorage {
     checkResultEntry(entry);
     const { customId, ok, line } = entry;
     const id = createHash('sha256').update(customId).digest('base64url');
+    let value = JSON.stringify({ customId, ok, line } satisfies StoredEntry);
+    let spill: string | undefined;
+    if (Buffer.byteLength(value) > SPILL_BYTES) {
+      // A key of its own per attempt: two racing writers never share a blob, and the loser deletes its own.
+      spill = `${log}_spill_${randomUUID()}`;
+      const bytes = Buffer.from(line);
+      await this.#spills.put(spill, once(bytes), bytes.length);
+      value = JSON.stringify({ customId, ok, spill } satisfies StoredEntry);
+    }
     try {
-      await this.#kv.create(`${log}.${id}`, JSON.stringify({ customId, ok, line }));
+      await this.#kv.create(`${log}.${id}`, value);
       return true;
     } catch (error) {
+      if (spill !== undefined) await this.#spills.delete(spill);
       if (isConflict(error)) return false;
       throw error;
     }
   }
 
   async *read(log: string): AsyncIterable<ResultEntry> {
-    for await (const { entry } of this.#entries(checkStorageKey('log', log), 1)) yield entry;
+    for await (const { entry } of this.#entries(checkStorageKey('log', log), 1)) {
+      if (entry.spill === undefined) {
+        yield { customId: entry.customId, ok: entry.ok, line: entry.line ?? '' };
+        continue;
+      }
+      const chunks = await this.#spills.get(entry.spill);
+      if (chunks === undefined)
+        throw new Error(`The line of ${JSON.stringify(entry.customId)} in log ${log} is missing`);
+      const parts: Buffer[] = [];
+      for await (const chunk of chunks) parts.push(Buffer.from(chunk));
+      yield { customId: entry.customId, ok: entry.ok, line: Buffer.concat(parts).toString('utf8') };
+    }
   }
 
   /** Counted once per instance: later calls read only the entries appended since (a log only grows). */
@@ -155,6 +194,8 @@ export class NatsResultLogs implements ResultLogStorage {
   async delete(log: string): Promise<void> {
     checkStorageKey('log', log);
     this.#counted.delete(log);
+    for await (const { entry } of this.#entries(log, 1))
+      if (entry.spill !== undefined) await this.#spills.delete(entry.spill);
     await this.#manager.streams.purge(this.#stream, { filter: `$KV.${this.#bucket}.${log}.>` });
   }
 
@@ -162,7 +203,7 @@ export class NatsResultLogs implements ResultLogStorage {
     return `KV_${this.#bucket}`;
   }
 
-  async *#entries(log: string, from: number): AsyncGenerator<{ entry: ResultEntry; seq: number }> {
+  async *#entries(log: string, from: number): AsyncGenerator<{ entry: StoredEntry; seq: number }> {
     for await (const message of readSubject(
       this.#js,
       this.#manager,
@@ -172,10 +213,13 @@ export class NatsResultLogs implements ResultLogStorage {
     )) {
       // Entries are only ever created; a marker (an operator's delete) is no entry.
       if (message.headers?.get('KV-Operation') || message.data.length === 0) continue;
-      const { customId, ok, line } = message.json<ResultEntry>();
-      yield { entry: { customId, ok, line }, seq: message.seq };
+      yield { entry: message.json<StoredEntry>(), seq: message.seq };
     }
   }
+}
+
+async function* once(bytes: Uint8Array): AsyncGenerator<Uint8Array> {
+  yield bytes;
 }
 
 function json(value: unknown): string {

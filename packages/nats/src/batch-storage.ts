@@ -102,12 +102,13 @@ export async function openNatsBatchStorage(options: NatsBatchStorageOptions): Pr
     ]);
     // Uploads cut short by a process that died are dropped once idle long enough (best effort: the store works without).
     await sweepOrphanChunks(manager, buckets.blobs, new Date(Date.now() - ORPHAN_IDLE_MS)).catch(() => 0);
+    const blobStorage = new NatsBlobs(blobs, js, manager, buckets.blobs);
     return {
       description,
       shared: true,
-      blobs: guarded(new NatsBlobs(blobs, js, manager, buckets.blobs), ['put', 'get', 'delete']),
+      blobs: guarded(blobStorage, ['put', 'get', 'delete']),
       records: guarded(new NatsRecords(records), ['get', 'put', 'create', 'delete', 'list']),
-      results: guarded(new NatsResultLogs(results, js, manager, buckets.results), [
+      results: guarded(new NatsResultLogs(results, js, manager, buckets.results, blobStorage), [
         'append',
         'read',
         'counts',
