@@ -58,7 +58,7 @@ function manualClock() {
 }
 
 /** A gate over one fake batcher, the batch lines' items counted by the test. */
-function gateOf(slots: number, maxInFlight: number) {
+function gateOf(slots: number, maxInFlight: number | (() => number)) {
   const fake = fakeBatcher(slots);
   const time = manualClock();
   let batchItems = 0;
@@ -97,6 +97,21 @@ describe('SpareCapacity', () => {
     const small = gateOf(1, 4);
     small.startLine();
     expect(small.gate.mayFeed(1)).toBe(false);
+  });
+
+  it('reads a maxInFlight function at each decision (a queue learns its slots from its workers later)', () => {
+    let limit = 1;
+    const { gate, fake, startLine } = gateOf(40, () => limit);
+    expect(gate.mayFeed(0)).toBe(true);
+    startLine();
+    expect(gate.mayFeed(1)).toBe(false);
+    limit = 3;
+    expect(gate.maxInFlight).toBe(3);
+    expect(gate.mayFeed(1)).toBe(true);
+    startLine();
+    startLine();
+    expect(gate.mayFeed(3)).toBe(false);
+    expect(fake.batcher.inFlightBatches).toBe(3);
   });
 
   it('an interactive request dispatched at once preempts every held line as its batch starts, and nothing is fed beside it', async () => {
@@ -211,7 +226,7 @@ describe('SpareCapacity', () => {
     const batchers: BatcherBase[] = [];
     const base = { batchers, batchItemsInFlight: () => 0 };
     expect(() => new SpareCapacity({ ...base, maxInFlight: 0 })).toThrow(
-      new TypeError('maxInFlight must be a positive integer, got 0'),
+      new TypeError('maxInFlight must be a positive integer or a function, got 0'),
     );
     expect(() => new SpareCapacity({ ...base, maxInFlight: 1, pollMs: 0 })).toThrow(
       new TypeError('pollMs must be a positive number of milliseconds, got 0'),

@@ -119,8 +119,10 @@ interface BatchApiTarget {
 
 function openBatchApi(resolved: ResolvedBatchApiOptions, target: BatchApiTarget): BatchApi {
   const { endpoints } = target;
-  const slots = Math.min(...target.batchers.map((batcher) => batcher.maxConcurrentBatches));
-  const maxInFlight = resolved.maxInFlight ?? defaultMaxInFlight(slots);
+  // Read at each decision when not set: a queue's batchers learn their slots from the workers' announcements.
+  const maxInFlight =
+    resolved.maxInFlight ??
+    (() => defaultMaxInFlight(Math.min(...target.batchers.map((batcher) => batcher.maxConcurrentBatches))));
   let parts: { files: FileStore; batches: BatchStore; runner: BatchRunner } | undefined;
   const ready = (async () => {
     const { store } = resolved;

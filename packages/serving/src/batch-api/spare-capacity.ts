@@ -20,8 +20,11 @@ export interface SpareCapacityParts {
    * are running.
    */
   readonly batchItemsInFlight: () => number;
-  /** Lines running at once, across every batch, on an otherwise idle server. */
-  readonly maxInFlight: number;
+  /**
+   * Lines running at once, across every batch, on an otherwise idle server: a number, or a function read at each
+   * decision (a queue's slots are known only once its workers have announced them).
+   */
+  readonly maxInFlight: number | (() => number);
   /**
    * How long the server must have been free of interactive work before a line is fed.
    * @default {@link DEFAULT_QUIET_MS}
@@ -76,7 +79,7 @@ const realClock: GateClock = {
 export class SpareCapacity {
   readonly #batchers: readonly BatcherBase[];
   readonly #batchItemsInFlight: () => number;
-  readonly #maxInFlight: number;
+  readonly #maxInFlight: () => number;
   readonly #pollMs: number;
   readonly #quietMs: number;
   readonly #clock: GateClock;
@@ -86,15 +89,15 @@ export class SpareCapacity {
   #checkQueued = false;
   #preempted = 0;
   #closed = false;
-  /** Lines allowed now: 1 after a preemption, one more per line that finished since, at most `maxInFlight`. */
+  /** Lines allowed now: 1 after a preemption, one more per line that finished since; unbounded (`maxInFlight` only) otherwise. */
   #window: number;
   /** When interactive work was last seen (never: idle since the start). */
   #lastBusy = Number.NEGATIVE_INFINITY;
 
   constructor(parts: SpareCapacityParts) {
     const { maxInFlight, pollMs = 5, quietMs = DEFAULT_QUIET_MS } = parts;
-    if (!Number.isSafeInteger(maxInFlight) || maxInFlight < 1) {
-      throw new TypeError(`maxInFlight must be a positive integer, got ${String(maxInFlight)}`);
+    if (typeof maxInFlight !== 'function' && (!Number.isSafeInteger(maxInFlight) || maxInFlight < 1)) {
+      throw new TypeError(`maxInFlight must be a positive integer or a function, got ${String(maxInFlight)}`);
     }
     if (!Number.isFinite(pollMs) || pollMs <= 0) {
       throw new TypeError(`pollMs must be a positive number of milliseconds, got ${String(pollMs)}`);
@@ -104,8 +107,8 @@ export class SpareCapacity {
     }
     this.#batchers = parts.batchers;
     this.#batchItemsInFlight = parts.batchItemsInFlight;
-    this.#maxInFlight = maxInFlight;
-    this.#window = maxInFlight;
+    this.#maxInFlight = typeof maxInFlight === 'function' ? maxInFlight : () => maxInFlight;
+    this.#window = Number.POSITIVE_INFINITY;
     this.#pollMs = pollMs;
     this.#quietMs = quietMs;
     this.#clock = parts.clock ?? realClock;
@@ -126,12 +129,12 @@ export class SpareCapacity {
 
   /** Lines running at once on an idle server. */
   get maxInFlight(): number {
-    return this.#maxInFlight;
+    return this.#maxInFlight();
   }
 
   /** Lines that may run now: 1 after a preemption, growing by one per line finished since, to `maxInFlight`. */
   get window(): number {
-    return this.#window;
+    return Math.min(this.#window, this.#maxInFlight());
   }
 
   /** Lines preempted so far: work done and thrown away, the cost of keeping interactive latency level. */
@@ -161,7 +164,7 @@ export class SpareCapacity {
    */
   mayFeed(running: number): boolean {
     return (
-      running < this.#window &&
+      running < this.window &&
       !this.interactive() &&
       this.#clock.now() - this.#lastBusy >= this.#quietMs &&
       this.#batchers.every(hasRoom)
@@ -177,7 +180,9 @@ export class SpareCapacity {
       signal: controller.signal,
       release: () => {
         // A line that ended unpreempted widens the window (a preempted one was let go at its preemption).
-        if (this.#held.delete(controller)) this.#window = Math.min(this.#maxInFlight, this.#window + 1);
+        if (!this.#held.delete(controller)) return;
+        // Back to no bound of its own once it reaches maxInFlight, which may grow later (a queue's workers).
+        this.#window = this.#window + 1 >= this.#maxInFlight() ? Number.POSITIVE_INFINITY : this.#window + 1;
       },
     };
   }
