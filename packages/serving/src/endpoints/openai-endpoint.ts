@@ -5,7 +5,7 @@
 import type { ServerResponse } from 'node:http';
 import type { Batcher, CallOptions } from '@microbatch/core';
 import { type HttpErrorOptions, serveBatched, writeJson } from '@microbatch/core/http';
-import { checkBoolean, checkFunction, checkOptionalFunction, fail } from '@microbatch/core/util';
+import { checkBoolean, checkFunction, checkOptionalFunction, fail, isPromiseLike } from '@microbatch/core/util';
 import type { GenerationMetrics, SequenceTimer } from '@microbatch/prometheus';
 import { writeOpenAiError } from '../openai/openai-error.js';
 import { prefixCacheTenant } from '../auth/principal.js';
@@ -72,8 +72,11 @@ export interface GenerationTiming<Request> {
  * ```
  */
 export interface OpenAiEndpointOptions<Request, Answer> {
-  /** Checks the body; throws `BatchError('INVALID_INPUT')` naming the field (a 400, OpenAI's `param`). */
-  readonly parse: (body: unknown) => Request;
+  /**
+   * Checks the body; throws (or rejects with) `BatchError('INVALID_INPUT')` naming the field (a 400, OpenAI's
+   * `param`). A promise where a check runs off the main thread (a completion's token count).
+   */
+  readonly parse: (body: unknown) => Request | PromiseLike<Request>;
   /** The whole answer of an admitted request. */
   readonly complete: (exchange: EndpointCall<Request>) => Promise<Answer>;
   /** The events of a request whose parsed form says `stream: true`; absent, the endpoint never streams. */
@@ -130,7 +133,9 @@ export function createOpenAiEndpoint<Request, Answer>(
     let request: Request | undefined;
     let invalid: unknown;
     try {
-      request = parse(body);
+      // Awaited only when it is a promise: most bodies are checked at once, and each await costs a turn.
+      const parsed = parse(body);
+      request = isPromiseLike(parsed) ? await parsed : parsed;
     } catch (error) {
       invalid = error;
     }
