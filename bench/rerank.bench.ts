@@ -10,7 +10,8 @@
 // `BENCH_WAVES` (3) turnovers of them, c x its per-request time measured at c=1 in the same round (capped at
 // `BENCH_MAX_SECONDS`, 90). A round in which fewer than 2 answers per connection completed inside the window is
 // invalid: it is said so and measured once more, in a window of (BENCH_WAVES + 1) x the p50 it measured (at least
-// twice the first); still invalid, it is left out of the medians (a row with no valid round says `invalid`).
+// twice the first); still invalid, it is left out of the medians (a row with no valid round says `invalid`). A round
+// with a failed request (non-2xx, reset, 30 s timeout) is invalid the same way, measured again in the same window.
 import { writeFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { type ServerProcess, startServerProcess } from '@microbatch/test-kit';
@@ -103,9 +104,6 @@ async function main(): Promise<void> {
               seconds,
             });
             const healthP99Ms = await health.stop();
-            if (result.non2xx > 0 || result.errors > 0) {
-              throw new Error(`${variant} c=${connections}: ${result.non2xx} non-2xx, ${result.errors} errors`);
-            }
             if (connections === 1) alone.set(variant, result.p50Ms);
             const run = {
               pairsPerS: result.itemsPerS * DOCUMENTS,
@@ -114,20 +112,30 @@ async function main(): Promise<void> {
               healthP99Ms,
               seconds,
             };
-            const valid = result.ok >= MIN_ANSWERS_PER_CONNECTION * connections;
-            const retry = !valid && attempt < MAX_ATTEMPTS && seconds < MAX_SECONDS;
+            // A failed request (a non-2xx answer, a reset or a 30 s timeout) makes the round invalid too: said, and
+            // measured again, rather than ending the whole run.
+            const failed = result.non2xx + result.errors;
+            const short = result.ok < MIN_ANSWERS_PER_CONNECTION * connections;
+            const valid = failed === 0 && !short;
+            const retry = !valid && attempt < MAX_ATTEMPTS && (failed > 0 || seconds < MAX_SECONDS);
+            const why = [
+              ...(failed > 0 ? [`${result.non2xx} non-2xx and ${result.errors} failed requests`] : []),
+              ...(short
+                ? [
+                    `${result.ok} answers in the window for ${connections} connections (< ${MIN_ANSWERS_PER_CONNECTION} each)`,
+                  ]
+                : []),
+            ].join(', ');
             console.error(
               `round ${roundIndex + 1} ${key}: ${round(run.pairsPerS, 1)} pairs/s, p50 ${round(run.p50Ms, 1)} ms, p99 ${round(run.p99Ms, 1)} ms, /healthz p99 ${round(healthP99Ms, 1)} ms, window ${round(seconds, 1)} s` +
-                (valid
-                  ? ''
-                  : ` - INVALID: ${result.ok} answers in the window for ${connections} connections (< ${MIN_ANSWERS_PER_CONNECTION} each), ${retry ? 'measured again with a longer window' : 'left out'}`),
+                (valid ? '' : ` - INVALID: ${why}, ${retry ? 'measured again' : 'left out'}`),
             );
             if (valid) runs.set(key, [...(runs.get(key) ?? []), run]);
             if (valid || !retry) {
               if (!valid) invalid.set(key, (invalid.get(key) ?? 0) + 1);
               break;
             }
-            seconds = Math.min(MAX_SECONDS, Math.max(2 * seconds, ((WAVES + 1) * result.p50Ms) / 1000));
+            if (short) seconds = Math.min(MAX_SECONDS, Math.max(2 * seconds, ((WAVES + 1) * result.p50Ms) / 1000));
           }
         }
       }
