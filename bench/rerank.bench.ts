@@ -9,9 +9,10 @@
 // A window must outlast the work its connections hold: each server's window at c connections is at least
 // `BENCH_WAVES` (3) turnovers of them, c x its per-request time measured at c=1 in the same round (capped at
 // `BENCH_MAX_SECONDS`, 90). A round in which fewer than 2 answers per connection completed inside the window is
-// invalid: it is said so and measured once more, in a window of (BENCH_WAVES + 1) x the p50 it measured (at least
-// twice the first); still invalid, it is left out of the medians (a row with no valid round says `invalid`). A round
+// invalid: it is said so and measured once more, in a window of (BENCH_WAVES + 1) turnovers at the rate it measured
+// (connections / answers per second; at least twice the first); still invalid, it is left out of the medians (a row with no valid round says `invalid`). A round
 // with a failed request (non-2xx, reset, 30 s timeout) is invalid the same way, measured again in the same window.
+// Before each window, one request is answered alone, so no server still works through the last window's requests.
 import { writeFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { type ServerProcess, startServerProcess } from '@microbatch/test-kit';
@@ -95,6 +96,7 @@ async function main(): Promise<void> {
           // the per-request time it did measure (its p50 at this concurrency).
           let seconds = windowSeconds(connections, alone.get(variant));
           for (let attempt = 1; ; attempt += 1) {
+            await settle(server.url, load[0] as object);
             const health = sampleHealth(server.url);
             const result = await runLoad({
               port: Number(new URL(server.url).port),
@@ -135,7 +137,10 @@ async function main(): Promise<void> {
               if (!valid) invalid.set(key, (invalid.get(key) ?? 0) + 1);
               break;
             }
-            if (short) seconds = Math.min(MAX_SECONDS, Math.max(2 * seconds, ((WAVES + 1) * result.p50Ms) / 1000));
+            // The time one turnover of the connections took here: connections / answers per second (never NaN,
+            // unlike a p50 of no answers; and right for a server that starves some connections).
+            const turnoverS = (connections * seconds) / Math.max(result.ok, 1);
+            if (short) seconds = Math.min(MAX_SECONDS, Math.max(2 * seconds, (WAVES + 1) * turnoverS));
           }
         }
       }
@@ -176,6 +181,20 @@ async function main(): Promise<void> {
   } finally {
     await Promise.all([...servers.values()].map((server) => server.stop()));
   }
+}
+
+/**
+ * Waits for one request's answer, so that a server still working through the previous load's requests (whose
+ * clients timed out) has finished them before the next window opens.
+ */
+async function settle(url: string, body: object): Promise<void> {
+  const response = await fetch(new URL('/v1/rerank', url), {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+    signal: AbortSignal.timeout(180_000),
+  });
+  await response.arrayBuffer();
 }
 
 /**
