@@ -16,13 +16,18 @@ const port = parentPort;
 
 // Messages go out in one postMessage per turn of the event loop: a decode step of continuous generation streams a
 // chunk for every row and answers several requests, and one message costs both threads less than dozens.
+// Buffers a runner gave up (`transferables`) move with the message instead of being copied.
 let outbox: WorkerMessage[] = [];
+let moved: ArrayBuffer[] = [];
 function flush(): void {
   const messages = outbox;
+  const transfer = moved;
   outbox = [];
-  port.postMessage(messages.length === 1 ? messages[0] : { type: 'batch', messages });
+  moved = [];
+  port.postMessage(messages.length === 1 ? messages[0] : { type: 'batch', messages }, transfer);
 }
-function send(message: WorkerMessage): void {
+function send(message: WorkerMessage, transfer: readonly ArrayBuffer[] = []): void {
+  moved.push(...transfer);
   if (outbox.push(message) === 1) setImmediate(flush);
 }
 
@@ -47,7 +52,7 @@ async function handle(runner: Runner, message: RunMessage): Promise<void> {
     if (init.hooks !== undefined) misbehave(init.hooks, inputs);
     const emit = stream ? (slots: readonly StepSlot[]) => send({ type: 'step', id, slots }) : undefined;
     const results = await runner.run(inputs, emit, cancelled);
-    send({ type: 'result', id, results });
+    send({ type: 'result', id, results }, runner.transferables?.(results));
   } catch (error) {
     send({ type: 'failed', id, error: serializeError(error) });
   } finally {

@@ -6,6 +6,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DIM, buildTestModels, embeddingOf } from './helpers/tiny-models.js';
 import type { TestModels } from './helpers/tiny-models.js';
 import { ensureWorkerBuilt } from './helpers/worker-build.js';
+import { loadOnnxRunner } from '../src/runners/onnx.js';
+import { resolveRunnerSpec } from '../src/spec/runner-spec.js';
+import type { OnnxRunnerSpec } from '../src/contract/runner-specs.js';
 
 let models: TestModels;
 let pool: WorkerPool<OnnxInput, OnnxOutput>;
@@ -32,6 +35,36 @@ function expectedMean(ids: readonly number[]): Float32Array {
 }
 
 describe('onnx runner', () => {
+  it("gives each item's outputs buffers of their own, which the worker moves to the main thread uncopied", async () => {
+    const spec = resolveRunnerSpec({ task: 'onnx', model: models.embedderOnnx }) as Required<OnnxRunnerSpec>;
+    const cancel = new SharedArrayBuffer(4);
+    const runner = await loadOnnxRunner(spec, {
+      index: 0,
+      spec,
+      executionProvider: 'cpu',
+      threads: 1,
+      hooks: undefined,
+      cancel,
+    });
+    const results = await runner.run([{ input_ids: [1, 2, 3] }, { input_ids: [5] }, { input_ids: 'bad' }], undefined);
+    const buffers = runner.transferables?.(results) ?? [];
+    const datas = results.flatMap((result) =>
+      result.ok ? Object.values(result.value as OnnxOutput).map((tensor) => tensor.data as Float32Array) : [],
+    );
+    // Two items, two outputs each: four buffers, each exactly one item's output.
+    expect(datas).toHaveLength(4);
+    expect(new Set(buffers).size).toBe(4);
+    for (const data of datas) {
+      expect(buffers).toContain(data.buffer);
+      expect(data.byteLength).toBe(data.buffer.byteLength);
+    }
+    // Moving them leaves the worker nothing it reads again: the next run answers the same.
+    structuredClone(results, { transfer: buffers });
+    expect(datas.every((data) => data.length === 0)).toBe(true);
+    const again = await runner.run([{ input_ids: [1, 2, 3] }], undefined);
+    expect((again[0] as { value: OnnxOutput }).value.embeddings?.data).toEqual(expectedMean([1, 2, 3]));
+  });
+
   it('pads a batch with an attention mask, and gives exactly the one-by-one outputs, padding removed', async () => {
     const inputs = SEQUENCES.map((ids) => ({ input_ids: ids }));
     const batched = (await pool.run(inputs)) as OnnxOutput[];

@@ -154,6 +154,44 @@ describe('createTextGenerationValidator', () => {
     expect(calls).toEqual([between]);
   });
 
+  it('withCount: the same checks with the count from elsewhere, synchronous where none is needed', async () => {
+    const wide = await createTextGenerationValidator({ model: TINYSTORIES_DIR, maxPromptChars: 200_000 });
+    const counted: string[] = [];
+    const countHere = wide.countTokens.bind(wide);
+    const count = (prompt: string) => {
+      counted.push(prompt);
+      return Promise.resolve(countHere(prompt));
+    };
+    wide.countTokens = (prompt: string) => expect.unreachable(`counted ${prompt} on the calling thread`);
+    // Refused or accepted by its bytes alone: answered at once, nothing counted.
+    expect(wide.withCount({ prompt: 'Once upon a time, ', max_tokens: 16 }, count)).toEqual({
+      prompt: 'Once upon a time, ',
+      max_new_tokens: 16,
+    });
+    const overCap = 'a'.repeat(wide.maxPromptBytes + 1);
+    expect(invalid(() => wide.withCount({ prompt: overCap, max_tokens: 1 }, count)).field).toBe('prompt');
+    expect(() => wide.withCount({ prompt: 'Once ', temperature: -1 }, count)).toThrow(BatchError);
+    expect(counted).toEqual([]);
+    // Between the bounds: counted by `count`, decided as the validator would.
+    const between = 'xq zv '.repeat(400);
+    const refusal = await Promise.resolve(wide.withCount({ prompt: between, max_tokens: 16 }, count)).then(
+      () => expect.unreachable('expected INVALID_INPUT'),
+      (error: unknown) => error as BatchError,
+    );
+    expect(refusal).toBeInstanceOf(BatchError);
+    expect(refusal.code).toBe('INVALID_INPUT');
+    expect(refusal.details?.field).toBe('prompt');
+    expect(refusal.message).toBe(
+      '`prompt` is 2402 tokens; with `max_tokens` 16 it exceeds the model context of 512 tokens',
+    );
+    const fits = 'Once upon a time, '.repeat(30);
+    await expect(wide.withCount({ prompt: fits, max_tokens: 16 }, count)).resolves.toEqual({
+      prompt: fits,
+      max_new_tokens: 16,
+    });
+    expect(counted).toEqual([between, fits]);
+  });
+
   it('fails to load with a message naming the path', async () => {
     await expect(createTextGenerationValidator({ model: '/nonexistent/model' })).rejects.toThrow(
       /^Failed to load the tokenizer from "\/nonexistent\/model": /,

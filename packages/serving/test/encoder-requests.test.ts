@@ -2,6 +2,7 @@
 // activations, and base64 embeddings straight from the buffer.
 import { describe, expect, it } from 'vitest';
 import { toBase64 } from '../src/endpoints/embeddings-endpoint.js';
+import { embeddingListJson } from '../src/openai/embedding-json.js';
 import { parseClassifyRequest } from '../src/openai/classify-request.js';
 import { checkTokenCounts } from '../src/openai/encoder-fields.js';
 import { parseRerankRequest } from '../src/openai/rerank-request.js';
@@ -103,5 +104,25 @@ describe('toBase64', () => {
     const expected = Buffer.alloc(12);
     view.forEach((value, index) => expected.writeFloatLE(value, index * 4));
     expect(toBase64(view)).toBe(expected.toString('base64'));
+  });
+});
+
+describe('embeddingListJson', () => {
+  it("writes exactly what JSON.stringify writes of OpenAI's answer, without a number[] per vector", () => {
+    const vectors = [Float32Array.of(0.1, -0.25, 3.0e-7, -0, 1 / 3), Float32Array.of(Number.NaN, Infinity, 0.5)];
+    const plain = {
+      object: 'list',
+      data: vectors.map((vector, index) => ({ object: 'embedding', index, embedding: Array.from(vector) })),
+      model: 'mini "lm"',
+      usage: { prompt_tokens: 7, total_tokens: 7 },
+    };
+    const text = embeddingListJson({ vectors, base64: false, model: 'mini "lm"', tokens: 7 });
+    expect(text).toBe(JSON.stringify(plain));
+    expect(JSON.parse(text).data[1].embedding).toEqual([null, null, 0.5]);
+    const base64 = embeddingListJson({ vectors: [vectors[0] as Float32Array], base64: true, model: 'm', tokens: 1 });
+    expect(JSON.parse(base64).data[0].embedding).toBe(toBase64(vectors[0] as Float32Array));
+    expect(embeddingListJson({ vectors: [], base64: false, model: 'm', tokens: 0 })).toBe(
+      JSON.stringify({ object: 'list', data: [], model: 'm', usage: { prompt_tokens: 0, total_tokens: 0 } }),
+    );
   });
 });

@@ -3,7 +3,7 @@
 // `StreamingBatcher` and branded with `BATCHER_BRAND`, not only engine instances.
 export { HttpErrorCode, httpStatusFor, toBatchError, toHttpError } from './error-mapping.js';
 export type { HttpErrorBody, HttpErrorOptions, HttpErrorResponse } from './error-mapping.js';
-export { writeHttpError, writeJson } from './json.js';
+export { writeHttpError, writeJson, writeJsonText } from './json.js';
 export { batcherForRoute, routeBatcher, toInputError } from './route.js';
 export type { BatchRouteOptions, RequestCallOptions, RouteBatcherOptions, RouteHooks } from './route.js';
 export { batchHeaders, serveBatched, watchDisconnect } from './serve-batched.js';

@@ -3,6 +3,7 @@ import { takesSignalLike } from '../batcher-brand.js';
 import type { Batcher, CallOptions, DispatchInfo, StreamingBatcher } from '../types.js';
 import { toInputError, type RequestCallOptions } from './route.js';
 import { writeSse } from './sse.js';
+import { isPromiseLike } from '../util/checks.js';
 
 /**
  * The response headers that show batching at work: `X-Batch-Size`, `X-Batch-Id` and `X-Queue-Time-Ms`.
@@ -129,10 +130,6 @@ function headersAtDispatch<I, O>(exchange: BatchedExchange<I, O>): (info: Dispat
   return (info) => {
     if (!exchange.res.headersSent) exchange.setHeaders(batchHeaders(info));
   };
-}
-
-function isPromiseLike(value: unknown): value is PromiseLike<unknown> {
-  return typeof (value as { then?: unknown } | null | undefined)?.then === 'function';
 }
 
 /** What {@link serveBatched} needs from a framework for one request. */

@@ -101,3 +101,16 @@ export function checkOneOf<T extends string>(name: string, value: unknown, allow
 export function isObjectLike(value: unknown): value is Record<PropertyKey, unknown> {
   return (typeof value === 'object' && value !== null) || typeof value === 'function';
 }
+
+/**
+ * Whether `value` is a thenable: what may be awaited. Callers await only then, since each await costs a turn and most
+ * values are ready.
+ *
+ * @example
+ * ```ts
+ * const input = isPromiseLike(read) ? await read : read;
+ * ```
+ */
+export function isPromiseLike(value: unknown): value is PromiseLike<unknown> {
+  return typeof (value as { then?: unknown } | null | undefined)?.then === 'function';
+}

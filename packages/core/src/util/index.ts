@@ -12,6 +12,7 @@ export {
   checkString,
   fail,
   isObjectLike,
+  isPromiseLike,
 } from './checks.js';
 export { definedEntries, dropUndefined } from './defined.js';
 export { describeValue } from './describe-value.js';

@@ -82,6 +82,20 @@ export interface TextGenerationValidator extends TextGenerationParser {
    * in bytes. A longer prompt is refused before it is tokenized.
    */
   readonly maxPromptBytes: number;
+  /**
+   * The same checks, with the prompt's tokens counted by `count` (a tokenizer thread's, so that a long prompt never
+   * holds the calling thread): synchronous where no count is needed (a prompt refused or accepted by its bytes alone),
+   * else a promise that rejects with the same `BatchError('INVALID_INPUT')`.
+   *
+   * @example
+   * ```ts
+   * const input = await validate.withCount(body, async (prompt) => (await threads.encodeAll([prompt])).encodings[0].ids.length);
+   * ```
+   */
+  withCount(
+    body: unknown,
+    count: (prompt: string) => PromiseLike<number>,
+  ): TextGenerationInput | PromiseLike<TextGenerationInput>;
 }
 
 /**
@@ -176,7 +190,9 @@ export function createTextGenerationParser(limits?: TextGenerationLimits): TextG
  * Loads the model's tokenizer on the main thread and returns a parser that also rejects prompts whose tokens plus
  * `max_tokens` exceed the context, before they are queued. Tokenizing costs the main thread about 2 ms per 1000
  * characters with the bundled model; the text-generation runner repeats the same check in its worker (where it
- * tokenizes anyway), so `createTextGenerationParser` alone is also safe. The tokenizer is loaded from disk only.
+ * tokenizes anyway), so `createTextGenerationParser` alone is also safe. `withCount` makes the same checks with the
+ * count from elsewhere (a tokenizer thread: `createTokenizerThreads`), so that no prompt is tokenized on the main
+ * thread. The tokenizer is loaded from disk only.
  *
  * @example
  * ```ts
@@ -204,35 +220,54 @@ export async function createTextGenerationValidator(
   // What bounds the work an invalid prompt costs the main thread before it is refused: a prompt of more bytes than
   // the context holds in the longest tokens cannot fit and is refused unread; one whose every byte could be a token
   // (plus the tokens the tokenizer adds) and still fit needs no tokenizing here (the worker counts its tokens again
-  // anyway). Only prompts between the two are tokenized on this thread.
+  // anyway). Only prompts between the two are tokenized: on this thread, or by `withCount`'s counter (a tokenizer
+  // thread's, as the serving model does).
   let longestToken = 1;
   for (const token of vocabularyOf(tokenizer)) longestToken = Math.max(longestToken, Buffer.byteLength(token));
   const maxPromptBytes = resolved.contextLength * longestToken;
   const added = tokenizer.encode('').length + 1;
+  // The one rule, whoever counts: refused by bytes, accepted by bytes, or else decided by the token count.
+  const check = (body: unknown): Checked => {
+    const input = parse(body, resolved);
+    const maxNewTokens = input.max_new_tokens as number;
+    const bytes = Buffer.byteLength(input.prompt);
+    if (bytes > maxPromptBytes) {
+      throw invalid(
+        'prompt',
+        `\`prompt\` cannot fit the context of ${resolved.contextLength} tokens: it is ${bytes} bytes, more than ${maxPromptBytes} (the context x the longest token)`,
+      );
+    }
+    if (bytes + added + maxNewTokens <= resolved.contextLength) return { input };
+    return {
+      input,
+      byTokens: (tokens) => {
+        const overflow = contextLimitError(tokens, maxNewTokens, resolved.contextLength, 'max_tokens');
+        if (overflow !== undefined) throw invalid(overflow.field, overflow.message);
+        return input;
+      },
+    };
+  };
   const validator: TextGenerationValidator = Object.assign(
     (body: unknown): TextGenerationInput => {
-      const input = parse(body, resolved);
-      const maxNewTokens = input.max_new_tokens as number;
-      const bytes = Buffer.byteLength(input.prompt);
-      if (bytes > maxPromptBytes) {
-        throw invalid(
-          'prompt',
-          `\`prompt\` cannot fit the context of ${resolved.contextLength} tokens: it is ${bytes} bytes, more than ${maxPromptBytes} (the context x the longest token)`,
-        );
-      }
-      if (bytes + added + maxNewTokens <= resolved.contextLength) return input;
-      const overflow = contextLimitError(
-        validator.countTokens(input.prompt),
-        maxNewTokens,
-        resolved.contextLength,
-        'max_tokens',
-      );
-      if (overflow !== undefined) throw invalid(overflow.field, overflow.message);
-      return input;
+      const { input, byTokens } = check(body);
+      return byTokens === undefined ? input : byTokens(validator.countTokens(input.prompt));
     },
-    { countTokens: (prompt: string) => tokenizer.encode(prompt).length, maxPromptBytes },
+    {
+      countTokens: (prompt: string) => tokenizer.encode(prompt).length,
+      maxPromptBytes,
+      withCount: (body: unknown, count: (prompt: string) => PromiseLike<number>) => {
+        const { input, byTokens } = check(body);
+        return byTokens === undefined ? input : Promise.resolve(count(input.prompt)).then(byTokens);
+      },
+    },
   );
   return validator;
+}
+
+/** A body that passed every check but the token count; `byTokens`, when present, decides it from the prompt's count. */
+interface Checked {
+  readonly input: TextGenerationInput;
+  readonly byTokens?: (tokens: number) => TextGenerationInput;
 }
 
 /** The token strings of a transformers.js tokenizer (`get_vocab()`: a map or an object from token to id). */

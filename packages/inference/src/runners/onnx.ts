@@ -87,5 +87,17 @@ export async function loadOnnxRunner(spec: Spec, init: WorkerInit): Promise<Runn
       });
       return results;
     },
+    // `split` sliced every item's output into a buffer of its own: they move to the main thread uncopied.
+    transferables: (results) => {
+      const buffers = new Set<ArrayBuffer>();
+      for (const result of results) {
+        if (!result.ok) continue;
+        for (const tensor of Object.values(result.value as Record<string, OnnxTensorData>)) {
+          const { data } = tensor;
+          if (ArrayBuffer.isView(data) && data.buffer instanceof ArrayBuffer) buffers.add(data.buffer);
+        }
+      }
+      return [...buffers];
+    },
   };
 }

@@ -15,6 +15,12 @@ export interface Runner {
    * `concurrent` set accepts a new `run()` while others are in progress (continuous batching merges them).
    */
   run(inputs: readonly unknown[], emit: EmitStep | undefined, cancelled?: () => boolean): Promise<ItemResult[]>;
+  /**
+   * The buffers of one batch's results that the worker may hand to the main thread rather than copy: each one the
+   * runner made for these results alone and never reads again (the raw ONNX runner's per-item slices).
+   * Absent: results are copied (structured clone), as any runner's may be.
+   */
+  transferables?(results: readonly ItemResult[]): ArrayBuffer[];
   /** Counters the runner keeps, for benchmarks and tests (plain data). */
   stats?(): Record<string, number>;
   /** Continuous text generation: where the decode loop reports its activity (a few times a second while busy). */

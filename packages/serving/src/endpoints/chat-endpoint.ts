@@ -36,7 +36,10 @@ import { generateAll, streamAll } from './text-generations.js';
 export type ChatCompletionsEndpoint = NodeJsonEndpoint;
 
 /** What the endpoint needs of a model: see `createTextCompletionModel`. */
-export type ChatCompletionsModel = Pick<TextCompletionService, 'id' | 'generate' | 'streamer' | 'validate'> & {
+export type ChatCompletionsModel = Pick<
+  TextCompletionService,
+  'id' | 'generate' | 'streamer' | 'validate' | 'validateOffThread'
+> & {
   readonly chatTemplate?: ChatTemplate;
 };
 
@@ -103,7 +106,7 @@ export function createChatCompletionsEndpoint(
   checkChatRequestLimits(limits);
   const template = model.chatTemplate ?? PLAIN_CHAT_TEMPLATE;
   return createOpenAiEndpoint<ChatRequest, Answer>({
-    parse: (body) => parseChatRequest(body, model.validate, template, limits),
+    parse: (body) => parseChatRequest(body, model.validateOffThread ?? model.validate, template, limits),
     complete: async (exchange) =>
       toChatCompletion(
         chatMeta(model.id),

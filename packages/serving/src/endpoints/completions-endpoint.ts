@@ -31,7 +31,10 @@ import { generateAll, streamAll } from './text-generations.js';
 export type CompletionsEndpoint = NodeJsonEndpoint;
 
 /** What the endpoint needs of a model: see `createTextCompletionModel`. */
-export type CompletionsModel = Pick<TextCompletionService, 'id' | 'generate' | 'streamer' | 'validate'>;
+export type CompletionsModel = Pick<
+  TextCompletionService,
+  'id' | 'generate' | 'streamer' | 'validate' | 'validateOffThread'
+>;
 
 /**
  * Options of {@link createCompletionsEndpoint} (and, with `chatTemplate` aside, of `createChatCompletionsEndpoint`).
@@ -93,7 +96,7 @@ export function createCompletionsEndpoint(
   const { limits = {}, clientKey, generation, exposeDetails, sharedPrefixCache } = options;
   checkCompletionRequestLimits(limits);
   return createOpenAiEndpoint<CompletionRequest, Completion>({
-    parse: (body) => parseCompletionRequest(body, model.validate, limits),
+    parse: (body) => parseCompletionRequest(body, model.validateOffThread ?? model.validate, limits),
     complete: async (exchange) => toCompletion(completionMeta(model.id), await generateAll(model, exchange)),
     stream: (exchange) => streamCompletion(model, exchange),
     clientKey,

@@ -8,13 +8,17 @@ import {
   checkEmbeddingTokens,
   parseEmbeddingsRequest,
 } from '../openai/embeddings-request.js';
+import { type EmbeddingVectors, embeddingListJson } from '../openai/embedding-json.js';
 import { normalized } from '../service/embedding-pooling.js';
 import type { EmbeddingService } from '../service/embedding-service.js';
 import type { ClientKey } from './client-key.js';
 import { type NodeJsonEndpoint, createOpenAiEndpoint } from './openai-endpoint.js';
 
+export { toBase64 } from '../openai/embedding-json.js';
+
 /**
- * OpenAI's answer to `POST /v1/embeddings`.
+ * OpenAI's answer to `POST /v1/embeddings` (the JSON the endpoint writes, from the vectors themselves:
+ * `embeddingListJson`).
  *
  * @example
  * ```ts
@@ -66,20 +70,6 @@ export interface EmbeddingsEndpointOptions {
   readonly exposeDetails?: boolean;
 }
 
-/** Whether this machine stores floats little-endian, as the base64 encoding wants them (all Node targets but s390x). */
-const LITTLE_ENDIAN = new Uint8Array(Float32Array.of(1).buffer)[3] === 0x3f;
-
-/**
- * A little-endian float32 vector in base64, as the official clients decode it: on a little-endian machine straight
- * from the vector's own bytes (no copy), elsewhere through a little-endian copy.
- */
-export function toBase64(vector: Float32Array): string {
-  if (LITTLE_ENDIAN) return Buffer.from(vector.buffer, vector.byteOffset, vector.byteLength).toString('base64');
-  const bytes = Buffer.alloc(vector.length * 4);
-  vector.forEach((value, index) => bytes.writeFloatLE(value, index * 4));
-  return bytes.toString('base64');
-}
-
 /**
  * Creates an OpenAI-compatible embeddings endpoint over an embedding model: every input of a request is one batched
  * item costing its token count, so inputs of one request and of concurrent requests share padded model calls
@@ -103,9 +93,10 @@ export function createEmbeddingsEndpoint(
   }
   if (typeof options !== 'object' || options === null) fail('options', 'an object', options);
   const { limits = {}, clientKey, exposeDetails } = options;
-  return createOpenAiEndpoint<EmbeddingsRequest, EmbeddingList>({
+  return createOpenAiEndpoint<EmbeddingsRequest, EmbeddingVectors>({
     parse: (body) => parseEmbeddingsRequest(body, model, limits),
     complete: ({ request, call }) => embedAll(model, request, call),
+    serialize: embeddingListJson,
     clientKey,
     exposeDetails,
   });
@@ -115,7 +106,7 @@ async function embedAll(
   model: EmbeddingService,
   request: EmbeddingsRequest,
   call: CallOptions,
-): Promise<EmbeddingList> {
+): Promise<EmbeddingVectors> {
   // Texts are tokenized on the model's tokenizer thread, never this one; until it is loaded, 503 UNAVAILABLE.
   const texts = request.inputs.filter((input): input is string => typeof input === 'string');
   const encoded = texts.length === 0 ? [] : await model.encodeAll(texts);
@@ -129,21 +120,15 @@ async function embedAll(
   let tokens = 0;
   for (const one of ids) tokens += one.length;
   return {
-    object: 'list',
-    data: vectors.map((full, index) => {
-      const vector =
-        request.dimensions === full.length
-          ? full
-          : model.normalize
-            ? normalized(full.slice(0, request.dimensions))
-            : full.slice(0, request.dimensions);
-      return {
-        object: 'embedding',
-        index,
-        embedding: request.encoding === 'base64' ? toBase64(vector) : Array.from(vector),
-      };
-    }),
+    vectors: vectors.map((full) =>
+      request.dimensions === full.length
+        ? full
+        : model.normalize
+          ? normalized(full.slice(0, request.dimensions))
+          : full.slice(0, request.dimensions),
+    ),
+    base64: request.encoding === 'base64',
     model: model.id,
-    usage: { prompt_tokens: tokens, total_tokens: tokens },
+    tokens,
   };
 }

@@ -4,8 +4,8 @@
 // OpenAI's shape. An endpoint says only how its body is read and how its answer is made.
 import type { ServerResponse } from 'node:http';
 import type { Batcher, CallOptions } from '@microbatch/core';
-import { type HttpErrorOptions, serveBatched, writeJson } from '@microbatch/core/http';
-import { checkBoolean, checkFunction, checkOptionalFunction, fail } from '@microbatch/core/util';
+import { type HttpErrorOptions, serveBatched, writeJson, writeJsonText } from '@microbatch/core/http';
+import { checkBoolean, checkFunction, checkOptionalFunction, fail, isPromiseLike } from '@microbatch/core/util';
 import type { GenerationMetrics, SequenceTimer } from '@microbatch/prometheus';
 import { writeOpenAiError } from '../openai/openai-error.js';
 import { prefixCacheTenant } from '../auth/principal.js';
@@ -72,10 +72,18 @@ export interface GenerationTiming<Request> {
  * ```
  */
 export interface OpenAiEndpointOptions<Request, Answer> {
-  /** Checks the body; throws `BatchError('INVALID_INPUT')` naming the field (a 400, OpenAI's `param`). */
-  readonly parse: (body: unknown) => Request;
+  /**
+   * Checks the body; throws (or rejects with) `BatchError('INVALID_INPUT')` naming the field (a 400, OpenAI's
+   * `param`). A promise where a check runs off the main thread (a completion's token count).
+   */
+  readonly parse: (body: unknown) => Request | PromiseLike<Request>;
   /** The whole answer of an admitted request. */
   readonly complete: (exchange: EndpointCall<Request>) => Promise<Answer>;
+  /**
+   * The whole answer's JSON text, for an answer a generic serializer would write slowly (embeddings: float vectors).
+   * @default JSON.stringify
+   */
+  readonly serialize?: ((answer: Answer) => string) | undefined;
   /** The events of a request whose parsed form says `stream: true`; absent, the endpoint never streams. */
   readonly stream?: ((exchange: EndpointCall<Request>) => AsyncIterable<Answer>) | undefined;
   /**
@@ -119,18 +127,30 @@ export function createOpenAiEndpoint<Request, Answer>(
   options: OpenAiEndpointOptions<Request, Answer>,
 ): NodeJsonEndpoint {
   if (typeof options !== 'object' || options === null) fail('options', 'an object', options);
-  const { parse, complete, stream, clientKey, generation, exposeDetails = false, sharedPrefixCache = false } = options;
+  const {
+    parse,
+    complete,
+    serialize,
+    stream,
+    clientKey,
+    generation,
+    exposeDetails = false,
+    sharedPrefixCache = false,
+  } = options;
   checkBoolean('sharedPrefixCache', sharedPrefixCache);
   checkFunction('parse', parse);
   checkFunction('complete', complete);
   checkOptionalFunction('stream', stream);
+  checkOptionalFunction('serialize', serialize);
   checkOptionalFunction('clientKey', clientKey);
   const errors: HttpErrorOptions = { exposeDetails: checkBoolean('exposeDetails', exposeDetails) };
   return async (body, res) => {
     let request: Request | undefined;
     let invalid: unknown;
     try {
-      request = parse(body);
+      // Awaited only when it is a promise: most bodies are checked at once, and each await costs a turn.
+      const parsed = parse(body);
+      request = isPromiseLike(parsed) ? await parsed : parsed;
     } catch (error) {
       invalid = error;
     }
@@ -154,7 +174,10 @@ export function createOpenAiEndpoint<Request, Answer>(
       setHeaders: (headers) => {
         for (const [name, value] of Object.entries(headers)) res.setHeader(name, value);
       },
-      send: (answer) => writeJson(res, 200, answer),
+      send:
+        serialize === undefined
+          ? (answer) => writeJson(res, 200, answer)
+          : (answer) => writeJsonText(res, 200, serialize(answer)),
       sendError: (error) => writeOpenAiError(res, error, errors),
     });
   };

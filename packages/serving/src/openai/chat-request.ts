@@ -8,6 +8,7 @@ import { readStructuredOutput, structuredOutputParam } from './response-format.j
 import { type ToolRequest, readTools, toolGrammar } from './tool-calls.js';
 import { MIN_TEMPERATURE } from './completion-request.js';
 import { invalidField as invalid, isAbsent, readCacheSalt, readIncludeUsage } from './request-fields.js';
+import { validateEach } from './validate-each.js';
 
 /**
  * Bounds of {@link parseChatRequest} on top of the model's own.
@@ -122,9 +123,22 @@ export function checkChatRequestLimits(limits: ChatRequestLimits): Required<Chat
 export function parseChatRequest(
   body: unknown,
   validate: (body: unknown) => TextGenerationInput,
+  template?: ChatTemplate,
+  limits?: ChatRequestLimits,
+): ChatRequest;
+/** With a `validate` that may answer later (a model's `validateOffThread`): the request once every choice is checked. */
+export function parseChatRequest(
+  body: unknown,
+  validate: (body: unknown) => TextGenerationInput | PromiseLike<TextGenerationInput>,
+  template?: ChatTemplate,
+  limits?: ChatRequestLimits,
+): ChatRequest | Promise<ChatRequest>;
+export function parseChatRequest(
+  body: unknown,
+  validate: (body: unknown) => TextGenerationInput | PromiseLike<TextGenerationInput>,
   template: ChatTemplate = PLAIN_CHAT_TEMPLATE,
   limits: ChatRequestLimits = {},
-): ChatRequest {
+): ChatRequest | Promise<ChatRequest> {
   const { maxChoices, maxMessages } = checkChatRequestLimits(limits);
   if (typeof body !== 'object' || body === null || Array.isArray(body)) {
     throw invalid('body', `Expected the request body to be a JSON object, got ${describe(body)}`);
@@ -185,18 +199,19 @@ export function parseChatRequest(
   };
   if (logprobs === true) common.logprobs = isAbsent(topLogprobs) ? 0 : topLogprobs;
   if (grammar !== undefined) common.grammar = grammar;
-  const inputs = Array.from({ length: choices }, (_, index) => {
-    // Each choice its own stream: `seed` + its index, so `n: 2` with a seed gives two reproducible answers.
-    const choiceSeed = isAbsent(seed) ? undefined : (seed as number) + index;
-    try {
+  const inputs = validateEach(
+    choices,
+    (index) => {
+      // Each choice its own stream: `seed` + its index, so `n: 2` with a seed gives two reproducible answers.
+      const choiceSeed = isAbsent(seed) ? undefined : (seed as number) + index;
       return validate(choiceSeed === undefined ? common : { ...common, seed: choiceSeed });
-    } catch (error) {
-      throw renamed(error, tokensField);
-    }
-  });
-  return {
+    },
+    (error) => renamed(error, tokensField),
+  );
+  // After the choices, as ever: a bad prompt is named before a bad `cache_salt`.
+  const finish = (checked: TextGenerationInput[]): ChatRequest => ({
     prompt,
-    inputs,
+    inputs: checked,
     stream: stream === true,
     includeUsage,
     user: typeof user === 'string' && user !== '' ? user : undefined,
@@ -206,7 +221,8 @@ export function parseChatRequest(
     ...(grammar === undefined
       ? {}
       : { grammarParam: forced === undefined ? structuredOutputParam(fields) : 'tool_choice' }),
-  };
+  });
+  return Array.isArray(inputs) ? finish(inputs) : inputs.then(finish);
 }
 
 /** The messages, checked, as the template renders them. */

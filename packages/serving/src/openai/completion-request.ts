@@ -5,6 +5,7 @@ import type { TextGenerationInput } from '@microbatch/inference';
 import { checkInteger, fail, isObjectLike } from '@microbatch/core/util';
 import { invalidField as invalid, isAbsent, readCacheSalt, readIncludeUsage } from './request-fields.js';
 import { readStructuredOutput, structuredOutputParam } from './response-format.js';
+import { validateEach } from './validate-each.js';
 
 /**
  * `max_tokens` of a request that gives none: OpenAI's own default for completions.
@@ -173,8 +174,19 @@ function isEmptyObject(value: unknown): boolean {
 export function parseCompletionRequest(
   body: unknown,
   validate: (body: unknown) => TextGenerationInput,
+  limits?: CompletionRequestLimits,
+): CompletionRequest;
+/** With a `validate` that may answer later (a model's `validateOffThread`): the request once every prompt is checked. */
+export function parseCompletionRequest(
+  body: unknown,
+  validate: (body: unknown) => TextGenerationInput | PromiseLike<TextGenerationInput>,
+  limits?: CompletionRequestLimits,
+): CompletionRequest | Promise<CompletionRequest>;
+export function parseCompletionRequest(
+  body: unknown,
+  validate: (body: unknown) => TextGenerationInput | PromiseLike<TextGenerationInput>,
   limits: CompletionRequestLimits = {},
-): CompletionRequest {
+): CompletionRequest | Promise<CompletionRequest> {
   const { maxPrompts } = checkCompletionRequestLimits(limits);
   if (typeof body !== 'object' || body === null || Array.isArray(body)) {
     throw invalid('body', `Expected the request body to be a JSON object, got ${describe(body)}`);
@@ -220,21 +232,21 @@ export function parseCompletionRequest(
     stop,
     ...(grammar === undefined ? {} : { grammar }),
   };
-  const inputs = prompts.map((text, index) => {
-    try {
-      return validate({ ...common, prompt: text });
-    } catch (error) {
-      throw Array.isArray(prompt) ? withIndex(error, index) : error;
-    }
-  });
-  return {
+  // After the prompts, as ever: a bad prompt is named before a bad `cache_salt`.
+  const finish = (inputs: TextGenerationInput[]): CompletionRequest => ({
     inputs,
     stream: stream === true,
     includeUsage,
     user: typeof user === 'string' && user !== '' ? user : undefined,
     cacheSalt: readCacheSalt(fields.cache_salt),
     ...(grammar === undefined ? {} : { grammarParam: structuredOutputParam(fields) }),
-  };
+  });
+  const inputs = validateEach(
+    prompts.length,
+    (index) => validate({ ...common, prompt: prompts[index] }),
+    (error, index) => (Array.isArray(prompt) ? withIndex(error, index) : error),
+  );
+  return Array.isArray(inputs) ? finish(inputs) : inputs.then(finish);
 }
 
 /** A temperature above 0 and below {@link MIN_TEMPERATURE} as 0 (greedy); anything else as given, for validation. */

@@ -10,6 +10,7 @@ import {
   TEXT_GENERATION_DEFAULTS,
   createTextGenerationParser,
   createTextGenerationValidator,
+  createTokenizerThreads,
   createWorkerPool,
   decoderScheduling,
   defaultMaxStepTokens,
@@ -19,6 +20,7 @@ import type {
   TextGenerationInput,
   TextGenerationOutput,
   TextGenerationParser,
+  TextGenerationValidator,
   WorkerPool,
 } from '@microbatch/inference';
 import { logBatches, logDecodeLoop, logRefusals, logSchedulingFallback } from './batch-log.js';
@@ -169,11 +171,16 @@ export function createTextCompletionModel(options: TextCompletionModelOptions): 
 
   // Until the tokenizer is loaded, the cheap parser checks requests; the worker then makes the token check itself.
   const parse: TextGenerationParser = createTextGenerationParser(limits);
-  let validate: TextGenerationParser | undefined;
+  let validate: TextGenerationValidator | undefined;
   const tokenizer = createTextGenerationValidator({ ...limits, model }).then((loaded) => {
     validate = loaded;
   });
-  const ready = Promise.all([pool.ready, tokenizer]).then(() => undefined);
+  // The endpoints' token counts run here, so that a burst of long prompts (each tokenized before it is refused or
+  // admitted) never holds the main thread's routes and probes; `validate` keeps its own count for sync callers.
+  const threads = createTokenizerThreads(model);
+  const countOnThread = async (prompt: string): Promise<number> =>
+    (await threads.encodeAll([prompt])).encodings[0]?.ids.length ?? 0;
+  const ready = Promise.all([pool.ready, tokenizer, threads.ready]).then(() => undefined);
   // A model nobody awaits must not crash the process with an unhandled rejection; `ready` still rejects.
   ready.catch(() => undefined);
 
@@ -189,14 +196,17 @@ export function createTextCompletionModel(options: TextCompletionModelOptions): 
     ...(decodeLoop === undefined ? {} : { decodeLoop }),
     chatTemplate: loadChatTemplate(model),
     ready,
-    isReady: () => pool.isReady && validate !== undefined && !batchers.some((batcher) => batcher.closed),
+    isReady: () =>
+      pool.isReady && validate !== undefined && threads.isReady() && !batchers.some((batcher) => batcher.closed),
     validate: (body) => (validate ?? parse)(body),
+    validateOffThread: (body) =>
+      validate !== undefined && threads.isReady() ? validate.withCount(body, countOnThread) : (validate ?? parse)(body),
     drain,
     close: async () => {
       await drain();
       // Every answer is out, and the loop's last steps were reported before them: the log's last line goes now.
       stopLoopLog();
-      await pool.close();
+      await Promise.all([pool.close(), threads.close()]);
     },
   };
 }

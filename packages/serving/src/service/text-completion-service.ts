@@ -39,6 +39,12 @@ export interface TextCompletionService {
    * naming the field.
    */
   readonly validate: (body: unknown) => TextGenerationInput;
+  /**
+   * {@link validate}'s checks with the prompt's tokens counted off the main thread (a tokenizer thread): synchronous
+   * where no count is needed, else a promise rejecting with the same errors. The endpoints use it where present, so
+   * a flood of long prompts never holds the routes and probes; absent, they call `validate`.
+   */
+  readonly validateOffThread?: (body: unknown) => TextGenerationInput | PromiseLike<TextGenerationInput>;
   /** Refuses new calls (`CLOSED`, 503) and resolves once queued and running batches have finished. */
   readonly drain: () => Promise<void>;
   /** {@link drain}, then releases what the service holds (workers, connections). */
