@@ -135,6 +135,8 @@ export function lowPriorityService(service: TextCompletionService): LowPriorityS
     ready: service.ready,
     isReady: () => service.isReady(),
     validate: (body) => service.validate(body),
+    // Counted off the main thread as for interactive requests: a batch of long prompts must not hold the event loop.
+    ...(service.validateOffThread === undefined ? {} : { validateOffThread: service.validateOffThread }),
     drain: () => service.drain(),
     close: () => service.close(),
   };
