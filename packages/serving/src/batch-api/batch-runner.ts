@@ -12,6 +12,8 @@ import type { LineEndpoint } from './batch-lines.js';
 import type { FileStore } from './file-store.js';
 import type { SpareCapacity } from './spare-capacity.js';
 import { unixSeconds } from './atomic-json.js';
+import { finalizeBatch } from './batch-finalize.js';
+import { KeyedSerial } from './keyed-serial.js';
 
 /** What a batch runner reads and writes. */
 export interface BatchRunnerParts {
@@ -60,7 +62,7 @@ export class BatchRunner {
   readonly #cancelled = new Set<string>();
   /** Batches whose lease this runner lost: fed no more, saved and finalized by the runner that holds it now. */
   readonly #lost = new Set<string>();
-  readonly #writes = new Map<string, Promise<void>>();
+  readonly #writes = new KeyedSerial();
   #inFlight = 0;
   #closed = false;
   #scanTimer: ReturnType<typeof setInterval> | undefined;
@@ -103,7 +105,7 @@ export class BatchRunner {
     // overwrite the `cancelling` written below with the status it read before.
     await this.#parts.batches.markCancel(id);
     // Read again under the batch's write order: a batch that ended meanwhile stays as it ended.
-    const cancelling = await this.#serial(id, async () => {
+    const cancelling = await this.#writes.run(id, async () => {
       const current = (await this.#parts.batches.get(id)) ?? stored;
       if (ENDED.has(current.batch.status) || current.batch.status === 'cancelling') return current;
       const now = unixSeconds(this.#parts.batches.now());
@@ -371,82 +373,19 @@ export class BatchRunner {
   }
 
   async #finalize(stored: StoredBatch, results: BatchResults): Promise<void> {
-    const { files } = this.#parts;
-    const { id } = stored.batch;
-    let current = stored;
-    let plan = current.plannedFiles;
-    const expiring =
-      current.batch.status === 'finalizing' &&
-      this.#parts.batches.now() >= current.expiresAtMs &&
-      (plan === undefined ? await sumOf(results) : plan.completed + plan.failed) < current.batch.request_counts.total;
-    if (expiring && plan === undefined) {
-      // OpenAI's behaviour: the requests that never ran get `batch_expired` in the error file.
-      const source = await this.#inputOf(current);
-      if (source !== undefined) {
-        const seen = new Set<string>();
-        for await (const raw of readLines(source, this.#parts.bounds.maxLineBytes)) {
-          const line = checkLine(raw, current.batch.endpoint, seen, this.#parts.bounds.maxLineBytes);
-          if ('code' in line || results.has(line.customId)) continue;
-          void results.fail(
-            line.customId,
-            'batch_expired',
-            'This request could not be executed before the completion window expired.',
-          );
-        }
-        await results.settled();
-      }
-    }
-    // File ids and counts chosen and recorded before the files are written, so a finalization cut short (or run
-    // again by another replica) finishes under the same ids with the same counts.
-    if (plan === undefined) {
-      const counts = await results.counts();
-      plan = { output: files.newId(), errors: files.newId(), ...counts };
-      current = await this.#put({ ...current, plannedFiles: plan });
-    }
-    const { owner } = current;
-    const planned = plan;
-    const output =
-      planned.completed > 0 || (await exists(files, planned.output))
-        ? await files.adopt(planned.output, () => results.entries(true), {
-            filename: `${id}_output.jsonl`,
-            purpose: 'batch_output',
-            owner,
-          })
-        : undefined;
-    const errors =
-      planned.failed > 0 || (await exists(files, planned.errors))
-        ? await files.adopt(planned.errors, () => results.entries(false), {
-            filename: `${id}_error.jsonl`,
-            purpose: 'batch_output',
-            owner,
-          })
-        : undefined;
-    const now = unixSeconds(this.#parts.batches.now());
-    const wasCancelling = current.batch.status === 'cancelling';
-    const status = wasCancelling ? 'cancelled' : expiring ? 'expired' : 'completed';
-    await this.#put({
-      ...current,
-      batch: {
-        ...current.batch,
-        status,
-        output_file_id: output?.file.id ?? null,
-        error_file_id: errors?.file.id ?? null,
-        request_counts: {
-          total: current.batch.request_counts.total,
-          completed: planned.completed,
-          failed: planned.failed,
-        },
-        ...(status === 'cancelled'
-          ? { cancelled_at: now }
-          : status === 'expired'
-            ? { expired_at: now }
-            : { completed_at: now }),
+    const { files, batches, bounds } = this.#parts;
+    await finalizeBatch(
+      {
+        files,
+        batches,
+        maxLineBytes: bounds.maxLineBytes,
+        input: (batch) => this.#inputOf(batch),
+        put: (batch) => this.#put(batch),
       },
-    });
-    this.#cancelled.delete(id);
-    // The files hold the results now; a crash before these two leaves only garbage, never a wrong answer.
-    await results.delete();
-    await this.#parts.batches.clearCancel(id);
+      stored,
+      results,
+    );
+    this.#cancelled.delete(stored.batch.id);
   }
 
   /** Saves the batch's counts (and a new status, stamped) as they are now. */
@@ -474,36 +413,11 @@ export class BatchRunner {
   }
 
   #put(stored: StoredBatch): Promise<StoredBatch> {
-    return this.#serial(stored.batch.id, async () => {
+    return this.#writes.run(stored.batch.id, async () => {
       await this.#parts.batches.save(stored);
       return stored;
     });
   }
-
-  /** Runs `write` after every write of batch `id` asked for before it (one writer at a time per batch). */
-  #serial<T>(id: string, write: () => Promise<T>): Promise<T> {
-    const previous = this.#writes.get(id) ?? Promise.resolve();
-    const next = previous.then(write, write);
-    const settled = next.then(
-      () => undefined,
-      () => undefined,
-    );
-    this.#writes.set(id, settled);
-    void settled.then(() => {
-      if (this.#writes.get(id) === settled) this.#writes.delete(id);
-    });
-    return next;
-  }
-}
-
-async function exists(files: FileStore, id: string): Promise<boolean> {
-  return (await files.get(id)) !== undefined;
-}
-
-/** The results a batch's log holds, successes and failures. */
-async function sumOf(results: BatchResults): Promise<number> {
-  const { completed, failed } = await results.counts();
-  return completed + failed;
 }
 
 const sleep = (ms: number): Promise<void> =>
