@@ -209,7 +209,8 @@ describe('--max-loaded-models 1 with two generators', () => {
     const other = complete('story-b');
     const events = await response.text();
     expect(events.trimEnd().endsWith('data: [DONE]')).toBe(true);
-    expect(events).toContain('"finish_reason":"length"');
+    // Sampled (the request sets no temperature): the story may end (`stop`) before 120 tokens; either way it finished.
+    expect(events).toMatch(/"finish_reason":"(length|stop)"/);
     expect((await other).model).toBe('story-b');
     expect(await modelCounter('unloads_total', 'story-a')).toBe(unloadsBefore + 1);
   }, 120_000);

@@ -41,15 +41,21 @@ afterAll(async () => {
 const inputs = (extra: Partial<TextGenerationInput>): TextGenerationInput[] =>
   PROMPTS.map((prompt) => ({ prompt, max_new_tokens: MAX_NEW_TOKENS, temperature: 0, ...extra }));
 
-/** What a microbatch pool generates for the prompts, batched together: text (either scheduling), ids (continuous). */
+/**
+ * What a microbatch pool generates for the prompts: text (either scheduling), ids (continuous). Batched together, or
+ * with `alone` one prompt per call, as transformers.js runs them.
+ */
 async function microbatchGreedy(
   dir: string,
   dtype: 'auto' | ModelDtype,
   scheduling: 'continuous' | 'request',
+  alone = false,
 ): Promise<Greedy[]> {
   const pool = createWorkerPool({ runner: { task: 'text-generation', model: dir, dtype, scheduling } });
+  const batches = <T>(all: readonly T[]): T[][] => (alone ? all.map((one) => [one]) : [[...all]]);
   try {
-    const results = await pool.run(inputs({}));
+    const results = [];
+    for (const batch of batches(inputs({}))) results.push(...(await pool.run(batch)));
     const texts = results.map((result) => {
       if (result instanceof Error) throw result;
       expect(result.usage.completion_tokens).toBe(MAX_NEW_TOKENS);
@@ -57,12 +63,16 @@ async function microbatchGreedy(
     });
     if (scheduling === 'request') return texts.map((text) => ({ tokens: [], text }));
     // A stream with `resume_tokens` carries each chunk's token ids.
-    const tokens: number[][] = PROMPTS.map(() => []);
-    for await (const step of pool.stream(inputs({ resume_tokens: [] }))) {
-      step.forEach((slot, index) => {
-        if (slot instanceof Error) throw slot;
-        if (typeof slot === 'object' && slot !== null && 'text' in slot) tokens[index]?.push(...(slot.tokens ?? []));
-      });
+    const tokens: number[][] = [];
+    for (const batch of batches(inputs({ resume_tokens: [] }))) {
+      const ids: number[][] = batch.map(() => []);
+      for await (const step of pool.stream(batch)) {
+        step.forEach((slot, index) => {
+          if (slot instanceof Error) throw slot;
+          if (typeof slot === 'object' && slot !== null && 'text' in slot) ids[index]?.push(...(slot.tokens ?? []));
+        });
+      }
+      tokens.push(...ids);
     }
     return texts.map((text, index) => ({ tokens: tokens[index] ?? [], text }));
   } finally {
@@ -182,10 +192,13 @@ describe('decoders: the same greedy text as transformers.js', () => {
       const expected = await transformersGreedy(dir, dtype, graph, PROMPTS, MAX_NEW_TOKENS);
       expect(expected.every(({ tokens }) => tokens.length === MAX_NEW_TOKENS)).toBe(true);
       // 'auto' finds the row's one file, as an explicit dtype does.
-      const continuous = await microbatchGreedy(dir, 'auto', 'continuous');
+      // DynamicQuantizeLinear picks one scale for its whole input tensor, so rows sharing a decode call move each
+      // other's logits; transformers.js runs each prompt alone, so these rows are compared one sequence at a time.
+      const alone = dtype === 'q8' || dtype === 'int8' || dtype === 'uint8';
+      const continuous = await microbatchGreedy(dir, 'auto', 'continuous', alone);
       expect(continuous.map(({ tokens }) => tokens)).toEqual(expected.map(({ tokens }) => tokens));
       expect(continuous.map(({ text }) => seamless(text))).toEqual(expected.map(({ text }) => seamless(text)));
-      const request = await microbatchGreedy(dir, dtype, 'request');
+      const request = await microbatchGreedy(dir, dtype, 'request', alone);
       expect(request.map(({ text }) => seamless(text))).toEqual(expected.map(({ text }) => seamless(text)));
     },
   );

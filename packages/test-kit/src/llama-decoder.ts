@@ -473,8 +473,8 @@ function gpt2Config(shape: LlamaShape): Record<string, unknown> {
 
 /**
  * Quantizes every MatMul whose right operand is a weight matrix (`l<i>.w*`) to int8, as `quantize_dynamic` does:
- * the activation per call (DynamicQuantizeLinear: uint8, scale, zero point), the weight once (symmetric int8, a
- * per-tensor scale), the product in int32 (MatMulInteger), then scaled back to float.
+ * the activation per call (DynamicQuantizeLinear: uint8, scale, zero point), the weight once (symmetric int8 in 7
+ * bits, a per-tensor scale), the product in int32 (MatMulInteger), then scaled back to float.
  */
 function quantizeMatMuls(
   nodes: readonly NodeSpec[],
@@ -510,13 +510,16 @@ function quantizeMatMuls(
       );
       continue;
     }
-    const scale = values.reduce((max, value) => Math.max(max, Math.abs(value)), 0) / 127 || 1;
+    // 7 bits, as `quantize_dynamic(reduce_range=True)` writes them: onnxruntime's uint8 x int8 kernel on a CPU with
+    // AVX2 but no VNNI adds pairs of products in 16 bits, which 8-bit weights can saturate (then the answer depends on
+    // the call's shape, and a row's greedy tokens on what shares its call); 7-bit ones cannot.
+    const scale = values.reduce((max, value) => Math.max(max, Math.abs(value)), 0) / 63 || 1;
     out.push(
       {
         name: `${init.name}_q`,
         type: DataType.INT8,
         dims: init.dims,
-        values: Int8Array.from(values, (value) => Math.max(-127, Math.min(127, Math.round(value / scale)))),
+        values: Int8Array.from(values, (value) => Math.max(-63, Math.min(63, Math.round(value / scale)))),
       },
       float(`${init.name}_s`, [], [scale]),
       { name: `${init.name}_zp`, type: DataType.INT8, dims: [], values: [0] },
