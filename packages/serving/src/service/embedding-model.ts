@@ -1,15 +1,12 @@
 // An embedding model in worker threads of this process behind one batcher: the `EmbeddingService` the embeddings
 // apps serve, its pooling and normalisation read from the model folder where it says.
-import { BatchError, ErrorCode } from '@microbatch/core';
 import { checkOneOf } from '@microbatch/core/util';
-import { loadTokenizer } from '@microbatch/inference';
 import type { ModelDtype, OnnxInput, OnnxOutput } from '@microbatch/inference';
 import { type EncoderBatcherOptions, encoderGraph, startEncoderBatcher } from './encoder-batcher.js';
 import { encoderFolder, readEncoderFolder } from './encoder-folder.js';
-import { type Pooling, poolEmbedding } from './embedding-pooling.js';
+import { POOLINGS, type Pooling, poolEmbedding } from './embedding-pooling.js';
 import type { EmbeddingService } from './embedding-service.js';
-
-const POOLINGS: readonly Pooling[] = ['mean', 'cls', 'last_token'];
+import { embeddingTokenizing } from './embedding-tokenizing.js';
 
 /**
  * Options of {@link createEmbeddingModel}.
@@ -94,13 +91,9 @@ export function createEmbeddingModel(options: EmbeddingModelOptions): EmbeddingS
   const vector = (output: OnnxOutput): Float32Array =>
     poolEmbedding(output.last_hidden_state as never, dimensions, pooling, normalize);
 
-  let encode: ((text: string) => number[]) | undefined;
-  const tokenizer = loadTokenizer(dir).then((loaded) => {
-    encode = (text) => loaded.encode(text);
-  });
   // Requests are tokenized on a thread of their own; `tokenize` (this thread) stays for callers that want it.
-  const threads = encoder.tokenizer;
-  const ready = Promise.all([encoder.ready, tokenizer]).then(() => undefined);
+  const tokenizing = embeddingTokenizing(dir, encoder.tokenizer, 'The model is still loading');
+  const ready = Promise.all([encoder.ready, tokenizing.loaded]).then(() => undefined);
   ready.catch(() => undefined);
   return {
     id: options.id ?? folder.name,
@@ -113,15 +106,9 @@ export function createEmbeddingModel(options: EmbeddingModelOptions): EmbeddingS
     batcher,
     batchers: [batcher],
     ready,
-    isReady: () => encoder.isReady() && encode !== undefined,
-    tokenize: (text) => {
-      if (encode === undefined) throw new BatchError(ErrorCode.UNAVAILABLE, 'The model is still loading');
-      return encode(text);
-    },
-    encodeAll: async (texts) => {
-      if (!threads.isReady()) throw new BatchError(ErrorCode.UNAVAILABLE, 'The model is still loading');
-      return (await threads.encodeAll(texts)).encodings.map((encoding) => encoding.ids);
-    },
+    isReady: () => encoder.isReady() && tokenizing.isLoaded(),
+    tokenize: tokenizing.tokenize,
+    encodeAll: tokenizing.encodeAll,
     embed: async (ids, call) => vector(await batcher(item(ids), call)),
     embedAll: async (all, call) => (await batcher.callAll(all.map(item), call)).map(vector),
     drain: encoder.drain,
