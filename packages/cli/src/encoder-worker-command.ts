@@ -3,11 +3,11 @@
 // from the queue named after the model, as a text-generation worker does.
 import { otelTracer } from '@microbatch/core/otel';
 import { dropUndefined } from '@microbatch/core/util';
-import { type EncoderTask, type EncoderWorker, createEncoderWorker } from '@microbatch/serving';
-import { exitOnSignals } from './lifecycle.js';
+import { type EncoderTask, createEncoderWorker } from '@microbatch/serving';
+import { failOnThrow, modelDirOrFail } from './command-steps.js';
 import { createLogger } from './logger.js';
-import { queueName, resolveModelDir } from './model-dir.js';
-import { loadTransport, redact, startQueueWorker } from './queue-transport.js';
+import { queueName } from './model-dir.js';
+import { loadTransport, redact, runQueueWorker } from './queue-transport.js';
 import type { WorkerFlags } from './program.js';
 
 // An encoder item is one text or pair: a pull the size of one model call (the local encoders' default).
@@ -27,32 +27,26 @@ export async function encoderWorkerCommand(
   task: EncoderTask,
   fail: (message: string) => never,
 ): Promise<void> {
-  let model: string;
-  try {
-    model = await resolveModelDir(flags.model, { modelsDir: flags.modelsDir });
-  } catch (error) {
-    fail(error instanceof Error ? error.message : String(error));
-  }
+  const model = await modelDirOrFail(flags, fail);
   const queue = queueName(model);
   await loadTransport(flags.queue, queue, fail);
   const maxBatchSize = flags.maxBatchSize ?? DEFAULT_PULL;
-  let encoder: EncoderWorker;
-  try {
-    encoder = createEncoderWorker({
-      model,
-      task,
-      dtype: flags.dtype,
-      maxBatchSize,
-      ...dropUndefined({
-        maxBatchCost: flags.maxBatchCost,
-        workers: flags.workers,
-        threads: flags.threads,
-        executionProvider: flags.executionProvider,
+  const encoder = failOnThrow(
+    () =>
+      createEncoderWorker({
+        model,
+        task,
+        dtype: flags.dtype,
+        maxBatchSize,
+        ...dropUndefined({
+          maxBatchCost: flags.maxBatchCost,
+          workers: flags.workers,
+          threads: flags.threads,
+          executionProvider: flags.executionProvider,
+        }),
       }),
-    });
-  } catch (error) {
-    fail(error instanceof Error ? error.message : String(error));
-  }
+    fail,
+  );
   const logger = createLogger(flags.logFormat);
   logger.info(
     {
@@ -72,15 +66,10 @@ export async function encoderWorkerCommand(
     },
     'microbatch worker',
   );
-  try {
-    await encoder.ready;
-  } catch (error) {
-    await encoder.close();
-    fail(error instanceof Error ? error.message : String(error));
-  }
-  const worker = await startQueueWorker(
+  await runQueueWorker(
     flags.queue,
     queue,
+    encoder,
     {
       handlers: encoder.handlers,
       maxBatchSize,
@@ -92,15 +81,7 @@ export async function encoderWorkerCommand(
       log: logger,
       tracer: otelTracer(),
     },
+    { model: queue, task },
     fail,
   );
-  exitOnSignals(
-    async () => {
-      await worker.close();
-      await encoder.close();
-    },
-    { log: logger },
-  );
-  await worker.ready;
-  logger.info({ worker: worker.workerId, model: queue, task }, 'worker ready');
 }

@@ -2,10 +2,13 @@
 // @microbatch/nats); both take the same options and give the same replica and worker. @microbatch/nats is an optional
 // peer, loaded only for a nats:// queue: @nats-io 3.4 pulls @nats-io/nuid@3, which declares Node >= 22, so the CLI
 // itself installs engine-strict on Node 20.
+import { checkDeadlineFits } from '@microbatch/core/http';
+import { otelTracer } from '@microbatch/core/otel';
 import type * as Nats from '@microbatch/nats';
 import type { NatsQueueOptions, NatsWorkerOptions } from '@microbatch/nats';
 import { createRedisQueue, createRedisWorker, openRedisBatchStorage } from '@microbatch/redis';
 import type { QueueStatus, RedisQueueOptions, RedisWorkerOptions } from '@microbatch/redis';
+import { exitOnSignals } from './lifecycle.js';
 import type { createLogger } from './logger.js';
 
 /** The broker a `--queue` URL names, as logs say it. */
@@ -51,6 +54,82 @@ export async function loadTransport(url: string, queue: string, fail: (message: 
 export async function openQueue(url: string, queue: string, options: QueueOptions, fail: (message: string) => never) {
   const target = { url, queue, ...options };
   return brokerOf(url) === 'NATS' ? (await loadNats(fail)).createNatsQueue(target) : createRedisQueue(target);
+}
+
+/**
+ * A web replica's queue as `serve --queue` opens it: bounded by `--max-queue-size`, `--worker-grace-ms`'s grace,
+ * the broker's and the workers' comings and goings logged, request traces carried on; and checked to answer a
+ * waiting client before the server could close its connection.
+ *
+ * @example
+ * ```ts
+ * const queue = await openReplicaQueue(url, 'tinystories-656k', flags, logger, fail);
+ * ```
+ */
+export async function openReplicaQueue(
+  url: string,
+  queue: string,
+  flags: { readonly maxQueueSize?: number | undefined; readonly workerGraceMs?: number | undefined },
+  logger: ReturnType<typeof createLogger>,
+  fail: (message: string) => never,
+) {
+  const opened = await openQueue(
+    url,
+    queue,
+    {
+      maxQueueSize: flags.maxQueueSize,
+      workerGraceMs: flags.workerGraceMs,
+      onStatus: (status) => logQueueStatus(logger, status, brokerOf(url)),
+      // With an SDK registered (`node --import`), each request's trace goes on into the worker's batch.
+      tracer: otelTracer(),
+    },
+    fail,
+  );
+  // A waiting client must get its 504 before the server could close its connection.
+  checkDeadlineFits(opened.timeoutMs);
+  return opened;
+}
+
+/** What a worker command runs its queue worker over: a model pool, or an encoder's. */
+export interface WorkerEngine {
+  readonly ready: Promise<unknown>;
+  close(): Promise<void>;
+}
+
+/**
+ * The rest of a worker command once its engine is started: waits for it to load (a failure closes it and fails the
+ * command), starts the queue worker on the broker `url` names, closes both on SIGTERM / SIGINT (the worker first:
+ * it finishes and answers the batches running), and logs `worker ready` with `ready`'s fields.
+ *
+ * @example
+ * ```ts
+ * await runQueueWorker(url, queue, pool, { handlers, log: logger }, { model: queue }, fail);
+ * ```
+ */
+export async function runQueueWorker<I, O, C>(
+  url: string,
+  queue: string,
+  engine: WorkerEngine,
+  options: WorkerOptions<I, O, C> & { readonly log: ReturnType<typeof createLogger> },
+  ready: Record<string, unknown>,
+  fail: (message: string) => never,
+): Promise<void> {
+  try {
+    await engine.ready;
+  } catch (error) {
+    await engine.close();
+    fail(error instanceof Error ? error.message : String(error));
+  }
+  const worker = await startQueueWorker(url, queue, options, fail);
+  exitOnSignals(
+    async () => {
+      await worker.close();
+      await engine.close();
+    },
+    { log: options.log },
+  );
+  await worker.ready;
+  options.log.info({ worker: worker.workerId, ...ready }, 'worker ready');
 }
 
 /** A model worker on the broker `url` names. */

@@ -6,13 +6,11 @@ import type {
   TextCompletionService,
 } from '@microbatch/serving';
 import { DEFAULTS } from '@microbatch/core';
-import { checkDeadlineFits } from '@microbatch/core/http';
-import { otelTracer } from '@microbatch/core/otel';
 import { dropUndefined } from '@microbatch/core/util';
-import type { SchedulingChoice } from '@microbatch/inference';
 import { createQueuedTextCompletionService, createTextCompletionModel } from '@microbatch/serving';
 import { loadAccess } from './access-flags.js';
-import { brokerOf, loadTransport, logQueueStatus, openBatchStorage, openQueue, redact } from './queue-transport.js';
+import { failOnThrow, modelDirOrFail } from './command-steps.js';
+import { loadTransport, openBatchStorage, openReplicaQueue, redact } from './queue-transport.js';
 import { serveUntilSignal } from './lifecycle.js';
 import { loadFramework } from './load-framework.js';
 import { batchApiOf } from './batch-api-flags.js';
@@ -23,7 +21,7 @@ import { flagsModelConfig } from './config/flags-config.js';
 import { textModelOptions } from './config/model-options.js';
 import { serveConfig } from './config/serve-config.js';
 import { createLogger } from './logger.js';
-import { queueName, resolveModelDir } from './model-dir.js';
+import { queueName } from './model-dir.js';
 import { flagScheduling } from './flag-rules.js';
 import type { ServeFlags } from './program.js';
 
@@ -61,18 +59,8 @@ export async function serveCommand(flags: ServeFlags, fail: (message: string) =>
   if (flags.task === 'feature-extraction') return serveEmbeddings(flags, fail);
   if (flags.task === 'text-classification' || flags.task === 'rerank') return serveEncoder(flags, flags.task, fail);
   if (flags.queue !== undefined) return serveFromQueue(flags, flags.queue, fail);
-  let model: string;
-  try {
-    model = await resolveModelDir(flags.model, { modelsDir: flags.modelsDir });
-  } catch (error) {
-    fail(error instanceof Error ? error.message : String(error));
-  }
-  let choice: SchedulingChoice;
-  try {
-    choice = flagScheduling(model, flags, 'serve');
-  } catch (error) {
-    fail(error instanceof Error ? error.message : String(error));
-  }
+  const model = await modelDirOrFail(flags, fail);
+  const choice = failOnThrow(() => flagScheduling(model, flags, 'serve'), fail);
   const { startTextCompletionApp } = await loadApp(flags.framework, fail);
   const logger = createLogger(flags.logFormat);
   if (choice.fallback !== undefined) logger.warn({ scheduling: choice.scheduling }, choice.fallback);
@@ -152,20 +140,7 @@ async function serveFromQueue(flags: ServeFlags, url: string, fail: (message: st
   );
   await serveUntilSignal(
     async (where) => {
-      const redisQueue = await openQueue(
-        url,
-        queue,
-        {
-          maxQueueSize: flags.maxQueueSize,
-          workerGraceMs: flags.workerGraceMs,
-          onStatus: (status) => logQueueStatus(logger, status, brokerOf(url)),
-          // With an SDK registered (`node --import`), each request's trace goes on into the worker's batch.
-          tracer: otelTracer(),
-        },
-        fail,
-      );
-      // A waiting client must get its 504 before the server could close its connection.
-      checkDeadlineFits(redisQueue.timeoutMs);
+      const redisQueue = await openReplicaQueue(url, queue, flags, logger, fail);
       // `--batch-api`: files, batches and results in the broker, shared by every replica; batch lines go through
       // the queued service like interactive requests (at the lowest priority), so the workers run them.
       const storage = flags.batchApi === true ? await openBatchStorage(url, fail) : undefined;

@@ -4,9 +4,9 @@ import { createEmbeddingModel } from '@microbatch/serving';
 import { batchApiOf } from './batch-api-flags.js';
 import { serveUntilSignal } from './lifecycle.js';
 import { loadAccess } from './access-flags.js';
+import { failOnThrow, modelDirOrFail } from './command-steps.js';
 import { loadFramework } from './load-framework.js';
 import { createLogger } from './logger.js';
-import { resolveModelDir } from './model-dir.js';
 import { flagsModelConfig } from './config/flags-config.js';
 import { embeddingModelOptions } from './config/model-options.js';
 import type { ServeFlags } from './program.js';
@@ -36,22 +36,15 @@ const APPS: Record<ServeFlags['framework'], () => Promise<{ startEmbeddingsApp: 
  * ```
  */
 export async function serveEmbeddings(flags: ServeFlags, fail: (message: string) => never): Promise<void> {
-  let model: string;
-  try {
-    model = await resolveModelDir(flags.model, { modelsDir: flags.modelsDir });
-  } catch (error) {
-    fail(error instanceof Error ? error.message : String(error));
-  }
+  const model = await modelDirOrFail(flags, fail);
   const { startEmbeddingsApp } = await loadFramework(flags.framework, APPS[flags.framework], fail);
   const logger = createLogger(flags.logFormat);
   const access = loadAccess(flags, process.env, logger, fail);
   const { maxBatchSize, maxBatchCost, workers, threads } = flags;
-  let service: EmbeddingService;
-  try {
-    service = createEmbeddingModel(embeddingModelOptions(flagsModelConfig(flags, model), model, logger));
-  } catch (error) {
-    fail(error instanceof Error ? error.message : String(error));
-  }
+  const service = failOnThrow(
+    () => createEmbeddingModel(embeddingModelOptions(flagsModelConfig(flags, model), model, logger)),
+    fail,
+  );
   logger.info(
     {
       model: basename(model),

@@ -4,8 +4,6 @@
 // model, where `microbatch worker --task <same>` pulls them. The endpoints are the local server's.
 import { basename } from 'node:path';
 import { DEFAULTS } from '@microbatch/core';
-import { checkDeadlineFits } from '@microbatch/core/http';
-import { otelTracer } from '@microbatch/core/otel';
 import type {
   ClassifierService,
   EmbeddingService,
@@ -17,11 +15,12 @@ import type {
 } from '@microbatch/serving';
 import { createQueuedEmbeddingService, createQueuedSequenceClassifier, readEncoderFolder } from '@microbatch/serving';
 import { loadAccess } from './access-flags.js';
+import { failOnThrow, modelDirOrFail } from './command-steps.js';
 import { serveUntilSignal } from './lifecycle.js';
 import { loadFramework } from './load-framework.js';
 import { createLogger } from './logger.js';
-import { queueName, resolveModelDir } from './model-dir.js';
-import { brokerOf, loadTransport, logQueueStatus, openQueue, redact } from './queue-transport.js';
+import { queueName } from './model-dir.js';
+import { loadTransport, openReplicaQueue, redact } from './queue-transport.js';
 import type { ServeFlags } from './program.js';
 
 interface EncoderApps {
@@ -61,14 +60,9 @@ export async function serveEncoderFromQueue(
   url: string,
   fail: (message: string) => never,
 ): Promise<void> {
-  let model: string;
-  try {
-    model = await resolveModelDir(flags.model, { modelsDir: flags.modelsDir });
-    // A folder that cannot serve the task fails now, before the queue is opened.
-    readEncoderFolder(model, task);
-  } catch (error) {
-    fail(error instanceof Error ? error.message : String(error));
-  }
+  const model = await modelDirOrFail(flags, fail);
+  // A folder that cannot serve the task fails now, before the queue is opened.
+  failOnThrow(() => readEncoderFolder(model, task), fail);
   const queue = queueName(model);
   await loadTransport(url, queue, fail);
   const apps = await loadFramework(flags.framework, APPS[flags.framework], fail);
@@ -90,19 +84,7 @@ export async function serveEncoderFromQueue(
   );
   await serveUntilSignal(
     async (where) => {
-      const opened = await openQueue(
-        url,
-        queue,
-        {
-          maxQueueSize: flags.maxQueueSize,
-          workerGraceMs: flags.workerGraceMs,
-          onStatus: (status) => logQueueStatus(logger, status, brokerOf(url)),
-          tracer: otelTracer(),
-        },
-        fail,
-      );
-      // A waiting client must get its 504 before the server could close its connection.
-      checkDeadlineFits(opened.timeoutMs);
+      const opened = await openReplicaQueue(url, queue, flags, logger, fail);
       const common = { model, maxLatencyMs: flags.maxLatencyMs };
       if (task === 'feature-extraction') {
         const service = createQueuedEmbeddingService(opened, {

@@ -8,10 +8,10 @@ import type {
 } from '@microbatch/serving';
 import { createSequenceClassifier } from '@microbatch/serving';
 import { loadAccess } from './access-flags.js';
+import { failOnThrow, modelDirOrFail } from './command-steps.js';
 import { serveUntilSignal } from './lifecycle.js';
 import { loadFramework } from './load-framework.js';
 import { createLogger } from './logger.js';
-import { resolveModelDir } from './model-dir.js';
 import type { ServeFlags } from './program.js';
 
 type StartApp = (
@@ -44,35 +44,29 @@ export async function serveEncoder(
   task: ClassifierTask,
   fail: (message: string) => never,
 ): Promise<void> {
-  let model: string;
-  try {
-    model = await resolveModelDir(flags.model, { modelsDir: flags.modelsDir });
-  } catch (error) {
-    fail(error instanceof Error ? error.message : String(error));
-  }
+  const model = await modelDirOrFail(flags, fail);
   const { startEncoderApp } = await loadFramework(flags.framework, APPS[flags.framework], fail);
   const logger = createLogger(flags.logFormat);
   const access = loadAccess(flags, process.env, logger, fail);
   const { maxBatchSize, maxBatchCost, batchWaitMs, maxLatencyMs, maxQueueSize, workers, threads } = flags;
-  let service: ClassifierService;
-  try {
-    service = createSequenceClassifier({
-      model,
-      task,
-      dtype: flags.dtype,
-      maxBatchSize,
-      maxBatchCost,
-      batchWaitTimeoutMs: batchWaitMs,
-      maxLatencyMs,
-      maxQueueSize,
-      workers,
-      threads,
-      executionProvider: flags.executionProvider,
-      logger,
-    });
-  } catch (error) {
-    fail(error instanceof Error ? error.message : String(error));
-  }
+  const service = failOnThrow(
+    () =>
+      createSequenceClassifier({
+        model,
+        task,
+        dtype: flags.dtype,
+        maxBatchSize,
+        maxBatchCost,
+        batchWaitTimeoutMs: batchWaitMs,
+        maxLatencyMs,
+        maxQueueSize,
+        workers,
+        threads,
+        executionProvider: flags.executionProvider,
+        logger,
+      }),
+    fail,
+  );
   logger.info(
     {
       model: basename(model),

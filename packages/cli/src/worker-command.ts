@@ -2,12 +2,11 @@ import { DEFAULTS } from '@microbatch/core';
 import { otelTracer } from '@microbatch/core/otel';
 import { dropUndefined } from '@microbatch/core/util';
 import { createWorkerPool, textGenerationBatchKey, textGenerationResume } from '@microbatch/inference';
-import type { SchedulingChoice } from '@microbatch/inference';
 import { TEXT_COMPLETION_HANDLERS } from '@microbatch/serving';
-import { exitOnSignals } from './lifecycle.js';
+import { failOnThrow, modelDirOrFail } from './command-steps.js';
 import { createLogger } from './logger.js';
-import { queueName, resolveModelDir } from './model-dir.js';
-import { loadTransport, redact, startQueueWorker } from './queue-transport.js';
+import { queueName } from './model-dir.js';
+import { loadTransport, redact, runQueueWorker } from './queue-transport.js';
 import { flagScheduling } from './flag-rules.js';
 import type { WorkerFlags } from './program.js';
 import { workerConfig } from './config/worker-config.js';
@@ -28,21 +27,11 @@ export async function workerCommand(flags: WorkerFlags, fail: (message: string) 
   const { config } = flags;
   if (config !== undefined) return workerConfig({ ...flags, config }, fail);
   if (flags.task !== 'text-generation') return encoderWorkerCommand(flags, flags.task, fail);
-  let model: string;
-  try {
-    model = await resolveModelDir(flags.model, { modelsDir: flags.modelsDir });
-  } catch (error) {
-    fail(error instanceof Error ? error.message : String(error));
-  }
+  const model = await modelDirOrFail(flags, fail);
   const queue = queueName(model);
   await loadTransport(flags.queue, queue, fail);
   const { maxBatchSize, batchWaitMs, workers, threads, executionProvider, claimIdleMs, maxDeliveries } = flags;
-  let choice: SchedulingChoice;
-  try {
-    choice = flagScheduling(model, flags, 'worker');
-  } catch (error) {
-    fail(error instanceof Error ? error.message : String(error));
-  }
+  const choice = failOnThrow(() => flagScheduling(model, flags, 'worker'), fail);
   const { scheduling } = choice;
   const logger = createLogger(flags.logFormat);
   if (choice.fallback !== undefined) logger.warn({ scheduling }, choice.fallback);
@@ -87,15 +76,10 @@ export async function workerCommand(flags: WorkerFlags, fail: (message: string) 
     },
     'microbatch worker',
   );
-  try {
-    await pool.ready;
-  } catch (error) {
-    await pool.close();
-    fail(error instanceof Error ? error.message : String(error));
-  }
-  const worker = await startQueueWorker(
+  await runQueueWorker(
     flags.queue,
     queue,
+    pool,
     {
       handlers: { [TEXT_COMPLETION_HANDLERS.generate]: pool.handler },
       streamingHandlers: { [TEXT_COMPLETION_HANDLERS.stream]: pool.streamingHandler },
@@ -113,15 +97,7 @@ export async function workerCommand(flags: WorkerFlags, fail: (message: string) 
       // Batch spans linked to (or the child of) the replicas' request traces, once an SDK is registered.
       tracer: otelTracer(),
     },
+    { model: queue },
     fail,
   );
-  exitOnSignals(
-    async () => {
-      await worker.close();
-      await pool.close();
-    },
-    { log: logger },
-  );
-  await worker.ready;
-  logger.info({ worker: worker.workerId, model: queue }, 'worker ready');
 }

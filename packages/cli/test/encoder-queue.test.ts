@@ -5,11 +5,9 @@
 // equal transformers.js's own pipelines, within 1e-4; hostile bodies get the local server's 4xx, and nothing of
 // them reaches the queue. The frameworks differ per broker, so all five serve a queue here; a `--config` fleet
 // (`worker --config`, `serve --queue --config`) serves the three tasks side by side.
-import { execFile } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { createWorkerPool } from '@microbatch/inference';
 import {
   type ChildHandle,
@@ -22,20 +20,18 @@ import {
 } from '@microbatch/test-kit';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { writeBertEncoder } from '../../inference/test/helpers/bert-encoder.js';
 import { referenceClassify, referenceScores } from '../../inference/test/helpers/transformers-classifier-reference.js';
+import {
+  DOCUMENTS,
+  LABELS,
+  QUERY,
+  expectClose,
+  post,
+  runCli as run,
+  writeEncoders,
+} from './helpers/encoder-fixtures.js';
+import { BIN, READY } from './helpers/serve-config.js';
 
-const BIN = fileURLToPath(new URL('../bin/microbatch.js', import.meta.url));
-const READY = /"url":"(http:[^"]+)","msg":"ready"/;
-const QUERY = 'How do request batchers pad their inputs?';
-const DOCUMENTS = [
-  'Batching pads every input of a call to the longest one, and the mask keeps padding out of attention.',
-  'Paris is the capital of France.',
-  'Hello',
-  'A cross-encoder reads the query and the document together.',
-  'a b c d e f g h i j k l m n o p q r s t u v w x y z',
-];
-const LABELS = ['negative', 'neutral', 'positive'];
 // Hostile bodies: each answered by the replica itself, before its queue.
 const HOSTILE: readonly { readonly path: string; readonly body: unknown }[] = [
   { path: '/v1/rerank', body: { query: QUERY, documents: Array.from({ length: 10_000 }, () => 'd') } },
@@ -69,15 +65,6 @@ const FRAMEWORKS: Readonly<Record<string, readonly [string, string, string]>> = 
   nats: ['hono', 'nest', 'express'],
 };
 
-async function post(url: string, path: string, body: unknown): Promise<{ status: number; json: any }> {
-  const res = await fetch(`${url}${path}`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify(body),
-  });
-  return { status: res.status, json: await res.json() };
-}
-
 async function hostileAnswers(url: string): Promise<{ status: number; message: string }[]> {
   const answers = [];
   for (const { path, body } of HOSTILE) {
@@ -85,20 +72,6 @@ async function hostileAnswers(url: string): Promise<{ status: number; message: s
     answers.push({ status, message: String(json?.error?.message) });
   }
   return answers;
-}
-
-function expectClose(actual: ArrayLike<number>, expected: readonly number[]): void {
-  expect(actual).toHaveLength(expected.length);
-  const worst = Math.max(...Array.from(actual, (value, index) => Math.abs(value - (expected[index] as number))));
-  expect(worst).toBeLessThan(1e-4);
-}
-
-function run(args: readonly string[]): Promise<{ code: number | null; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(process.execPath, [BIN, ...args], { timeout: 60_000 }, (error, _stdout, stderr) => {
-      resolve({ code: error === null ? 0 : typeof error.code === 'number' ? error.code : null, stderr });
-    });
-  });
 }
 
 /** Waits until the replica's `/readyz` says 200: its queue is open and has heard a worker. */
@@ -121,9 +94,7 @@ async function whenReady(url: string): Promise<void> {
 
 beforeAll(async () => {
   scratch = await mkdtemp(join(tmpdir(), 'microbatch-encoder-queue-'));
-  embedder = await writeBertEncoder(join(scratch, 'tiny-minilm'), { hidden: 32 });
-  reranker = await writeBertEncoder(join(scratch, 'tiny-cross-encoder'), { hidden: 32, labels: ['LABEL_0'], seed: 3 });
-  classifier = await writeBertEncoder(join(scratch, 'tiny-classifier'), { hidden: 32, labels: LABELS, seed: 5 });
+  ({ embedder, reranker, classifier } = await writeEncoders(scratch));
   scores = await referenceScores(reranker, QUERY, DOCUMENTS);
   probabilities = await referenceClassify(classifier, DOCUMENTS);
   const pool = createWorkerPool({
@@ -333,44 +304,22 @@ describe.each(Object.keys(BROKERS))('encoders over --queue %s', (brokerName) => 
   }, 240_000);
 
   it('refuses a replica flag its workers own, and a decoder flag on an encoder worker', async () => {
-    const cost = await run([
-      'serve',
-      '--task',
-      'rerank',
-      '--queue',
-      broker.url,
-      '--model',
-      reranker,
-      '--max-batch-cost',
-      '64',
-    ]);
-    expect(cost.stderr).toContain('error: --max-batch-cost has no effect here: a web replica (--queue) runs no model');
-    const workersFlag = await run([
-      'serve',
-      '--task',
-      'rerank',
-      '--queue',
-      broker.url,
-      '--model',
-      reranker,
-      '--workers',
-      '2',
-    ]);
-    expect(workersFlag.stderr).toContain('error: --workers has no effect here: a web replica (--queue)');
-    const loop = await run([
-      'worker',
-      '--task',
-      'rerank',
-      '--queue',
-      broker.url,
-      '--model',
-      reranker,
-      '--max-sequences',
-      '4',
-    ]);
-    expect(loop.stderr).toContain('error: --max-sequences does not apply to --task rerank');
+    const refusals: readonly (readonly [command: string, extra: readonly string[], message: string])[] = [
+      [
+        'serve',
+        ['--max-batch-cost', '64'],
+        'error: --max-batch-cost has no effect here: a web replica (--queue) runs no model',
+      ],
+      ['serve', ['--workers', '2'], 'error: --workers has no effect here: a web replica (--queue)'],
+      ['worker', ['--max-sequences', '4'], 'error: --max-sequences does not apply to --task rerank'],
+    ];
+    for (const [command, extra, message] of refusals) {
+      const refused = await run([command, '--task', 'rerank', '--queue', broker.url, '--model', reranker, ...extra]);
+      expect(refused.stderr).toContain(message);
+      expect(refused.code).toBe(1);
+    }
     const wrongModel = await run(['worker', '--task', 'rerank', '--queue', broker.url, '--model', classifier]);
     expect(wrongModel.stderr).toContain('has 3 labels; a rerank model (cross-encoder) has one relevance logit');
-    for (const result of [cost, workersFlag, loop, wrongModel]) expect(result.code).toBe(1);
+    expect(wrongModel.code).toBe(1);
   }, 60_000);
 });

@@ -5,7 +5,6 @@ import { execFile } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import {
   type ChildHandle,
   type ServerProcess,
@@ -17,18 +16,8 @@ import {
 } from '@microbatch/test-kit';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-
-const BIN = fileURLToPath(new URL('../bin/microbatch.js', import.meta.url));
-const STORIES = fileURLToPath(new URL('../../../models/tinystories-656k', import.meta.url));
-const READY = /"url":"(http:[^"]+)","msg":"ready"/;
-
-function run(args: readonly string[]): Promise<{ code: number | null; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(process.execPath, [BIN, ...args], { timeout: 60_000 }, (error, _stdout, stderr) => {
-      resolve({ code: error === null ? 0 : typeof error.code === 'number' ? error.code : null, stderr });
-    });
-  });
-}
+import { runCli as run } from './helpers/encoder-fixtures.js';
+import { BIN, READY, STORIES } from './helpers/serve-config.js';
 
 /** One answer of the `redis-cli` that comes with `redis-server`. */
 function redisCli(port: number, args: readonly string[]): Promise<string> {

@@ -8,18 +8,19 @@ import { join } from 'node:path';
 import type { ServerProcess } from '@microbatch/test-kit';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { writeBertEncoder } from '../../inference/test/helpers/bert-encoder.js';
 import { STORIES, configFile as writeConfig, modelMetric, serveConfig } from './helpers/serve-config.js';
 import { referenceClassify, referenceScores } from '../../inference/test/helpers/transformers-classifier-reference.js';
+import {
+  DOCUMENTS as ALL_DOCUMENTS,
+  LABELS,
+  QUERY,
+  expectClose,
+  post,
+  writeEncoders,
+} from './helpers/encoder-fixtures.js';
 
-const QUERY = 'How do request batchers pad their inputs?';
-const DOCUMENTS = [
-  'Batching pads every input of a call to the longest one, and the mask keeps padding out of attention.',
-  'Paris is the capital of France.',
-  'Hello',
-  'A cross-encoder reads the query and the document together.',
-];
-const LABELS = ['negative', 'neutral', 'positive'];
+// The first four: the rerank answers' order is checked on them.
+const DOCUMENTS = ALL_DOCUMENTS.slice(0, 4);
 
 let scratch: string;
 let embedder: string;
@@ -30,29 +31,12 @@ let probabilities: Record<string, number>[];
 
 const configFile = (name: string, text: string): Promise<string> => writeConfig(scratch, name, text);
 
-async function post(server: ServerProcess, path: string, body: unknown): Promise<{ status: number; json: any }> {
-  const res = await fetch(`${server.url}${path}`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify(body),
-  });
-  return { status: res.status, json: await res.json() };
-}
-
-function expectClose(actual: readonly number[], expected: readonly number[]): void {
-  expect(actual).toHaveLength(expected.length);
-  const worst = Math.max(...actual.map((value, index) => Math.abs(value - (expected[index] as number))));
-  expect(worst).toBeLessThan(1e-4);
-}
-
 const byScore = (values: readonly number[]) =>
   values.map((_, index) => index).sort((a, b) => (values[b] as number) - (values[a] as number));
 
 beforeAll(async () => {
   scratch = await mkdtemp(join(tmpdir(), 'microbatch-rag-'));
-  embedder = await writeBertEncoder(join(scratch, 'tiny-minilm'), { hidden: 32 });
-  reranker = await writeBertEncoder(join(scratch, 'tiny-cross-encoder'), { hidden: 32, labels: ['LABEL_0'], seed: 3 });
-  classifier = await writeBertEncoder(join(scratch, 'tiny-classifier'), { hidden: 32, labels: LABELS, seed: 5 });
+  ({ embedder, reranker, classifier } = await writeEncoders(scratch));
   scores = await referenceScores(reranker, QUERY, DOCUMENTS);
   probabilities = await referenceClassify(classifier, DOCUMENTS);
   // Spread across the range, so a constant or order-only answer could not pass.

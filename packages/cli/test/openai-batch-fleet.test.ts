@@ -5,7 +5,6 @@
 // replicas and the worker are SIGKILLed mid-batch, one replica and the worker restarted: the batch, taken up once
 // its lease lapses, completes with every custom_id exactly once across the output and error files. One suite, a
 // driver per broker; every wait is for counted state (a hang guard), never a duration asserted.
-import { fileURLToPath } from 'node:url';
 import { bundledModelDir } from '@microbatch/serving';
 import {
   type ChildHandle,
@@ -18,10 +17,13 @@ import {
 } from '@microbatch/test-kit';
 import OpenAI, { toFile } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { byText, comparable, contentLines, untilEnded as untilBatchEnded } from './helpers/openai-batch.js';
+import { BIN, READY } from './helpers/serve-config.js';
 
-const BIN = fileURLToPath(new URL('../bin/microbatch.js', import.meta.url));
+// Two replicas and a worker on one broker: slower than one process.
+const untilEnded = (openai: OpenAI, id: string): Promise<OpenAI.Batch> => untilBatchEnded(openai, id, 180_000);
+
 const QUEUE = 'tinystories-656k';
-const READY = /"url":"(http:[^"]+)","msg":"ready"/;
 const WORKER_READY = /"msg":"worker ready"/;
 
 /** A broker the test starts on a free port and stops after. */
@@ -75,36 +77,6 @@ const line = (id: string, prompt: string, maxTokens: number) => ({
 async function upload(openai: OpenAI, lines: readonly unknown[]): Promise<OpenAI.FileObject> {
   const text = lines.map((value) => JSON.stringify(value)).join('\n');
   return openai.files.create({ file: await toFile(Buffer.from(text), 'input.jsonl'), purpose: 'batch' });
-}
-
-const byText = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
-const ENDED = new Set(['completed', 'failed', 'expired', 'cancelled']);
-
-async function untilEnded(openai: OpenAI, id: string, limitMs = 180_000): Promise<OpenAI.Batch> {
-  const { value, ok } = await pollUntil(
-    () => openai.batches.retrieve(id),
-    (b) => ENDED.has(b.status),
-    limitMs,
-    100,
-  );
-  expect(ok, `batch ${id} still ${value.status}`).toBe(true);
-  return value;
-}
-
-async function contentLines(openai: OpenAI, id: string | null | undefined): Promise<Record<string, unknown>[]> {
-  if (id === null || id === undefined) return [];
-  const text = await (await openai.files.content(id)).text();
-  return text
-    .split('\n')
-    .filter((text) => text !== '')
-    .map((text) => JSON.parse(text) as Record<string, unknown>);
-}
-
-/** What must be equal between a batch answer and an interactive one: all but the id, time and cache counts. */
-function comparable(body: unknown): unknown {
-  const { id: _id, created: _created, usage, ...rest } = body as Record<string, unknown>;
-  const { prompt_tokens_details: _cached, ...counts } = (usage ?? {}) as Record<string, unknown>;
-  return { ...rest, usage: counts };
 }
 
 describe.each(DRIVERS)('the Batch API on two replicas and a worker over $name', ({ start }) => {

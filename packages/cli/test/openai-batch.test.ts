@@ -11,12 +11,12 @@ import { bundledModelDir } from '@microbatch/serving';
 import { type ServerProcess, pollUntil, startServerProcess } from '@microbatch/test-kit';
 import OpenAI, { toFile } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { byText, comparable, contentLines, untilEnded } from './helpers/openai-batch.js';
 
 const BIN = fileURLToPath(new URL('../bin/microbatch.js', import.meta.url));
 const READY = /"url":"(http:[^"]+)","msg":"ready"/;
 const MODEL = bundledModelDir();
 const dirs: string[] = [];
-const byText = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
 
 function dataDir(): string {
   const dir = mkdtempSync(join(tmpdir(), 'microbatch-batch-test-'));
@@ -50,34 +50,6 @@ const jsonl = (lines: readonly unknown[]): string => lines.map((line) => JSON.st
 
 async function upload(openai: OpenAI, text: string, name = 'input.jsonl'): Promise<OpenAI.FileObject> {
   return openai.files.create({ file: await toFile(Buffer.from(text), name), purpose: 'batch' });
-}
-
-async function untilEnded(openai: OpenAI, id: string, limitMs = 120_000): Promise<OpenAI.Batch> {
-  const ended = new Set(['completed', 'failed', 'expired', 'cancelled']);
-  const { value, ok } = await pollUntil(
-    () => openai.batches.retrieve(id),
-    (b) => ended.has(b.status),
-    limitMs,
-    100,
-  );
-  expect(ok, `batch ${id} still ${value.status}`).toBe(true);
-  return value;
-}
-
-async function contentLines(openai: OpenAI, id: string | null | undefined): Promise<Record<string, unknown>[]> {
-  if (id === null || id === undefined) return [];
-  const text = await (await openai.files.content(id)).text();
-  return text
-    .split('\n')
-    .filter((line) => line !== '')
-    .map((line) => JSON.parse(line) as Record<string, unknown>);
-}
-
-/** What must be equal between a batch answer and an interactive one: all but the id, time and cache counts. */
-function comparable(body: unknown): unknown {
-  const { id: _id, created: _created, usage, ...rest } = body as Record<string, unknown>;
-  const { prompt_tokens_details: _cached, ...counts } = (usage ?? {}) as Record<string, unknown>;
-  return { ...rest, usage: counts };
 }
 
 /** The batch object as its record on disk says (read while no server runs). */

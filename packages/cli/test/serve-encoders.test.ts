@@ -2,28 +2,15 @@
 // text-classification` (/classify) against transformers.js itself on the same generated folder (the real MiniLM
 // WordPiece tokenizer, one attention layer of random weights, BERT's classification head): the answers' scores
 // equal transformers.js's within 1e-4, whatever the batch they were padded in.
-import { execFile } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { loadTokenizer } from '@microbatch/inference';
 import { type ServerProcess, startServerProcess } from '@microbatch/test-kit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { writeBertEncoder } from '../../inference/test/helpers/bert-encoder.js';
 import { referenceClassify, referenceScores } from '../../inference/test/helpers/transformers-classifier-reference.js';
-
-const BIN = fileURLToPath(new URL('../bin/microbatch.js', import.meta.url));
-const READY = /"url":"(http:[^"]+)","msg":"ready"/;
-const QUERY = 'How do request batchers pad their inputs?';
-const DOCUMENTS = [
-  'Batching pads every input of a call to the longest one, and the mask keeps padding out of attention.',
-  'Paris is the capital of France.',
-  'Hello',
-  'A cross-encoder reads the query and the document together.',
-  'a b c d e f g h i j k l m n o p q r s t u v w x y z',
-];
-const LABELS = ['negative', 'neutral', 'positive'];
+import { DOCUMENTS, LABELS, QUERY, expectClose, post, runCli, writeEncoders } from './helpers/encoder-fixtures.js';
+import { BIN, READY } from './helpers/serve-config.js';
 
 let scratch: string;
 let reranker: string;
@@ -40,33 +27,9 @@ function serve(task: string, model: string, framework = 'express'): Promise<Serv
   });
 }
 
-async function post(server: ServerProcess, path: string, body: unknown): Promise<{ status: number; json: any }> {
-  const res = await fetch(`${server.url}${path}`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify(body),
-  });
-  return { status: res.status, json: await res.json() };
-}
-
-function runCli(args: readonly string[]): Promise<{ code: number | null; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(process.execPath, [BIN, 'serve', ...args], (error, _stdout, stderr) =>
-      resolve({ code: error === null ? 0 : (error.code as number), stderr }),
-    );
-  });
-}
-
-function expectClose(actual: readonly number[], expected: readonly number[]): void {
-  expect(actual).toHaveLength(expected.length);
-  const worst = Math.max(...actual.map((value, index) => Math.abs(value - (expected[index] as number))));
-  expect(worst).toBeLessThan(1e-4);
-}
-
 beforeAll(async () => {
   scratch = await mkdtemp(join(tmpdir(), 'microbatch-encoders-'));
-  reranker = await writeBertEncoder(join(scratch, 'tiny-cross-encoder'), { hidden: 32, labels: ['LABEL_0'], seed: 3 });
-  classifier = await writeBertEncoder(join(scratch, 'tiny-classifier'), { hidden: 32, labels: LABELS, seed: 5 });
+  ({ reranker, classifier } = await writeEncoders(scratch));
   scores = await referenceScores(reranker, QUERY, DOCUMENTS);
   probabilities = await referenceClassify(classifier, DOCUMENTS);
   const tokenizer = await loadTokenizer(reranker);
@@ -218,13 +181,13 @@ describe('microbatch serve --task rerank --max-queue-size 4', () => {
 
 describe('microbatch serve encoder tasks refuse what does not apply', () => {
   it('refuses --task rerank on a model with several labels, naming them', async () => {
-    const run = await runCli(['--task', 'rerank', '--model', classifier, '--port', '0']);
+    const run = await runCli(['serve', '--task', 'rerank', '--model', classifier, '--port', '0']);
     expect(run.code).toBe(1);
     expect(run.stderr).toMatch(/3 labels; a rerank model \(cross-encoder\) has one relevance logit/);
   }, 60_000);
 
   it('refuses --pooling with --task text-classification, naming it', async () => {
-    const run = await runCli(['--task', 'text-classification', '--model', classifier, '--pooling', 'mean']);
+    const run = await runCli(['serve', '--task', 'text-classification', '--model', classifier, '--pooling', 'mean']);
     expect(run.code).toBe(1);
     expect(run.stderr).toMatch(/^error: --pooling does not apply to --task text-classification$/m);
   }, 60_000);

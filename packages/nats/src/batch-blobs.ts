@@ -6,7 +6,7 @@
 import { createHash } from 'node:crypto';
 import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
 import type { ObjectInfo, ObjectStore } from '@nats-io/obj';
-import { BlobIntake, type BlobStorage, checkStorageKey } from '@microbatch/transport';
+import { type BlobStorage, checkStorageKey, putBlob } from '@microbatch/transport';
 import { readSubject } from './subject-reader.js';
 
 /** The size of a stored chunk (the Object Store's default; under NATS's default 1 MiB message bound). */
@@ -40,30 +40,23 @@ export class NatsBlobs implements BlobStorage {
     maxBytes: number,
   ): Promise<{ bytes: number; tooLarge: boolean }> {
     checkStorageKey('key', key);
-    const intake = new BlobIntake(source, maxBytes, OBJECT_CHUNK_BYTES);
-    const chunks = intake.chunks();
-    // Pulled one chunk at a time (no read-ahead): the store publishes each before it asks for the next.
-    const stream = new ReadableStream<Uint8Array>(
-      {
-        async pull(controller) {
-          const { done, value } = await chunks.next();
-          if (done === true) controller.close();
-          else controller.enqueue(value);
+    return putBlob(source, maxBytes, OBJECT_CHUNK_BYTES, async (chunks) => {
+      // Pulled one chunk at a time (no read-ahead): the store publishes each before it asks for the next.
+      const stream = new ReadableStream<Uint8Array>(
+        {
+          async pull(controller) {
+            const { done, value } = await chunks.next();
+            if (done === true) controller.close();
+            else controller.enqueue(value);
+          },
+          async cancel() {
+            await chunks.return(undefined);
+          },
         },
-        async cancel() {
-          await chunks.return(undefined);
-        },
-      },
-      { highWaterMark: 0 },
-    );
-    try {
+        { highWaterMark: 0 },
+      );
       await this.#store.put({ name: key, options: { max_chunk_size: OBJECT_CHUNK_BYTES } }, stream);
-      return { bytes: intake.bytes, tooLarge: false };
-    } catch (error) {
-      if (!intake.tooLarge) throw error;
-      await intake.drain();
-      return { bytes: intake.bytes, tooLarge: true };
-    }
+    });
   }
 
   async get(key: string): Promise<AsyncIterable<Uint8Array> | undefined> {

@@ -12,6 +12,7 @@ import {
   type ResultLogStorage,
   checkResultEntry,
   checkStorageKey,
+  recordJson,
 } from '@microbatch/transport';
 import { readSubject } from './subject-reader.js';
 
@@ -68,12 +69,12 @@ export class NatsRecords implements RecordStorage {
   }
 
   async put(key: string, value: unknown): Promise<void> {
-    await this.#kv.put(checkStorageKey('key', key), json(value));
+    await this.#kv.put(checkStorageKey('key', key), recordJson(value));
   }
 
   async create(key: string, value: unknown): Promise<boolean> {
     try {
-      await this.#kv.create(checkStorageKey('key', key), json(value));
+      await this.#kv.create(checkStorageKey('key', key), recordJson(value));
       return true;
     } catch (error) {
       if (isConflict(error)) return false;
@@ -220,10 +221,4 @@ export class NatsResultLogs implements ResultLogStorage {
 
 async function* once(bytes: Uint8Array): AsyncGenerator<Uint8Array> {
   yield bytes;
-}
-
-function json(value: unknown): string {
-  const text = JSON.stringify(value);
-  if (text === undefined) throw new TypeError(`Expected \`value\` to be JSON, got ${typeof value}`);
-  return text;
 }

@@ -2,7 +2,7 @@
 // chunk by chunk under a key of its own that expires unless written to, then renamed to the blob's key in one step
 // once complete, so a torn upload (a crash, a failing source, one too large) is never visible and never stays.
 import { randomUUID } from 'node:crypto';
-import { BlobIntake, type BlobStorage, checkStorageKey } from '@microbatch/transport';
+import { type BlobStorage, checkStorageKey, putBlob } from '@microbatch/transport';
 import type { BatchKeys } from './batch-keys.js';
 import { FINISH_UPLOAD, PUSH_CHUNK } from './batch-keys.js';
 import type { RedisCommands } from './batch-commands.js';
@@ -38,28 +38,29 @@ export class RedisBlobs implements BlobStorage {
     maxBytes: number,
   ): Promise<{ bytes: number; tooLarge: boolean }> {
     checkStorageKey('key', key);
-    const intake = new BlobIntake(source, maxBytes, BLOB_CHUNK_BYTES);
     const upload = this.#keys.upload(key, randomUUID());
     const ttl = String(UPLOAD_TTL_MS);
-    try {
-      let chunks = 0;
-      for await (const chunk of intake.chunks()) {
-        await this.#redis.script(PUSH_CHUNK, [upload], [asBuffer(chunk), ttl, String(chunks)]);
-        chunks += 1;
-      }
-      // A list cannot be empty in Redis: an empty blob is one empty chunk.
-      if (chunks === 0) {
-        await this.#redis.script(PUSH_CHUNK, [upload], ['', ttl, '0']);
-        chunks = 1;
-      }
-      await this.#redis.script(FINISH_UPLOAD, [upload, this.#keys.blob(key)], [String(chunks)]);
-      return { bytes: intake.bytes, tooLarge: false };
-    } catch (error) {
-      await this.#redis.send(['DEL', upload]).catch(() => undefined);
-      if (!intake.tooLarge) throw error;
-      await intake.drain();
-      return { bytes: intake.bytes, tooLarge: true };
-    }
+    return putBlob(
+      source,
+      maxBytes,
+      BLOB_CHUNK_BYTES,
+      async (stored) => {
+        let chunks = 0;
+        for await (const chunk of stored) {
+          await this.#redis.script(PUSH_CHUNK, [upload], [asBuffer(chunk), ttl, String(chunks)]);
+          chunks += 1;
+        }
+        // A list cannot be empty in Redis: an empty blob is one empty chunk.
+        if (chunks === 0) {
+          await this.#redis.script(PUSH_CHUNK, [upload], ['', ttl, '0']);
+          chunks = 1;
+        }
+        await this.#redis.script(FINISH_UPLOAD, [upload, this.#keys.blob(key)], [String(chunks)]);
+      },
+      async () => {
+        await this.#redis.send(['DEL', upload]).catch(() => undefined);
+      },
+    );
   }
 
   async get(key: string): Promise<AsyncIterable<Uint8Array> | undefined> {

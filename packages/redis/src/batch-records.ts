@@ -8,6 +8,7 @@ import {
   checkLease,
   checkResultEntry,
   checkStorageKey,
+  recordJson,
 } from '@microbatch/transport';
 import {
   ACQUIRE_LEASE,
@@ -87,8 +88,7 @@ export class RedisRecords implements RecordStorage {
 
   async #store(key: string, value: unknown, onlyNew: boolean): Promise<boolean> {
     checkStorageKey('key', key);
-    const json = JSON.stringify(value);
-    if (json === undefined) throw new TypeError(`Expected \`value\` to be JSON, got ${typeof value}`);
+    const json = recordJson(value);
     const stored = await this.#redis.script(
       PUT_RECORD,
       [this.#keys.record(key), this.#keys.recordIndex],

@@ -104,15 +104,24 @@ async function setUp() {
 const lostBy = (storage: MemoryBatchStorage, holder: string) =>
   waitFor(`${holder} to be refused its lease`, () => storage.refused(holder) > 0);
 
+/** Runner A started on batch `id`, with c0 answered and c2 taken up in its place (c1 still held). */
+async function startPastC0(
+  runner: (holder: string, endpoint: LineEndpoint) => BatchRunner,
+  id: string,
+): Promise<{ a: ReturnType<typeof endpointOf>; runnerA: BatchRunner }> {
+  const a = endpointOf('A', () => true);
+  const runnerA = runner('A', a.endpoint);
+  runnerA.start(id);
+  await waitFor('A to run 2 lines', () => a.calls.length === 2);
+  a.release('c0');
+  await waitFor('A to run c2', () => a.calls.length === 3);
+  return { a, runnerA };
+}
+
 describe('Batch API runners on a shared store', () => {
   it('a dead runner’s batch is taken up once its lease lapses: each custom_id exactly once, the first result kept', async () => {
     const { clock, storage, runner, id, ended, lines, errors } = await setUp();
-    const a = endpointOf('A', () => true);
-    const runnerA = runner('A', a.endpoint);
-    runnerA.start(id);
-    await waitFor('A to run 2 lines', () => a.calls.length === 2);
-    a.release('c0');
-    await waitFor('A to run c2', () => a.calls.length === 3);
+    const { a, runnerA } = await startPastC0(runner, id);
     a.release('c1');
     await waitFor('A to run c3', () => a.calls.length === 4);
     // A dies with c2 and c3 running: its renewals fail, and the clock passes its lease.
@@ -175,12 +184,7 @@ describe('Batch API runners on a shared store', () => {
 
   it('a batch whose window passed while its runner was dead ends expired, the lines not run as batch_expired', async () => {
     const { clock, storage, runner, id, batch, ended, lines, errors } = await setUp();
-    const a = endpointOf('A', () => true);
-    const runnerA = runner('A', a.endpoint);
-    runnerA.start(id);
-    await waitFor('A to run 2 lines', () => a.calls.length === 2);
-    a.release('c0');
-    await waitFor('A to run c2', () => a.calls.length === 3);
+    const { a, runnerA } = await startPastC0(runner, id);
     storage.cut('A');
     await lostBy(storage, 'A');
     clock.now += WINDOW_MS + LEASE_MS;

@@ -1,7 +1,7 @@
-// What the brokers' Batch API stores (`openRedisBatchStorage`, `openNatsBatchStorage`) share: the check of a port
-// key, and the reading side of `BlobStorage.put` (a source re-cut into chunks of a fixed size, counted against the
-// caller's bound, and drained past it, so a multipart parser feeding it is not stalled), so each store only writes
-// chunks and makes the blob visible once complete.
+// What the brokers' Batch API stores (`openRedisBatchStorage`, `openNatsBatchStorage`) share: the checks of a port
+// key and a record's value, and the reading side of `BlobStorage.put` (a source re-cut into chunks of a fixed size,
+// counted against the caller's bound, and drained past it, so a multipart parser feeding it is not stalled), so each
+// store only writes chunks and makes the blob visible once complete.
 import { checkInteger, checkString, fail, isObjectLike } from '@microbatch/core/util';
 
 /** A port key: a file or batch id, or a prefix of one, as the Batch API chooses them. */
@@ -49,6 +49,20 @@ export function checkResultEntry(entry: unknown): void {
   checkString('entry.customId', customId);
   if (typeof ok !== 'boolean') fail('entry.ok', 'a boolean', ok);
   if (typeof line !== 'string') fail('entry.line', 'a string', line);
+}
+
+/**
+ * A record's value as the JSON a store keeps; a value with no JSON form (`undefined`, a function) is a `TypeError`.
+ *
+ * @example
+ * ```ts
+ * recordJson({ id: 'batch_abc' }); // '{"id":"batch_abc"}'
+ * ```
+ */
+export function recordJson(value: unknown): string {
+  const text = JSON.stringify(value);
+  if (text === undefined) throw new TypeError(`Expected \`value\` to be JSON, got ${typeof value}`);
+  return text;
 }
 
 /**
@@ -158,6 +172,35 @@ export class BlobIntake {
       throw new BlobTooLarge(`The blob is larger than ${this.#maxBytes} bytes`);
     }
     return new Uint8Array(0);
+  }
+}
+
+/**
+ * `BlobStorage.put` over a store's own writing: `write` stores `source`'s chunks (of `chunkBytes`) and makes the
+ * blob visible once complete. If it throws, `discard` drops what it wrote; past `maxBytes` the rest of the source is
+ * read and the answer is `tooLarge` (any other failure is thrown).
+ *
+ * @example
+ * ```ts
+ * return putBlob(source, maxBytes, 256 * 1024, async (chunks) => { for await (const chunk of chunks) await push(chunk); });
+ * ```
+ */
+export async function putBlob(
+  source: AsyncIterable<Uint8Array>,
+  maxBytes: number,
+  chunkBytes: number,
+  write: (chunks: AsyncGenerator<Uint8Array>) => Promise<void>,
+  discard: () => Promise<void> = async () => undefined,
+): Promise<{ bytes: number; tooLarge: boolean }> {
+  const intake = new BlobIntake(source, maxBytes, chunkBytes);
+  try {
+    await write(intake.chunks());
+    return { bytes: intake.bytes, tooLarge: false };
+  } catch (error) {
+    await discard();
+    if (!intake.tooLarge) throw error;
+    await intake.drain();
+    return { bytes: intake.bytes, tooLarge: true };
   }
 }
 

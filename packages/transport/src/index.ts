@@ -70,5 +70,7 @@ export {
   checkLease,
   checkResultEntry,
   checkStorageKey,
+  putBlob,
+  recordJson,
   withoutCredentials,
 } from './batch-storage-kit.js';

@@ -1,16 +1,12 @@
 // An embedding model in worker threads of this process behind one batcher: the `EmbeddingService` the embeddings
 // apps serve, its pooling and normalisation read from the model folder where it says.
-import { existsSync, readFileSync } from 'node:fs';
-import { basename, join } from 'node:path';
-import { BatchError, ErrorCode } from '@microbatch/core';
 import { checkOneOf } from '@microbatch/core/util';
-import { loadTokenizer } from '@microbatch/inference';
 import type { ModelDtype, OnnxInput, OnnxOutput } from '@microbatch/inference';
-import { type EncoderBatcherOptions, encoderFolder, encoderGraph, startEncoderBatcher } from './encoder-batcher.js';
-import { type Pooling, poolEmbedding } from './embedding-pooling.js';
+import { type EncoderBatcherOptions, encoderGraph, startEncoderBatcher } from './encoder-batcher.js';
+import { encoderFolder, readEncoderFolder } from './encoder-folder.js';
+import { POOLINGS, type Pooling, poolEmbedding } from './embedding-pooling.js';
 import type { EmbeddingService } from './embedding-service.js';
-
-const POOLINGS: readonly Pooling[] = ['mean', 'cls', 'last_token'];
+import { embeddingTokenizing } from './embedding-tokenizing.js';
 
 /**
  * Options of {@link createEmbeddingModel}.
@@ -59,37 +55,6 @@ export interface EmbeddingModelOptions extends EncoderBatcherOptions {
   readonly maxQueueSize?: number;
 }
 
-interface ModelConfig {
-  readonly hidden_size?: number;
-  readonly max_position_embeddings?: number;
-  readonly vocab_size?: number;
-  readonly type_vocab_size?: number;
-}
-
-function readJson<T>(path: string): T | undefined {
-  if (!existsSync(path)) return undefined;
-  return JSON.parse(readFileSync(path, 'utf8')) as T;
-}
-
-/** sentence-transformers' pooling and normalisation, read from the folder where it says. */
-export function folderPooling(dir: string): { pooling: Pooling | undefined; normalize: boolean | undefined } {
-  const config = readJson<Record<string, unknown>>(join(dir, '1_Pooling', 'config.json'));
-  let pooling: Pooling | undefined;
-  if (config !== undefined) {
-    if (config.pooling_mode_cls_token === true) pooling = 'cls';
-    else if (config.pooling_mode_lasttoken === true) pooling = 'last_token';
-    else if (config.pooling_mode_mean_tokens === true) pooling = 'mean';
-    else {
-      throw new Error(
-        `${join(dir, '1_Pooling', 'config.json')} asks for a pooling mode this server does not have (mean, cls, last token)`,
-      );
-    }
-  }
-  const modules = readJson<Array<{ type?: unknown }>>(join(dir, 'modules.json'));
-  const normalize = modules?.some((module) => String(module.type).endsWith('.Normalize'));
-  return { pooling, normalize };
-}
-
 /**
  * Starts an embedding model (a BERT-style encoder in transformers.js layout) on worker threads behind one batcher
  * whose items cost their token count: a model call holds at most `maxBatchSize` inputs and `maxBatchCost` tokens
@@ -107,12 +72,8 @@ export function folderPooling(dir: string): { pooling: Pooling | undefined; norm
 export function createEmbeddingModel(options: EmbeddingModelOptions): EmbeddingService {
   const dir = encoderFolder(options.model, 'embedding model');
   const graph = encoderGraph(dir, options.dtype);
-  const config = readJson<ModelConfig>(join(dir, 'config.json')) ?? {};
-  const dimensions = config.hidden_size;
-  if (!Number.isInteger(dimensions) || (dimensions as number) < 1) {
-    throw new Error(`${join(dir, 'config.json')} has no \`hidden_size\``);
-  }
-  const folder = folderPooling(dir);
+  const folder = readEncoderFolder(dir, 'feature-extraction');
+  const { dimensions, withTypes } = folder;
   const pooling = checkOneOf('pooling', options.pooling ?? folder.pooling ?? 'mean', POOLINGS);
   const normalize = options.normalize ?? folder.normalize ?? true;
   const encoder = startEncoderBatcher(options, {
@@ -121,44 +82,33 @@ export function createEmbeddingModel(options: EmbeddingModelOptions): EmbeddingS
     output: 'last_hidden_state',
     name: 'embed',
     maxQueueSize: 1024,
-    maxPositions: config.max_position_embeddings,
+    maxPositions: folder.maxTokens,
   });
   const { batcher } = encoder;
   // BERT-style encoders take segment ids too (all 0: one segment).
-  const withTypes = config.type_vocab_size !== undefined;
   const item = (ids: readonly number[]): OnnxInput =>
     withTypes ? { input_ids: ids, token_type_ids: Array.from({ length: ids.length }, () => 0) } : { input_ids: ids };
   const vector = (output: OnnxOutput): Float32Array =>
-    poolEmbedding(output.last_hidden_state as never, dimensions as number, pooling, normalize);
+    poolEmbedding(output.last_hidden_state as never, dimensions, pooling, normalize);
 
-  let encode: ((text: string) => number[]) | undefined;
-  const tokenizer = loadTokenizer(dir).then((loaded) => {
-    encode = (text) => loaded.encode(text);
-  });
   // Requests are tokenized on a thread of their own; `tokenize` (this thread) stays for callers that want it.
-  const threads = encoder.tokenizer;
-  const ready = Promise.all([encoder.ready, tokenizer]).then(() => undefined);
+  const tokenizing = embeddingTokenizing(dir, encoder.tokenizer, 'The model is still loading');
+  const ready = Promise.all([encoder.ready, tokenizing.loaded]).then(() => undefined);
   ready.catch(() => undefined);
   return {
-    id: options.id ?? basename(dir),
-    dimensions: dimensions as number,
+    id: options.id ?? folder.name,
+    dimensions,
     maxTokens: encoder.maxTokens,
-    vocabSize: config.vocab_size ?? Number.MAX_SAFE_INTEGER,
+    vocabSize: folder.vocabSize,
     pooling,
     normalize,
     truncatableDimensions: options.truncatableDimensions ?? false,
     batcher,
     batchers: [batcher],
     ready,
-    isReady: () => encoder.isReady() && encode !== undefined,
-    tokenize: (text) => {
-      if (encode === undefined) throw new BatchError(ErrorCode.UNAVAILABLE, 'The model is still loading');
-      return encode(text);
-    },
-    encodeAll: async (texts) => {
-      if (!threads.isReady()) throw new BatchError(ErrorCode.UNAVAILABLE, 'The model is still loading');
-      return (await threads.encodeAll(texts)).encodings.map((encoding) => encoding.ids);
-    },
+    isReady: () => encoder.isReady() && tokenizing.isLoaded(),
+    tokenize: tokenizing.tokenize,
+    encodeAll: tokenizing.encodeAll,
     embed: async (ids, call) => vector(await batcher(item(ids), call)),
     embedAll: async (all, call) => (await batcher.callAll(all.map(item), call)).map(vector),
     drain: encoder.drain,

@@ -10,6 +10,9 @@ import type { OnnxTensorData } from '@microbatch/inference';
  */
 export type Pooling = 'mean' | 'cls' | 'last_token';
 
+/** The poolings, as options and queue entries may name them. */
+export const POOLINGS: readonly Pooling[] = ['mean', 'cls', 'last_token'];
+
 /**
  * Pools one input's `last_hidden_state` (`[tokens, dims]`, its padding already cut off by the batch runner, so the
  * mean covers exactly the attended tokens) and, with `normalize`, scales it to unit length.

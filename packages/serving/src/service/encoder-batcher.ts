@@ -1,9 +1,7 @@
-// What the encoder services share (the embedding model and the sequence classifier): the model folder's checks and
-// ONNX graph, the worker pool running the raw `onnx` runner, the one batcher in front of it (items cost their token
+// What the encoder services share (the embedding model and the sequence classifier): the model folder's ONNX
+// graph, the worker pool running the raw `onnx` runner, the one batcher in front of it (items cost their token
 // count, batched by length bucket), its log, the tokenizer thread requests are tokenized on, and their readiness,
-// drain and close. Each service reads its own config and builds its answers over this.
-import { existsSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+// drain and close. Each service reads its folder with `encoder-folder.ts` and builds its answers over this.
 import { type Batcher, createBatcher } from '@microbatch/core';
 import { checkInteger, checkOneOf, dropUndefined } from '@microbatch/core/util';
 import {
@@ -93,23 +91,6 @@ export interface EncoderBatcher {
   readonly drain: () => Promise<void>;
   /** Drains, then stops the workers and the tokenizer thread. */
   readonly close: () => Promise<void>;
-}
-
-/**
- * The model folder, resolved, once it has a transformers.js `config.json` and `tokenizer.json` (else an `Error`
- * saying it is not a transformers.js `what`).
- *
- * @example
- * ```ts
- * const dir = encoderFolder('models/all-MiniLM-L6-v2', 'embedding model');
- * ```
- */
-export function encoderFolder(model: string, what: string): string {
-  const dir = resolve(model);
-  for (const file of ['config.json', 'tokenizer.json']) {
-    if (!existsSync(join(dir, file))) throw new Error(`${dir} is not a transformers.js ${what}: no ${file}`);
-  }
-  return dir;
 }
 
 /**

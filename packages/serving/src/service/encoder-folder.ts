@@ -1,10 +1,10 @@
 // What an encoder's folder says about the model, read the same way on both sides of a queue: a web replica (which
 // has the folder's `config.json` and tokenizer but loads no graph) and the queue worker (which runs the graph).
-// Reading it once here keeps the two sides agreeing on sizes, labels and pooling.
+// Reading it once here keeps the two sides agreeing on sizes, labels and pooling; the in-process encoder services
+// (`embedding-model.ts`, `sequence-classifier.ts`) read their folders here too.
 import { existsSync, readFileSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 import type { ClassifierTask } from './classifier-service.js';
-import { folderPooling } from './embedding-model.js';
 import type { Pooling } from './embedding-pooling.js';
 import { type LabelActivation, labelActivation } from './label-scores.js';
 
@@ -41,6 +41,54 @@ export interface EncoderFolder {
   readonly activation: LabelActivation;
 }
 
+/**
+ * The model folder, resolved, once it has a transformers.js `config.json` and `tokenizer.json` (else an `Error`
+ * saying it is not a transformers.js `what`).
+ *
+ * @example
+ * ```ts
+ * const dir = encoderFolder('models/all-MiniLM-L6-v2', 'embedding model');
+ * ```
+ */
+export function encoderFolder(model: string, what: string): string {
+  const dir = resolve(model);
+  for (const file of ['config.json', 'tokenizer.json']) {
+    if (!existsSync(join(dir, file))) throw new Error(`${dir} is not a transformers.js ${what}: no ${file}`);
+  }
+  return dir;
+}
+
+function readJson<T>(path: string): T | undefined {
+  if (!existsSync(path)) return undefined;
+  return JSON.parse(readFileSync(path, 'utf8')) as T;
+}
+
+/**
+ * sentence-transformers' pooling and normalisation, read from the folder where it says.
+ *
+ * @example
+ * ```ts
+ * const { pooling, normalize } = folderPooling('models/all-MiniLM-L6-v2'); // 'mean', true
+ * ```
+ */
+export function folderPooling(dir: string): { pooling: Pooling | undefined; normalize: boolean | undefined } {
+  const config = readJson<Record<string, unknown>>(join(dir, '1_Pooling', 'config.json'));
+  let pooling: Pooling | undefined;
+  if (config !== undefined) {
+    if (config.pooling_mode_cls_token === true) pooling = 'cls';
+    else if (config.pooling_mode_lasttoken === true) pooling = 'last_token';
+    else if (config.pooling_mode_mean_tokens === true) pooling = 'mean';
+    else {
+      throw new Error(
+        `${join(dir, '1_Pooling', 'config.json')} asks for a pooling mode this server does not have (mean, cls, last token)`,
+      );
+    }
+  }
+  const modules = readJson<Array<{ type?: unknown }>>(join(dir, 'modules.json'));
+  const normalize = modules?.some((module) => String(module.type).endsWith('.Normalize'));
+  return { pooling, normalize };
+}
+
 interface FolderConfig {
   readonly hidden_size?: number;
   readonly max_position_embeddings?: number;
@@ -72,10 +120,7 @@ function labelsOf(config: FolderConfig, path: string): string[] {
  * ```
  */
 export function readEncoderFolder(model: string, task: EncoderTask): EncoderFolder {
-  const dir = resolve(model);
-  for (const file of ['config.json', 'tokenizer.json']) {
-    if (!existsSync(join(dir, file))) throw new Error(`${dir} is not a transformers.js model: no ${file}`);
-  }
+  const dir = encoderFolder(model, 'model');
   const path = join(dir, 'config.json');
   const config = JSON.parse(readFileSync(path, 'utf8')) as FolderConfig;
   const common = {

@@ -8,10 +8,9 @@ import { DTYPE_CHOICES, GRAPH_NAMES, createWorkerPool, findModelFile } from '@mi
 import type { ModelDtype, OnnxInput, OnnxOutput, WorkerPool } from '@microbatch/inference';
 import { type EncoderFolder, type EncoderTask, readEncoderFolder } from './encoder-folder.js';
 import { ENCODER_HANDLERS, type EmbedEntry, floatsToWire } from './encoder-wire.js';
-import { type Pooling, poolEmbedding } from './embedding-pooling.js';
+import { POOLINGS, poolEmbedding } from './embedding-pooling.js';
 
 const TASKS: readonly EncoderTask[] = ['feature-extraction', 'rerank', 'text-classification'];
-const POOLINGS: readonly Pooling[] = ['mean', 'cls', 'last_token'];
 
 /**
  * Options of {@link createEncoderWorker}.

@@ -4,9 +4,8 @@
 // documents, pair tokens) is checked and every item's cost known before anything is queued; a request's items go to
 // the queue as one group (`callAll`: all admitted or all refused, by the broker), and the workers answer each item.
 import type { Batcher, FleetLoad } from '@microbatch/core';
-import { BatchError, ErrorCode } from '@microbatch/core';
 import { checkInteger, checkOneOf, checkString, fail } from '@microbatch/core/util';
-import { createTokenizerThreads, loadTokenizer } from '@microbatch/inference';
+import { createTokenizerThreads } from '@microbatch/inference';
 import type { ClassifierItem, ClassifierService, ClassifierTask } from './classifier-service.js';
 import { type EncoderFolder, type EncoderTask, readEncoderFolder } from './encoder-folder.js';
 import {
@@ -16,12 +15,11 @@ import {
   type LogitsAnswer,
   floatsFromWire,
 } from './encoder-wire.js';
-import type { Pooling } from './embedding-pooling.js';
+import { POOLINGS, type Pooling } from './embedding-pooling.js';
+import { embeddingTokenizing } from './embedding-tokenizing.js';
 import type { EmbeddingService } from './embedding-service.js';
 import { labelProbabilities, sigmoid } from './label-scores.js';
 import { ReplicaAdmission } from './replica-admission.js';
-
-const POOLINGS: readonly Pooling[] = ['mean', 'cls', 'last_token'];
 
 /**
  * A queue that encoder replicas send items to (`@microbatch/redis`'s `createRedisQueue`, `@microbatch/nats`'s
@@ -168,10 +166,7 @@ export function createQueuedEmbeddingService(queue: EncoderQueue, options: Queue
     normalize,
   });
   const vector = (answer: EmbedAnswer) => floatsFromWire(answer?.embedding, folder.dimensions);
-  let encode: ((text: string) => number[]) | undefined;
-  const loaded = loadTokenizer(folder.dir).then((one) => {
-    encode = (text) => one.encode(text);
-  });
+  const tokenizing = embeddingTokenizing(folder.dir, tokenizer, 'The tokenizer is still loading');
   return {
     id: parts.id,
     dimensions: folder.dimensions,
@@ -182,16 +177,10 @@ export function createQueuedEmbeddingService(queue: EncoderQueue, options: Queue
     truncatableDimensions: options.truncatableDimensions ?? false,
     batcher,
     batchers: [batcher],
-    ready: parts.ready(loaded),
-    isReady: () => encode !== undefined && parts.isReady(),
-    tokenize: (text) => {
-      if (encode === undefined) throw new BatchError(ErrorCode.UNAVAILABLE, 'The tokenizer is still loading');
-      return encode(text);
-    },
-    encodeAll: async (texts) => {
-      if (!tokenizer.isReady()) throw new BatchError(ErrorCode.UNAVAILABLE, 'The tokenizer is still loading');
-      return (await tokenizer.encodeAll(texts)).encodings.map((encoding) => encoding.ids);
-    },
+    ready: parts.ready(tokenizing.loaded),
+    isReady: () => tokenizing.isLoaded() && parts.isReady(),
+    tokenize: tokenizing.tokenize,
+    encodeAll: tokenizing.encodeAll,
     embed: async (ids, call) => vector(await batcher(entry(ids), call)),
     embedAll: async (all, call) => (await batcher.callAll(all.map(entry), call)).map(vector),
     drain: parts.drain,

@@ -2,13 +2,12 @@
 // `ClassifierService` the classify, rerank and score apps serve. Texts and pairs are tokenized on a tokenizer thread
 // of their own (never the main thread), before anything is queued, so cost, usage and the length checks are exact;
 // the workers run the raw ONNX graph (`logits`), and the scores are computed here as transformers.js computes them.
-import { readFileSync } from 'node:fs';
-import { basename, join } from 'node:path';
 import { checkOneOf } from '@microbatch/core/util';
 import type { ModelDtype, OnnxOutput } from '@microbatch/inference';
 import type { ClassifierItem, ClassifierService, ClassifierTask } from './classifier-service.js';
-import { type EncoderBatcherOptions, encoderFolder, encoderGraph, startEncoderBatcher } from './encoder-batcher.js';
-import { labelActivation, labelProbabilities, sigmoid } from './label-scores.js';
+import { type EncoderBatcherOptions, encoderGraph, startEncoderBatcher } from './encoder-batcher.js';
+import { encoderFolder, readEncoderFolder } from './encoder-folder.js';
+import { labelProbabilities, sigmoid } from './label-scores.js';
 
 const TASKS: readonly ClassifierTask[] = ['text-classification', 'rerank'];
 
@@ -49,24 +48,6 @@ export interface SequenceClassifierOptions extends EncoderBatcherOptions {
   readonly maxQueueSize?: number;
 }
 
-interface ClassifierConfig {
-  readonly max_position_embeddings?: number;
-  readonly type_vocab_size?: number;
-  readonly id2label?: Record<string, unknown>;
-  readonly problem_type?: unknown;
-}
-
-/** `id2label` as a list in id order; ids must be 0 to n - 1. */
-function labelsOf(config: ClassifierConfig, path: string): string[] {
-  const entries = Object.entries(config.id2label ?? {});
-  if (entries.length === 0) throw new Error(`${path} has no \`id2label\`: not a sequence-classification model`);
-  const labels = Array.from({ length: entries.length }, (_, id) => config.id2label?.[String(id)]);
-  if (labels.some((label) => typeof label !== 'string')) {
-    throw new Error(`${path}'s \`id2label\` must map the ids 0 to ${entries.length - 1} to label names`);
-  }
-  return labels as string[];
-}
-
 /**
  * Starts a sequence classifier (a BERT-style `...ForSequenceClassification` export in transformers.js layout) on
  * worker threads behind one batcher whose items cost their token count: a model call holds at most `maxBatchSize`
@@ -84,26 +65,18 @@ export function createSequenceClassifier(options: SequenceClassifierOptions): Cl
   const dir = encoderFolder(options.model, 'model');
   const task = checkOneOf('task', options.task ?? 'text-classification', TASKS);
   const graph = encoderGraph(dir, options.dtype);
-  const configPath = join(dir, 'config.json');
-  const config = JSON.parse(readFileSync(configPath, 'utf8')) as ClassifierConfig;
-  const labels = labelsOf(config, configPath);
-  if (task === 'rerank' && labels.length !== 1) {
-    throw new Error(
-      `${configPath} has ${labels.length} labels; a rerank model (cross-encoder) has one relevance logit`,
-    );
-  }
-  const activation = labelActivation(config, labels.length);
+  const folder = readEncoderFolder(dir, task);
+  const { labels, activation, withTypes } = folder;
   const encoder = startEncoderBatcher(options, {
     dir,
     graph,
     output: 'logits',
     name: task === 'rerank' ? 'rerank' : 'classify',
     maxQueueSize: 4096,
-    maxPositions: config.max_position_embeddings,
+    maxPositions: folder.maxTokens,
   });
   const { batcher, tokenizer, tokens } = encoder;
-  // BERT-style models take segment ids (0 for a text and a pair's first part, 1 for its second).
-  const withTypes = config.type_vocab_size !== undefined;
+  // BERT-style models take segment ids (0 for a text and a pair's first part, 1 for its second): `withTypes`.
   const logitsOf = (output: OnnxOutput): Float32Array => {
     const logits = output.logits;
     if (logits === undefined || logits.dims.length !== 1 || logits.dims[0] !== labels.length) {
@@ -112,7 +85,7 @@ export function createSequenceClassifier(options: SequenceClassifierOptions): Cl
     return logits.data as Float32Array;
   };
   return {
-    id: options.id ?? basename(dir),
+    id: options.id ?? folder.name,
     task,
     labels,
     maxTokens: encoder.maxTokens,
