@@ -145,8 +145,10 @@ export function createTokenizerThreads(model: string, options: { readonly thread
     workers.map(
       (worker) =>
         new Promise<void>((resolveReady, rejectReady) => {
+          let started = false;
           worker.on('message', (reply: Reply) => {
             if (reply.ready === true) {
+              started = true;
               loaded += 1;
               resolveReady();
               return;
@@ -158,7 +160,13 @@ export function createTokenizerThreads(model: string, options: { readonly thread
             else waiter.resolve(reply);
           });
           const fail = (error: Error) => {
-            failure ??= new Error(`The tokenizer thread of "${dir}" failed: ${error.message}`, { cause: error });
+            // Before it is ready a thread fails loading the folder: said as the main-thread loader says it.
+            failure ??= new Error(
+              started
+                ? `The tokenizer thread of "${dir}" failed: ${error.message}`
+                : `Failed to load the tokenizer from "${dir}": ${error.message}`,
+              { cause: error },
+            );
             rejectReady(failure);
             for (const [id, waiter] of pending) {
               pending.delete(id);
