@@ -5,6 +5,7 @@
 import { createReadStream, createWriteStream } from 'node:fs';
 import { appendFile, link, mkdir, readFile, readdir, rename, rm, stat, truncate } from 'node:fs/promises';
 import { join } from 'node:path';
+import { createInterface } from 'node:readline';
 import { pipeline } from 'node:stream/promises';
 import type {
   BatchStorage,
@@ -190,14 +191,15 @@ class DiskResultLogs implements ResultLogStorage {
   async *read(log: string): AsyncIterable<ResultEntry> {
     const state = await this.#state(log);
     await state.tail;
-    let text: string;
+    // Line by line: a batch's output (thousands of embeddings) is never held whole while its file is written.
+    const lines = createInterface({ input: createReadStream(this.#path(log)), crlfDelay: Number.POSITIVE_INFINITY });
     try {
-      text = await readFile(this.#path(log), 'utf8');
+      for await (const line of lines) if (line !== '') yield JSON.parse(line) as ResultEntry;
     } catch (error) {
-      if (isMissing(error)) return;
-      throw error;
+      if (!isMissing(error)) throw error;
+    } finally {
+      lines.close();
     }
-    for (const line of text.split('\n')) if (line !== '') yield JSON.parse(line) as ResultEntry;
   }
 
   async counts(log: string): Promise<{ readonly ok: number; readonly failed: number }> {
